@@ -1,0 +1,78 @@
+"""The politeness add-on: one line switches every rule on, for every spider.
+
+``ADDONS = {"polite_crawler.addon.PoliteAddon": 0}`` in any Scrapy project's
+settings installs the frontier scheduler, the middlewares, the pipelines and
+the extensions below, and pins the Scrapy settings that would otherwise add
+timing of their own (the frontier owns all timing). Settings tune numbers; a
+spider or a project cannot switch a rule off: the pinned settings are applied
+above every other priority, and the components re-check them when they start.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from polite_crawler.defaults import POLITE_DEFAULTS
+
+if TYPE_CHECKING:
+    from scrapy.crawler import Crawler
+    from scrapy.settings import Settings
+
+# Above "cmdline" (40): a spider's custom_settings or -s cannot undo these.
+ENFORCED = 100
+
+# Scrapy settings the politeness depends on. The frontier holds a request until
+# its origin may be fetched, so the downloader must add no delay, keep one
+# request per origin, and have room for many origins at once.
+PINNED: dict[str, Any] = {
+    "DOWNLOAD_DELAY": 0,
+    "DOWNLOAD_DELAY_JITTER": 0,
+    "CONCURRENT_REQUESTS_PER_DOMAIN": 1,
+    "AUTOTHROTTLE_ENABLED": False,
+    "ROBOTSTXT_OBEY": False,  # replaced by polite_crawler's own robots.txt middleware
+    "COOKIES_ENABLED": False,  # a crawler has no session to keep; cookies grow traps
+    "REDIRECT_MAX_TIMES": 5,
+    "METAREFRESH_ENABLED": False,
+}
+
+# Components by setting: {import path: order}. ``None`` removes a stock
+# component that the project replaces.
+COMPONENTS: dict[str, dict[str, int | None]] = {
+    "DOWNLOADER_MIDDLEWARES": {
+        "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware": None,
+        "scrapy.downloadermiddlewares.useragent.UserAgentMiddleware": None,
+        "scrapy.downloadermiddlewares.retry.RetryMiddleware": None,
+        "polite_crawler.middlewares.identity.IdentityMiddleware": 980,
+    },
+    "SPIDER_MIDDLEWARES": {},
+    "ITEM_PIPELINES": {},
+    "EXTENSIONS": {
+        "scrapy.extensions.throttle.AutoThrottle": None,
+    },
+}
+
+# Single-class settings the add-on installs.
+CLASSES: dict[str, str] = {}
+
+
+class PoliteAddon:
+    """Scrapy add-on that wires polite_crawler's components into a crawl."""
+
+    def __init__(self, crawler: Crawler) -> None:
+        self.crawler = crawler
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> PoliteAddon:
+        return cls(crawler)
+
+    def update_settings(self, settings: Settings) -> None:
+        for name, value in POLITE_DEFAULTS.items():
+            settings.set(name, value, priority="addon")
+        for name, value in PINNED.items():
+            settings.set(name, value, priority=ENFORCED)
+        for name, value in CLASSES.items():
+            settings.set(name, value, priority=ENFORCED)
+        for name, components in COMPONENTS.items():
+            merged = dict(settings.getdict(name))
+            merged.update(components)
+            settings.set(name, merged, priority=ENFORCED)

@@ -1,0 +1,73 @@
+"""Every POLITE_* setting with its default, documented where it is declared.
+
+The add-on (:mod:`polite_crawler.addon`) loads these at ``addon`` priority, so a
+project's settings.py, a spider's ``custom_settings`` or ``-s`` on the command
+line can tune a number. No setting turns a rule off: numbers below the seeds'
+floors are clamped for public hosts (see :mod:`polite_crawler.policy.rest`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+DEMO_PORT = 8900
+
+POLITE_DEFAULTS: dict[str, Any] = {
+    # --- identity (issue 2) -------------------------------------------------
+    # Product token: the User-Agent's first word and the robots.txt token.
+    "POLITE_BOT_NAME": "PoliteCrawler",
+    # URL of the published bot page (bot_page/). No fake default: crawling a
+    # host that is not loopback without it stops the crawl at start.
+    "POLITE_BOT_URL": "",
+    # Contact address (mailbox), sent in the User-Agent and the From header.
+    "POLITE_CONTACT": "",
+    # Source addresses or reverse-DNS domain site owners can verify (bot page).
+    "POLITE_SOURCE_ADDRESSES": "",
+    # --- rest and frontier (issue 3) ---------------------------------------
+    "POLITE_REST_PAGE": 3.0,  # seconds between two pages of one origin
+    "POLITE_REST_API": 1.0,  # for requests marked meta["polite_api"] = True
+    "POLITE_REST_DURATION_FACTOR": 5.0,  # x the last exchange's duration
+    "POLITE_REST_DURATION_MAX": 30.0,
+    "POLITE_CRAWL_DELAY_MAX": 60.0,
+    "POLITE_BACKOFF_MAX": 300.0,  # cap of backoff and Retry-After-driven rests
+    "POLITE_JITTER": 1.0,  # random extra, as a fraction of the base rest
+    # Loopback (and these networks) may use rests below the public floors.
+    "POLITE_TEST_NETWORKS": [],
+    "POLITE_HOST_BUDGET": 10_000,  # pages per origin per day
+    "POLITE_LATENCY_BASELINE_N": 5,
+    "POLITE_LATENCY_WINDOW_N": 20,
+    "POLITE_CHECKPOINT_INTERVAL": 2.0,  # seconds between durable checkpoints
+    # Shared durable state (origin state, robots cache, page store). Empty:
+    # JOBDIR/polite.sqlite3 when JOBDIR is set, else .scrapy/polite.sqlite3.
+    "POLITE_STATE_DIR": "",
+    "POLITE_LEASE_TTL": 60.0,  # seconds a cross-process origin lease lives
+    # --- robots.txt (issue 4) -----------------------------------------------
+    "POLITE_ROBOTS_TTL": 24 * 3600.0,
+    "POLITE_ROBOTS_MAX_BYTES": 512 * 1024,
+    "POLITE_ROBOTS_MAX_REDIRECTS": 5,
+    # --- verdicts (issue 5) -------------------------------------------------
+    "POLITE_RETRY_TIMES": 3,  # retries per request (408/429/503/5xx/errors)
+    "POLITE_BREAKER_FAILURES": 5,  # consecutive failures that stop an origin
+    "POLITE_RETRY_AFTER_PARK": 24 * 3600.0,  # longer Retry-After parks the origin
+    "POLITE_MAX_BYTES": 5 * 1024 * 1024,  # body cap, decompressed size included
+    "POLITE_ACCESS_LOG": "",  # path; empty: <state dir>/access-<start>.jsonl
+    # --- discovery and traps (issue 6) --------------------------------------
+    "POLITE_MAX_DEPTH": 10,
+    "POLITE_MAX_URL_LENGTH": 2000,
+    "POLITE_MAX_QUERY_PARAMS": 5,
+    "POLITE_MAX_SEGMENT_REPEATS": 3,
+    "POLITE_STRIP_PARAMS": [],  # extra tracking parameters to strip
+    "POLITE_MAX_LINKS_PER_PAGE": 5000,
+    # --- conditional requests (issue 7) -------------------------------------
+    "POLITE_REVISIT_MIN": 3600.0,
+    "POLITE_REVISIT_MAX": 30 * 24 * 3600.0,
+    "POLITE_REVISIT_DEFAULT": 24 * 3600.0,
+    # --- storage (issue 8) --------------------------------------------------
+    "POLITE_STORE": "",  # empty: SQLite in the state dir; or postgresql://...
+    "POLITE_SIMHASH_DISTANCE": 7,
+    # --- hostile input (issue 10) -------------------------------------------
+    "POLITE_ALLOW_NETWORKS": [],
+    "POLITE_CONNECT_TIMEOUT": 10.0,
+    "POLITE_HEADERS_TIMEOUT": 20.0,
+    "POLITE_EXCHANGE_TIMEOUT": 45.0,
+}

@@ -1,0 +1,118 @@
+"""Every request says who sent it: User-Agent with token and +URL, and From."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
+
+from scrapy import signals
+from scrapy.exceptions import IgnoreRequest
+from scrapy.settings import SETTINGS_PRIORITIES
+
+from polite_crawler import __version__
+from polite_crawler.defaults import DEMO_PORT
+from polite_crawler.policy.identity import (
+    Identity,
+    IdentityError,
+    build_identity,
+    check_user_agent,
+    is_loopback_host,
+)
+from polite_crawler.policy.network import in_networks, parse_networks
+
+if TYPE_CHECKING:
+    from scrapy import Request, Spider
+    from scrapy.crawler import Crawler
+    from scrapy.http import Response
+    from scrapy.settings import BaseSettings
+
+logger = logging.getLogger(__name__)
+
+LOCAL_BOT_URL = f"http://127.0.0.1:{DEMO_PORT}/bot/"
+
+
+def identity_from_settings(settings: BaseSettings) -> Identity:
+    """The crawl's identity; a missing POLITE_BOT_URL falls back to the local bot page."""
+    return build_identity(
+        settings.get("POLITE_BOT_NAME", "PoliteCrawler"),
+        __version__,
+        settings.get("POLITE_BOT_URL") or LOCAL_BOT_URL,
+        settings.get("POLITE_CONTACT", ""),
+    )
+
+
+class IdentityMiddleware:
+    """Sets User-Agent and From on every request, and refuses a hidden identity.
+
+    The crawl refuses to start when a setting or the spider asks for another
+    User-Agent (a browser string above all), and when it would reach a host
+    that is not loopback without a published bot page (POLITE_BOT_URL).
+    """
+
+    def __init__(self, crawler: Crawler) -> None:
+        self.crawler = crawler
+        settings = crawler.settings
+        self.identity = identity_from_settings(settings)
+        self.has_bot_url = bool(settings.get("POLITE_BOT_URL"))
+        self.test_networks = parse_networks(settings.getlist("POLITE_TEST_NETWORKS"))
+        ua_priority = settings.getpriority("USER_AGENT") or 0
+        configured = settings.get("USER_AGENT") if ua_priority > SETTINGS_PRIORITIES["default"] else None
+        spider = crawler.spider
+        spider_ua = getattr(spider, "user_agent", None) if spider is not None else None
+        for candidate in (configured, spider_ua):
+            check_user_agent(candidate, self.identity)
+        if spider is not None:
+            for url in _start_urls(spider):
+                self._check_bot_url(url)
+        crawler.signals.connect(self.spider_opened, signal=signals.spider_opened)
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> IdentityMiddleware:
+        return cls(crawler)
+
+    def spider_opened(self, spider: Spider) -> None:
+        logger.info("Crawling as %(ua)s", {"ua": self.identity.user_agent})
+
+    def _needs_bot_url(self, url: str) -> bool:
+        host = urlsplit(url).hostname or ""
+        return not (self.has_bot_url or is_loopback_host(host) or in_networks(host, self.test_networks))
+
+    def _check_bot_url(self, url: str) -> None:
+        if self._needs_bot_url(url):
+            raise IdentityError(
+                f"refusing to crawl {url}: POLITE_BOT_URL is not set. Publish bot_page/ "
+                "(make bot-page writes bot_page/index.html) where site owners can read it, "
+                "and set POLITE_BOT_URL (and POLITE_CONTACT) to its address"
+            )
+
+    def process_request(self, request: Request) -> None:
+        if self._needs_bot_url(request.url):
+            assert self.crawler.stats is not None
+            self.crawler.stats.inc_value("polite/identity/refused_no_bot_url")
+            raise IgnoreRequest(f"POLITE_BOT_URL is not set; not fetching {request.url}")
+        sent = request.headers.get(b"User-Agent")
+        if sent is not None and sent.decode("latin-1") != self.identity.user_agent:
+            assert self.crawler.stats is not None
+            self.crawler.stats.inc_value("polite/identity/user_agent_overridden")
+            logger.warning(
+                "Replaced the User-Agent a request carried (%(ua)r) with the crawler's own",
+                {"ua": sent},
+            )
+        request.headers[b"User-Agent"] = self.identity.user_agent
+        if self.identity.from_header:
+            request.headers[b"From"] = self.identity.from_header
+        elif b"From" in request.headers:
+            del request.headers[b"From"]
+
+    def process_response(self, request: Request, response: Response) -> Response:
+        return response
+
+
+def _start_urls(spider: Spider) -> list[str]:
+    urls = list(getattr(spider, "start_urls", None) or [])
+    urls.extend(getattr(spider, "polite_start_urls", None) or [])
+    return [u for u in urls if isinstance(u, str)]
+
+
+__all__ = ["IdentityError", "IdentityMiddleware", "identity_from_settings"]

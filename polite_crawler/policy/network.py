@@ -1,0 +1,25 @@
+"""Address networks named in settings (test networks, allowed networks)."""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Iterable
+
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+def parse_networks(values: Iterable[str]) -> list[Network]:
+    """Parse CIDR strings; a bare address is a /32 or /128.
+
+    >>> parse_networks(["10.0.0.0/8", "192.0.2.7"])
+    [IPv4Network('10.0.0.0/8'), IPv4Network('192.0.2.7/32')]
+    """
+    return [ipaddress.ip_network(v.strip(), strict=False) for v in values if v and v.strip()]
+
+
+def in_networks(host: str, networks: Iterable[Network]) -> bool:
+    try:
+        addr = ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return False
+    return any(addr in net for net in networks)

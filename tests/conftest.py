@@ -1,0 +1,22 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from polite_crawler.web.server import Site, TestWeb
+
+
+@pytest.fixture
+def web_factory() -> Iterator[type[TestWeb]]:
+    """Start test webs with ``web_factory(sites)``; every one is stopped after the test."""
+    started: list[TestWeb] = []
+
+    def make(sites: dict[str, Site], port: int = 0) -> TestWeb:
+        web = TestWeb(sites, port).start()
+        started.append(web)
+        return web
+
+    yield make  # type: ignore[misc]
+    for web in started:
+        web.stop()
