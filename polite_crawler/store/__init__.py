@@ -1,0 +1,1 @@
+"""Durable state: where it lives, and the page store."""
