@@ -1,0 +1,41 @@
+"""The per-crawl objects the politeness components share.
+
+One :class:`PoliteContext` per crawler (kept on the crawler object, never in a
+module global): the frontier, the robots.txt book, the page store and the
+access log. Components reach it with ``polite_context(crawler)`` and build
+nothing of this kind themselves, so every component sees the same state.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from scrapy.crawler import Crawler
+
+_ATTR = "_polite_context"
+
+
+class PoliteContext:
+    def __init__(self, crawler: Crawler, clock: Callable[[], float] = time.time) -> None:
+        self.crawler = crawler
+        self.settings = crawler.settings
+        # Wall clock (epoch seconds): persisted next-allowed times must survive restarts.
+        self.clock = clock
+        # Set by the components that own them when the crawl opens.
+        self.frontier: Any = None  # polite_crawler.frontier (issue 3)
+        self.robots: Any = None  # polite_crawler.store.robots.RobotsBook (issue 4)
+        self.pages: Any = None  # polite_crawler.store page store (issue 8)
+        self.access_log: Any = None  # polite_crawler.extensions.accesslog (issue 5)
+        # Hosts the operator named (-a url / -a urls): allowed by the address policy.
+        self.start_hosts: set[str] = set()
+
+
+def polite_context(crawler: Crawler) -> PoliteContext:
+    ctx = getattr(crawler, _ATTR, None)
+    if ctx is None:
+        ctx = PoliteContext(crawler)
+        setattr(crawler, _ATTR, ctx)
+    return ctx
