@@ -1,0 +1,1 @@
+"""Benchmarks: figures for the notes, never timed tests. ``make bench`` runs them all."""
