@@ -1,36 +1,174 @@
-"""One canonical form for every URL (issue 6 owns the full rules).
+"""One canonical form for every URL: every duplicate decision and the stored identity.
 
-First version: w3lib's canonical form plus lower-case host and no default port.
+Built on :func:`w3lib.url.canonicalize_url` (safe characters, percent-encoding
+normalised to upper-case escapes of non-unreserved bytes, query sorted by key
+then value, dot segments resolved, fragment dropped, IDN host to punycode) and
+completed with what it leaves out:
+
+- scheme and host lower-case, a trailing dot of the host dropped;
+- the default port stripped (``:80`` for http, ``:443`` for https);
+- tracking parameters stripped (``utm_*``, ``fbclid``, ``gclid``, ``msclkid``,
+  ``mc_eid`` and the like, plus ``strip_params`` from POLITE_STRIP_PARAMS);
+- session identifiers stripped, from the query (``PHPSESSID``, ``sid``,
+  ``sessionid`` …), from path parameters (``;jsessionid=…``) and ASP.NET's
+  cookieless ``/(S(…))/`` segments;
+- the trailing-slash policy: an empty path is ``/``; any other path keeps
+  the slash as written. ``/docs`` and ``/docs/`` are different resources by
+  RFC 3986 and a server that treats them as one redirects one to the other,
+  which the crawler follows; stripping the slash would send the crawler to the
+  redirecting form and then drop the target as a duplicate of itself.
+
+Only http and https URLs have a canonical form; anything else raises
+:class:`URLError` (a :class:`ValueError`).
 """
 
 from __future__ import annotations
 
+import contextlib
+import re
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
 
 from w3lib.url import canonicalize_url
 
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
 _DEFAULT_PORTS = {"http": 80, "https": 443}
+
+# Parameters that only say where a click came from. Compared lower-case.
+TRACKING_PARAMS = frozenset({
+    "fbclid", "gclid", "gclsrc", "dclid", "gbraid", "wbraid", "msclkid", "mc_eid", "mc_cid",
+    "yclid", "ysclid", "twclid", "ttclid", "li_fat_id", "igshid", "igsh", "epik", "srsltid",
+    "_ga", "_gl", "_hsenc", "_hsmi", "__hstc", "__hssc", "__hsfp", "hsctatracking",
+    "mkt_tok", "oly_anon_id", "oly_enc_id", "vero_id", "vero_conv", "_openstat", "s_kwcid",
+    "ef_id", "rb_clickid", "wickedid", "irclickid", "ncid", "cmpid", "spm", "_branch_match_id",
+})
+TRACKING_PREFIXES = ("utm_", "pk_", "mtm_", "matomo_", "hsa_")
+
+# Session identifiers a server puts in URLs when it cannot set a cookie.
+SESSION_PARAMS = frozenset({
+    "jsessionid", "phpsessid", "sid", "sessionid", "session_id", "sessid", "session",
+    "aspsessionid", "cfid", "cftoken", "zenid", "oscsid", "xtcsid", "s_sid",
+})
+
+_PATH_SESSION = re.compile(
+    r";(?:" + "|".join(sorted(SESSION_PARAMS)) + r")=[^/;]*", re.IGNORECASE
+)
+# ASP.NET cookieless session segment: /(S(lit3py55t21z5v55vlm25s55))/page.aspx
+_ASPNET_SESSION = re.compile(r"/\((?:[A-Za-z]\([^()/]*\))+\)(?=/|$)")
+
+
+class URLError(ValueError):
+    """The text is not an http(s) URL with a host; it has no canonical form."""
+
+
+def _host_port(scheme: str, netloc: str) -> str:
+    userinfo, at, hostport = netloc.rpartition("@")
+    if hostport.startswith("["):
+        end = hostport.find("]")
+        host, port = hostport[: end + 1], hostport[end + 1 :].removeprefix(":")
+    else:
+        host, _, port = hostport.partition(":")
+    host = host.lower().rstrip(".")
+    if not host or host == "[]":
+        raise URLError("no host")
+    if port:
+        if not port.isdigit() or int(port) > 65535:
+            raise URLError(f"bad port {port!r}")
+        port = str(int(port))
+        if int(port) == _DEFAULT_PORTS[scheme]:
+            port = ""
+    return f"{userinfo}{at}{host}" + (f":{port}" if port else "")
+
+
+def _keep_param(pair: str, strip: frozenset[str]) -> bool:
+    name = pair.split("=", 1)[0].lower()
+    return not (
+        name in TRACKING_PARAMS
+        or name in SESSION_PARAMS
+        or name in strip
+        or name.startswith(TRACKING_PREFIXES)
+    )
+
+
+def canonicalize(url: str, *, strip_params: Iterable[str] = ()) -> str:
+    """The canonical form of an http(s) URL.
+
+    >>> canonicalize("HTTP://Example.ORG:80/a/./b/../c?b=2&a=1&utm_source=x#top")
+    'http://example.org/a/c?a=1&b=2'
+    >>> canonicalize("https://bücher.example:443/shop;jsessionid=0AF3?PHPSESSID=9&q=%7e")
+    'https://xn--bcher-kva.example/shop?q=~'
+    >>> canonicalize("http://example.org")
+    'http://example.org/'
+    >>> canonicalize("http://example.org/x?ref=1", strip_params=["ref"])
+    'http://example.org/x'
+    >>> canonicalize("mailto:someone@example.org")  # doctest: +IGNORE_EXCEPTION_DETAIL
+    Traceback (most recent call last):
+    ...
+    polite_crawler.policy.urls.URLError: not an http(s) URL: 'mailto:someone@example.org'
+    """
+    if not isinstance(url, str):
+        raise URLError(f"not a string: {type(url).__name__}")
+    text = url.strip()
+    scheme = text.split(":", 1)[0].lower() if ":" in text else ""
+    if scheme not in _DEFAULT_PORTS or not text[len(scheme) + 1 :].startswith("//"):
+        raise URLError(f"not an http(s) URL: {url!r}")
+    strip = frozenset(p.lower() for p in strip_params)
+    try:
+        parts = urlsplit(canonicalize_url(text))
+        netloc = _host_port(scheme, parts.netloc)
+        path = _ASPNET_SESSION.sub("", _PATH_SESSION.sub("", parts.path)) or "/"
+        query = "&".join(p for p in parts.query.split("&") if p and _keep_param(p, strip))
+        out = urlunsplit((scheme, netloc, path, query, ""))
+        # The cut parts may leave escapes or segments w3lib resolves differently
+        # on a second pass; one more pass makes the result a fixed point.
+        again = urlsplit(canonicalize_url(out))
+        if again.netloc != netloc:  # userinfo oddities w3lib re-encodes
+            out = urlunsplit((scheme, _host_port(scheme, again.netloc), again.path,
+                              again.query, ""))
+        elif again.path != path or again.query != query:
+            out = urlunsplit((scheme, netloc, again.path, again.query, ""))
+    except URLError:
+        raise
+    except (ValueError, UnicodeError) as exc:
+        raise URLError(f"unparseable URL {url!r}: {exc}") from exc
+    return out
+
+
+def host_of(url: str) -> str:
+    """The host of ``url`` as :func:`canonicalize` spells it (no port); ``""`` if none.
+
+    >>> host_of("http://WWW.Example.org.:8080/")
+    'www.example.org'
+    """
+    try:
+        host = (urlsplit(url).hostname or "").lower().rstrip(".")
+    except ValueError:
+        return ""
+    if host and not host.isascii():
+        with contextlib.suppress(UnicodeError):
+            host = host.encode("idna").decode("ascii")
+    return f"[{host}]" if ":" in host else host
 
 
 def origin_of(url: str) -> str:
     """``scheme://host[:port]`` with the default port dropped.
 
+    The host is lower-case, punycode for an IDN, without a trailing dot: the
+    same host as :func:`canonicalize` gives.
+
     >>> origin_of("HTTP://Example.ORG:80/a?b")
     'http://example.org'
     >>> origin_of("https://127.0.0.2:8443/x")
     'https://127.0.0.2:8443'
+    >>> origin_of("http://Bücher.example./")
+    'http://xn--bcher-kva.example'
     """
     parts = urlsplit(url)
     scheme = parts.scheme.lower()
-    host = (parts.hostname or "").lower()
-    if ":" in host:
-        host = f"[{host}]"
+    host = host_of(url)
     port = parts.port
     if port is None or port == _DEFAULT_PORTS.get(scheme):
         return f"{scheme}://{host}"
     return f"{scheme}://{host}:{port}"
-
-
-def canonicalize(url: str) -> str:
-    parts = urlsplit(canonicalize_url(url))
-    return urlunsplit((parts.scheme, origin_of(url).split("://", 1)[1], parts.path or "/", parts.query, ""))

@@ -1,0 +1,155 @@
+from __future__ import annotations
+
+import doctest
+import string
+
+import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+from polite_crawler.policy import urls
+from polite_crawler.policy.urls import URLError, canonicalize, host_of, origin_of
+
+
+def test_doctests() -> None:
+    result = doctest.testmod(urls)
+    assert result.attempted >= 8
+    assert result.failed == 0
+
+
+ALIASES = [
+    "http://example.org/page?a=1&b=2",
+    "HTTP://EXAMPLE.ORG/page?a=1&b=2",
+    "http://Example.Org:80/page?a=1&b=2",
+    "http://example.org./page?a=1&b=2",
+    "http://example.org/page?b=2&a=1",
+    "http://example.org/page?a=1&b=2#section-3",
+    "http://example.org/page?a=1&b=2&utm_source=news&utm_medium=mail",
+    "http://example.org/page?fbclid=IwAR3x&a=1&gclid=Cj0&b=2&msclkid=77&mc_eid=9",
+    "http://example.org/x/../page?a=1&b=2",
+    "http://example.org/./page?a=1&b=2",
+    "http://example.org/%70age?a=1&b=2",
+    "http://example.org/page;jsessionid=0A1B2C3D?a=1&b=2",
+    "http://example.org/page?a=1&PHPSESSID=abc&b=2&sid=42&sessionid=xyz",
+    "http://example.org/(S(lit3py55t21z5v55vlm25s55))/page?a=1&b=2",
+    "  http://example.org/page?a=1&b=2  ",
+]
+
+
+@pytest.mark.parametrize("alias", ALIASES)
+def test_aliases_share_one_form(alias: str) -> None:
+    assert canonicalize(alias) == "http://example.org/page?a=1&b=2"
+
+
+@pytest.mark.parametrize(("url", "expected"), [
+    ("https://example.org:443/", "https://example.org/"),
+    ("https://example.org:80/", "https://example.org:80/"),
+    ("http://example.org:443/", "http://example.org:443/"),
+    ("http://example.org:0080/", "http://example.org/"),
+    ("http://example.org", "http://example.org/"),
+    ("http://example.org/docs/", "http://example.org/docs/"),
+    ("http://example.org/docs", "http://example.org/docs"),
+    ("http://example.org/Case/Path", "http://example.org/Case/Path"),
+    ("http://ÉCOLE.example/é", "http://xn--cole-9oa.example/%C3%A9"),
+    ("http://example.org/a%2fb", "http://example.org/a%2Fb"),
+    ("http://example.org/%7euser", "http://example.org/~user"),
+    ("http://example.org/?", "http://example.org/"),
+    ("http://example.org/?q", "http://example.org/?q="),
+    ("http://example.org/?q=a b", "http://example.org/?q=a+b"),
+    ("http://[::0:1]:80/x", "http://[::1]/x"),
+    ("http://example.org/s?SID=1&Utm_Campaign=x&keep=1", "http://example.org/s?keep=1"),
+])
+def test_rules(url: str, expected: str) -> None:
+    assert canonicalize(url) == expected
+
+
+def test_extra_strip_params() -> None:
+    url = "http://example.org/x?ref=home&src=nav&id=3"
+    assert canonicalize(url) == "http://example.org/x?id=3&ref=home&src=nav"
+    assert canonicalize(url, strip_params=["REF", "src"]) == "http://example.org/x?id=3"
+
+
+@pytest.mark.parametrize("bad", [
+    "", "not a url", "mailto:a@example.org", "javascript:void(0)", "ftp://example.org/",
+    "http://", "http:///path", "http://[::1/", "http://example.org:99999/", "http://exa mple:x/",
+    "//example.org/relative", "/just/a/path",
+])
+def test_garbage_raises_urlerror(bad: str) -> None:
+    with pytest.raises(URLError):
+        canonicalize(bad)
+
+
+def test_origin_and_host() -> None:
+    assert origin_of("HTTPS://WWW.Example.org:443/a") == "https://www.example.org"
+    assert origin_of("http://127.0.0.3:8080/") == "http://127.0.0.3:8080"
+    assert host_of("http://[::1]:8080/") == "[::1]"
+    assert host_of("garbage") == ""
+
+
+# --- properties -----------------------------------------------------------
+
+URL_CHARS = string.ascii_letters + string.digits + "-._~:/?#[]@!$&'()*+,;=% éü\t\\"
+hosts = st.sampled_from(["example.org", "EXAMPLE.org", "bücher.example", "127.0.0.1",
+                         "[::1]", "xn--bcher-kva.example", "a.b.c.", "h"])
+ports = st.sampled_from(["", ":80", ":443", ":8080", ":0", ":65535"])
+tails = st.text(alphabet=URL_CHARS, max_size=60)
+
+
+@st.composite
+def http_urls(draw: st.DrawFn) -> str:
+    scheme = draw(st.sampled_from(["http", "https", "HTTP", "HtTpS"]))
+    return f"{scheme}://{draw(hosts)}{draw(ports)}/{draw(tails)}"
+
+
+@settings(max_examples=600, suppress_health_check=[HealthCheck.too_slow])
+@given(http_urls())
+@example("http://h/%2e%2E/%252e/..%2f/a;jsessionid=1;sid=2/b?x=%zz&utm_x=1#f")
+@example("http://h/;jsessionid=x/(S(ab))/(S(cd))")
+@example("http://h/a?&&b=1&")
+def test_canonical_is_idempotent(url: str) -> None:
+    try:
+        once = canonicalize(url)
+    except URLError:
+        return
+    assert canonicalize(once) == once
+    assert once == once.strip()
+    assert "#" not in once
+    assert once.split("://", 1)[0] in ("http", "https")
+
+
+@settings(max_examples=600)
+@given(st.one_of(st.text(max_size=80), http_urls(), st.binary(max_size=40).map(
+    lambda b: "http://example.org/" + b.decode("latin-1"))))
+def test_never_raises_anything_but_urlerror(text: str) -> None:
+    try:
+        out = canonicalize(text)
+    except URLError:
+        return
+    assert isinstance(out, str)
+    assert out.isascii()
+    assert canonicalize(out) == out
+
+
+@settings(max_examples=300)
+@given(http_urls(), st.permutations(["a=1", "b=2", "c=3", "utm_source=x"]))
+def test_parameter_order_and_fragment_do_not_matter(url: str, params: list[str]) -> None:
+    base = url.split("?", 1)[0].split("#", 1)[0]
+    try:
+        one = canonicalize(base + "?" + "&".join(params) + "#frag")
+        two = canonicalize(base + "?a=1&b=2&c=3")
+    except URLError:
+        return
+    assert one == two
+
+
+@settings(max_examples=200)
+@given(http_urls())
+def test_stable_across_calls(url: str) -> None:
+    try:
+        first = canonicalize(url)
+    except URLError:
+        with pytest.raises(URLError):
+            canonicalize(url)
+        return
+    assert canonicalize(url) == first
+    assert origin_of(first) == origin_of(canonicalize(first))
