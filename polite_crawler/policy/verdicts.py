@@ -1,17 +1,43 @@
-"""What each response means for its origin (issue 5 owns the bodies).
+"""What each response means for its origin.
 
 INTERFACE, agreed between the frontier (issue 3) and the verdicts (issue 5):
 the gate middleware calls ``classify_response`` / ``classify_exception`` for
 every exchange and ``apply_verdict`` to fold the verdict into the origin's
-:class:`FailureState`; the frontier's rest includes ``FailureState.wait_until``.
+:class:`FailureState`; the frontier's rest includes ``FailureState.wait_until``
+(not capped: a Retry-After above POLITE_BACKOFF_MAX is honoured in full, never
+shortened).
+
+The rules (seeds 002 and 003):
+
+* 429 and 503 wait for Retry-After (delta-seconds or HTTP-date, RFC 9110
+  section 10.2.3); a value in the past, negative, zero or garbage counts as
+  absent. Without it, a random backoff that grows with each consecutive
+  retry-later verdict, capped at POLITE_BACKOFF_MAX. A Retry-After above
+  POLITE_RETRY_AFTER_PARK parks the origin for the run. Three 429s in a run
+  halve the origin's steady rate (``rate_factor`` 2).
+* 402, 403 and a challenge page (any status, see :mod:`.challenges`) stop the
+  origin for the run.
+* 5xx other than 503, connection errors, timeouts, DNS and TLS failures back
+  off and count toward the circuit breaker: POLITE_BREAKER_FAILURES in a row
+  stop the origin. A success (2xx, 3xx, 304) or a plain 4xx resets the streak.
+* 408 is retried later with backoff; every other 4xx is never retried.
 """
 
 from __future__ import annotations
 
+import email.utils
 import enum
-import random
-from collections.abc import Mapping
-from dataclasses import dataclass
+import math
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+from datetime import UTC
+from typing import TYPE_CHECKING, Any, Protocol
+
+from polite_crawler.policy.challenges import detect_challenge
+
+if TYPE_CHECKING:
+    import random
 
 
 class Action(enum.Enum):
@@ -25,11 +51,27 @@ class Action(enum.Enum):
 @dataclass(frozen=True)
 class Verdict:
     action: Action
-    reason: str  # short and stable, used in stats keys and the access log: "429", "challenge:cloudflare"
-    wait: float | None = None  # seconds the server asked for (Retry-After), validated; None: backoff
+    # Short and stable, used in stats keys and the access log: "429", "challenge:cloudflare".
+    reason: str
+    # Seconds the server asked for (Retry-After), validated; None: backoff.
+    wait: float | None = None
     failure: bool = False  # counts toward the circuit breaker's consecutive-failure streak
     rate_limited: bool = False  # a 429: three in a run halve the origin's steady rate
     park: bool = False  # Retry-After beyond POLITE_RETRY_AFTER_PARK: the origin waits out the run
+
+    @property
+    def label(self) -> str:
+        """``<action>:<reason>``, the access log's ``verdict`` field ("retry_later:429")."""
+        return f"{self.action.value}:{self.reason}"
+
+    @property
+    def success(self) -> bool:
+        return self.action in (Action.OK, Action.NOT_MODIFIED)
+
+
+# Reasons an origin is stopped for, besides a STOP_ORIGIN verdict's own reason.
+STOP_BREAKER = "breaker"
+STOP_PARKED = "parked"
 
 
 @dataclass
@@ -41,6 +83,15 @@ class FailureState:
     rate_limit_hits: int = 0  # 429s this run
     rate_factor: float = 1.0  # multiplies the steady rest (2.0 after three 429s)
     stopped: str | None = None  # reason the origin is stopped for the run
+    # Consecutive retry-later verdicts of any kind (429/503/408 too): the backoff's exponent.
+    backoff_streak: int = 0
+    # The wait the last retry-later verdict set (seconds, after scaling), for logs.
+    last_wait: float = 0.0
+
+
+class _Settings(Protocol):
+    def getfloat(self, name: str, default: float = ...) -> float: ...
+    def getint(self, name: str, default: int = ...) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -48,20 +99,308 @@ class VerdictParams:
     backoff_max: float = 300.0
     breaker_failures: int = 5
     park_after: float = 24 * 3600.0
+    backoff_base: float = 4.0  # first backoff is uniform in [base, 2 x base)
+    rate_limit_hits: int = 3  # 429s in a run that halve the steady rate
+    rate_limit_factor: float = 2.0
+    retry_times: int = 3  # retries per request
+    # Multiplies every wait (Retry-After and backoff). Below 1 only for tests on
+    # loopback / POLITE_TEST_NETWORKS origins: :meth:`from_settings` forces 1.0 elsewhere.
+    wait_scale: float = 1.0
+
+    @classmethod
+    def from_settings(cls, settings: _Settings, *, test_origin: bool = False) -> VerdictParams:
+        """Read the POLITE_* knobs (any object with Scrapy's ``getfloat``/``getint``).
+
+        ``test_origin``: the origin is loopback or in POLITE_TEST_NETWORKS, where
+        POLITE_TEST_WAIT_SCALE may shrink waits; for any other origin a scale
+        below 1 is ignored (the server's wait is never shortened).
+        """
+        scale = settings.getfloat("POLITE_TEST_WAIT_SCALE", 1.0)
+        if scale <= 0 or (scale < 1.0 and not test_origin):
+            scale = 1.0
+        return cls(
+            backoff_max=settings.getfloat("POLITE_BACKOFF_MAX", 300.0),
+            breaker_failures=max(1, settings.getint("POLITE_BREAKER_FAILURES", 5)),
+            park_after=settings.getfloat("POLITE_RETRY_AFTER_PARK", 24 * 3600.0),
+            backoff_base=settings.getfloat("POLITE_BACKOFF_BASE", 4.0),
+            retry_times=max(0, settings.getint("POLITE_RETRY_TIMES", 3)),
+            wait_scale=scale,
+        )
 
 
-def classify_response(status: int, headers: Mapping[str, str], body_head: bytes, now: float) -> Verdict:
-    """Verdict for a response; ``headers`` lower-case names; ``body_head`` the first KiB."""
-    raise NotImplementedError
+DEFAULT_PARAMS = VerdictParams()
+
+_DELTA_SECONDS = re.compile(r"^\+?\d+(?:\.\d*)?$")
+
+
+def parse_retry_after(value: str | bytes | None, now: float) -> float | None:
+    """Seconds to wait from a Retry-After value, or None when it says nothing usable.
+
+    Both forms of RFC 9110 section 10.2.3: delta-seconds and an HTTP-date (any
+    of the three date formats). A date in the past, a negative or zero delay and
+    garbage count as absent.
+
+    >>> parse_retry_after("120", now=0.0)
+    120.0
+    >>> parse_retry_after("Thu, 01 Jan 1970 00:02:00 GMT", now=60.0)
+    60.0
+    >>> parse_retry_after("-5", now=0.0) is None, parse_retry_after("soon", now=0.0) is None
+    (True, True)
+    """
+    if value is None:
+        return None
+    if isinstance(value, bytes):
+        value = value.decode("latin-1")
+    text = value.strip()
+    if not text:
+        return None
+    if _DELTA_SECONDS.match(text):
+        try:
+            seconds = float(text)
+        except (ValueError, OverflowError):
+            return None
+        return seconds if math.isfinite(seconds) and seconds > 0 else None
+    try:
+        when = email.utils.parsedate_to_datetime(text)
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+    if when.tzinfo is None:  # asctime form and "-0000": the RFC says GMT
+        when = when.replace(tzinfo=UTC)
+    try:
+        delta = when.timestamp() - now
+    except (OverflowError, OSError, ValueError):
+        return None
+    return delta if math.isfinite(delta) and delta > 0 else None
+
+
+def backoff_delay(streak: int, rng: random.Random, base: float = 4.0, cap: float = 300.0) -> float:
+    """Random backoff after ``streak`` consecutive retry-later verdicts.
+
+    Uniform in ``[base * 2**(streak-1), 2 * base * 2**(streak-1))``, capped at
+    ``cap``: each step's shortest wait is the previous step's longest, so the
+    waits grow with the streak while the jitter keeps crawlers apart.
+
+    >>> import random; rng = random.Random(1)
+    >>> [4 <= backoff_delay(1, rng) < 8, 8 <= backoff_delay(2, rng) < 16, backoff_delay(30, rng)]
+    [True, True, 300.0]
+    """
+    if streak <= 0:
+        return 0.0
+    low = base * 2.0 ** min(streak - 1, 60)
+    return min(cap, low * (1.0 + rng.random()))
+
+
+def text_headers(headers: Mapping[Any, Any] | Iterable[tuple[Any, Any]]) -> dict[str, str]:
+    """Lower-case ``str`` names and values from Scrapy-style headers (bytes, lists of values).
+
+    >>> text_headers({b"Retry-After": [b"7"], "CF-Mitigated": "challenge"})
+    {'retry-after': '7', 'cf-mitigated': 'challenge'}
+    """
+    items = headers.items() if isinstance(headers, Mapping) else headers
+    out: dict[str, str] = {}
+    for name, raw in items:
+        key = (name.decode("latin-1") if isinstance(name, bytes) else str(name)).lower()
+        values = raw if isinstance(raw, (list, tuple)) else [raw]
+        text = ", ".join(v.decode("latin-1") if isinstance(v, bytes) else str(v) for v in values)
+        out[key] = f"{out[key]}, {text}" if key in out else text
+    return out
+
+
+def classify_response(
+    status: int,
+    headers: Mapping[str, str],
+    body_head: bytes,
+    now: float,
+    *,
+    params: VerdictParams = DEFAULT_PARAMS,
+) -> Verdict:
+    """Verdict for a response; ``headers`` lower-case names; ``body_head`` the body's
+    first bytes (decompressed; :data:`.challenges.BODY_HEAD_BYTES` are searched).
+
+    >>> v = classify_response(429, {"retry-after": "7"}, b"", now=0.0)
+    >>> v.label, v.wait, v.rate_limited, v.failure
+    ('retry_later:429', 7.0, True, False)
+    >>> classify_response(200, {"cf-mitigated": "challenge"}, b"", now=0.0).label
+    'stop_origin:challenge:cloudflare'
+    """
+    challenge = detect_challenge(status, headers, body_head)
+    if challenge is not None:
+        return Verdict(Action.STOP_ORIGIN, f"challenge:{challenge}")
+    reason = str(status)
+    if status in (402, 403):
+        return Verdict(Action.STOP_ORIGIN, reason)
+    if 200 <= status < 300:
+        return Verdict(Action.OK, reason)
+    if status == 304:
+        return Verdict(Action.NOT_MODIFIED, reason)
+    if 300 <= status < 400:
+        return Verdict(Action.OK, reason)
+    wait = parse_retry_after(headers.get("retry-after"), now)
+    park = wait is not None and wait > params.park_after
+    if status in (429, 503):
+        return Verdict(Action.RETRY_LATER, reason, wait=wait, rate_limited=status == 429, park=park)
+    if status == 408:
+        return Verdict(Action.RETRY_LATER, reason, wait=wait, park=park)
+    if 500 <= status < 600:
+        return Verdict(Action.RETRY_LATER, reason, wait=wait, failure=True, park=park)
+    return Verdict(Action.GIVE_UP, reason)
+
+
+# Exception class names (anywhere in the MRO) -> kind. Names, not imports:
+# the policy layer imports neither Twisted nor Scrapy.
+_ERROR_KINDS: dict[str, str] = {
+    # our own decisions: not the server's fault
+    "IgnoreRequest": "ignored",
+    "DownloadCancelledError": "cancelled",
+    "CancelledError": "cancelled",
+    "StopDownload": "cancelled",
+    # name resolution
+    "DNSLookupError": "dns",
+    "CannotResolveHostError": "dns",
+    "gaierror": "dns",
+    # refused / reset / lost
+    "DownloadConnectionRefusedError": "refused",
+    "ConnectionRefusedError": "refused",
+    "ConnectionResetError": "reset",
+    "ConnectionAbortedError": "reset",
+    "ConnectionAborted": "reset",
+    "ConnectionLost": "lost",
+    "ConnectionDone": "lost",
+    "ResponseDataLossError": "lost",
+    "PotentialDataLoss": "lost",
+    "BrokenPipeError": "reset",
+    # time
+    "DownloadTimeoutError": "timeout",
+    "TCPTimedOutError": "timeout",
+    "UserTimeout": "timeout",
+    "TimeoutError": "timeout",
+    # TLS
+    "SSLError": "tls",
+    "CertificateError": "tls",
+    "SSLCertVerificationError": "tls",
+    "VerificationError": "tls",
+    # anything else on the way to the server
+    "NoRouteError": "connect",
+    "ConnectError": "connect",
+    "ConnectingCancelledError": "connect",
+    "TunnelError": "connect",
+    "DownloadFailedError": "connect",
+    "OSError": "connect",
+}
+_NOT_FAILURES = frozenset({"ignored", "cancelled"})
+
+
+def _unwrap(exc: BaseException) -> BaseException:
+    """The first reason inside Twisted's ResponseNeverReceived / ResponseFailed."""
+    for _ in range(5):
+        reasons = getattr(exc, "reasons", None)
+        if not reasons or not isinstance(reasons, list):
+            return exc
+        inner = getattr(reasons[0], "value", reasons[0])
+        if not isinstance(inner, BaseException):
+            return exc
+        exc = inner
+    return exc
+
+
+def error_kind(exc: BaseException) -> str:
+    """"dns", "refused", "reset", "lost", "timeout", "tls", "connect", "ignored",
+    "cancelled" or "other" (class names in the MRO; the first known wins)."""
+    exc = _unwrap(exc)
+    for cls in type(exc).__mro__:
+        if cls.__module__.split(".")[0] == "OpenSSL":
+            return "tls"
+        kind = _ERROR_KINDS.get(cls.__name__)
+        if kind is not None:
+            return kind
+    return "other"
 
 
 def classify_exception(exc: BaseException) -> Verdict:
-    """Verdict for a failed exchange (connection refused/reset, timeout, DNS, TLS ...)."""
-    raise NotImplementedError
+    """Verdict for a failed exchange (connection refused/reset, timeout, DNS, TLS ...).
+
+    Every kind of network failure is retried later and counts toward the
+    breaker; our own cancellations (an IgnoreRequest, a cancelled download) do
+    neither.
+
+    >>> classify_exception(ConnectionRefusedError()).label
+    'retry_later:error:refused'
+    """
+    kind = error_kind(exc)
+    if kind in _NOT_FAILURES:
+        return Verdict(Action.GIVE_UP, f"error:{kind}")
+    return Verdict(Action.RETRY_LATER, f"error:{kind}", failure=True)
 
 
 def apply_verdict(
     state: FailureState, verdict: Verdict, now: float, params: VerdictParams, rng: random.Random
 ) -> FailureState:
-    """Fold one verdict into the origin's failure state (returns the new state)."""
-    raise NotImplementedError
+    """Fold one verdict into the origin's failure state (returns the new state).
+
+    ``wait_until`` only ever moves later (the server's wait is never shortened).
+    """
+    if verdict.action is Action.STOP_ORIGIN:
+        return replace(state, stopped=state.stopped or verdict.reason)
+    if verdict.action is not Action.RETRY_LATER:
+        # The origin answered: the failure streak and the backoff start over.
+        return replace(state, consecutive_failures=0, backoff_streak=0)
+    streak = state.backoff_streak + 1
+    failures = state.consecutive_failures + (1 if verdict.failure else 0)
+    hits = state.rate_limit_hits + (1 if verdict.rate_limited else 0)
+    factor = state.rate_factor
+    if verdict.rate_limited and hits >= params.rate_limit_hits:
+        factor = max(factor, params.rate_limit_factor)
+    if verdict.wait is not None:
+        wait = verdict.wait
+    else:
+        wait = backoff_delay(streak, rng, params.backoff_base, params.backoff_max)
+    park = verdict.park or (verdict.wait is not None and verdict.wait > params.park_after)
+    wait *= params.wait_scale
+    stopped = state.stopped
+    if stopped is None and park:
+        stopped = STOP_PARKED
+    if stopped is None and verdict.failure and failures >= params.breaker_failures:
+        stopped = STOP_BREAKER
+    return replace(
+        state,
+        consecutive_failures=failures,
+        backoff_streak=streak,
+        rate_limit_hits=hits,
+        rate_factor=factor,
+        wait_until=max(state.wait_until, now + wait),
+        last_wait=wait,
+        stopped=stopped,
+    )
+
+
+def new_run(state: FailureState) -> FailureState:
+    """The state a new run starts from: only the server's wait carries over.
+
+    Stops, the breaker streak and the 429 count are per run ("for the run");
+    ``wait_until`` is a promise to the server and survives restarts.
+    """
+    return FailureState(wait_until=state.wait_until)
+
+
+def may_retry(retries_done: int, params: VerdictParams) -> bool:
+    """Whether a request that has been retried ``retries_done`` times may be retried again."""
+    return retries_done < params.retry_times
+
+
+_STOP_TEXT = {
+    "402": "402 Payment Required: the site wants payment",
+    "403": "403 Forbidden: the site refuses the crawler",
+    STOP_BREAKER: "circuit breaker: too many failures in a row",
+    STOP_PARKED: "Retry-After longer than POLITE_RETRY_AFTER_PARK",
+}
+
+
+def describe_stop(reason: str) -> str:
+    """A site owner's reading of why an origin was stopped (for the WARNING log).
+
+    >>> describe_stop("challenge:cloudflare")
+    'challenge page (cloudflare): the site asks for a human'
+    """
+    if reason.startswith("challenge:"):
+        return f"challenge page ({reason.split(':', 1)[1]}): the site asks for a human"
+    return _STOP_TEXT.get(reason, reason)

@@ -1,0 +1,227 @@
+"""Challenge pages: a bot manager asking for a human, whatever the status.
+
+A challenge (or a bot manager's block page) is the site saying no: the origin
+is stopped for the run (seed 002, "a challenge page ... stops the host"). It
+is recognised from the table below. Each :class:`ChallengeRule` is a vendor
+and one or more :class:`Signature`; a signature matches when *all* its
+conditions hold (status, headers, body markers), and a rule matches when any
+of its signatures does. To add a vendor, add a rule with a signature specific
+enough that an ordinary page never matches it (a contact form with a captcha
+widget on a 200 is not a challenge), and a positive and a negative sample in
+``tests/test_policy_challenges.py``.
+
+Body markers are searched in the first :data:`BODY_HEAD_BYTES` of the body
+(decompressed), case-insensitively.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+# How much of the body the markers are searched in. Challenge pages are small
+# and put their markers near the top; 32 KiB covers their inline scripts.
+BODY_HEAD_BYTES = 32 * 1024
+
+# Statuses bot managers answer with when they challenge or block.
+BLOCKING_STATUSES = frozenset({401, 403, 405, 429, 503})
+
+# Phrases of a captcha interstitial (as opposed to a form with a captcha widget).
+_HUMAN_CHECK = (
+    rb"verify (?:that )?you are (?:a )?human|are you a robot|not a robot"
+    rb"|complete the security check|checking (?:if the site connection is secure|your browser)"
+    rb"|unusual traffic|verify you are not a bot|human verification"
+)
+
+
+def _rx(pattern: bytes) -> re.Pattern[bytes]:
+    return re.compile(pattern, re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Signature:
+    """One way of recognising a vendor's page; every condition given must hold."""
+
+    # Body markers (bytes regexes, case-insensitive): all must be found.
+    body: tuple[re.Pattern[bytes], ...] = ()
+    # Header name (lower case) -> regex on its value (case-insensitive): all must match.
+    headers: Mapping[str, re.Pattern[str]] = field(default_factory=dict)
+    # None: any status.
+    statuses: frozenset[int] | None = None
+
+    def matches(self, status: int, headers: Mapping[str, str], body_head: bytes) -> bool:
+        if self.statuses is not None and status not in self.statuses:
+            return False
+        for name, rx in self.headers.items():
+            value = headers.get(name)
+            if value is None or not rx.search(value):
+                return False
+        return all(rx.search(body_head) for rx in self.body)
+
+
+def sig(
+    *body: bytes,
+    headers: Mapping[str, str] | None = None,
+    statuses: frozenset[int] | None = None,
+) -> Signature:
+    """A :class:`Signature` from plain patterns (compiled case-insensitive)."""
+    return Signature(
+        body=tuple(_rx(b) for b in body),
+        headers={k.lower(): re.compile(v, re.IGNORECASE) for k, v in (headers or {}).items()},
+        statuses=statuses,
+    )
+
+
+@dataclass(frozen=True)
+class ChallengeRule:
+    name: str  # stable: the verdict reason is "challenge:<name>"
+    signatures: tuple[Signature, ...]
+    note: str = ""
+
+    def matches(self, status: int, headers: Mapping[str, str], body_head: bytes) -> bool:
+        return any(s.matches(status, headers, body_head) for s in self.signatures)
+
+
+CHALLENGE_RULES: tuple[ChallengeRule, ...] = (
+    ChallengeRule(
+        "cloudflare",
+        (
+            # Cloudflare marks every challenge response with this header.
+            sig(headers={"cf-mitigated": r"^\s*challenge\b"}),
+            sig(rb"<title>\s*just a moment\.\.\.\s*</title>",
+                rb"cf[-_]chl|/cdn-cgi/challenge-platform/|cf-browser-verification"),
+            sig(rb"<title>\s*just a moment\.\.\.\s*</title>", statuses=BLOCKING_STATUSES),
+            sig(rb"/cdn-cgi/challenge-platform/", rb"_cf_chl_opt|cf-chl-"),
+            sig(rb"cf-browser-verification|checking your browser before accessing",
+                rb"cloudflare"),
+        ),
+        "managed / JS challenge, Turnstile interstitial",
+    ),
+    ChallengeRule(
+        "cloudflare_block",
+        (
+            sig(rb"<title>\s*attention required!\s*\|\s*cloudflare\s*</title>"),
+            sig(rb"cf-error-details", rb"sorry, you have been blocked"),
+        ),
+        "WAF block page (error 1020 and kin)",
+    ),
+    ChallengeRule(
+        "hcaptcha",
+        (
+            sig(rb"hcaptcha\.com/1/api\.js|class=[\"']h-captcha[\"']", statuses=BLOCKING_STATUSES),
+            sig(rb"hcaptcha\.com|class=[\"']h-captcha[\"']", _HUMAN_CHECK),
+        ),
+        "captcha interstitial; a form with the widget on a 2xx page is not one",
+    ),
+    ChallengeRule(
+        "recaptcha",
+        (
+            sig(rb"google\.com/recaptcha/|recaptcha/api\.js|class=[\"']g-recaptcha[\"']",
+                statuses=BLOCKING_STATUSES),
+            sig(rb"google\.com/recaptcha/|recaptcha/api\.js|class=[\"']g-recaptcha[\"']",
+                _HUMAN_CHECK),
+            # Google's own "sorry" page.
+            sig(rb"our systems have detected unusual traffic from your computer network"),
+        ),
+        "captcha interstitial; a form with the widget on a 2xx page is not one",
+    ),
+    ChallengeRule(
+        "datadome",
+        (
+            # The challenge frame is served from captcha-delivery.com.
+            sig(rb"captcha-delivery\.com"),
+            # Every response of a protected site carries x-datadome; only a refusal blocks.
+            sig(headers={"x-datadome": r"."}, statuses=BLOCKING_STATUSES),
+        ),
+        "",
+    ),
+    ChallengeRule(
+        "perimeterx",
+        (
+            sig(rb"id=[\"']px-captcha[\"']|captcha\.px-cdn\.net|captcha\.px-cloud\.net"),
+            sig(rb"press (?:&amp;|&) hold", rb"human"),
+            sig(rb"_pxappid|perimeterx|px-cdn\.net", statuses=BLOCKING_STATUSES),
+        ),
+        "PerimeterX / HUMAN Security press-and-hold",
+    ),
+    ChallengeRule(
+        "akamai",
+        (
+            # Akamai edge refusal: "Access Denied ... Reference #18.xxxx".
+            sig(rb"<title>\s*access denied\s*</title>",
+                rb"reference(?:&#32;|\s)*(?:&#35;|#)\s*\d+(?:\.|&#46;)[0-9a-f]+"
+                rb"|errors(?:\.|&#46;)edgesuite(?:\.|&#46;)net"),
+            sig(headers={"server": r"akamaighost"}, statuses=frozenset({403})),
+            # Bot Manager's proof-of-work interstitial.
+            sig(rb"/_sec/cp_challenge/|sec-if-cpt-container|sec-cpt-if"),
+        ),
+        "Akamai edge block and Bot Manager challenge",
+    ),
+    ChallengeRule(
+        "imperva",
+        (
+            sig(rb"incapsula incident id|_incapsula_resource"),
+        ),
+        "Imperva / Incapsula",
+    ),
+    ChallengeRule(
+        "aws_waf",
+        (
+            sig(headers={"x-amzn-waf-action": r"challenge|captcha|block"}),
+            sig(rb"awswafintegration|\.awswaf\.com/", rb"challenge|captcha"),
+        ),
+        "AWS WAF challenge and captcha actions",
+    ),
+    ChallengeRule(
+        "vercel",
+        (sig(headers={"x-vercel-mitigated": r"challenge|deny"}),),
+        "Vercel firewall",
+    ),
+    ChallengeRule(
+        "sucuri",
+        (
+            sig(headers={"x-sucuri-block": r"."}),
+            sig(rb"sucuri website firewall", rb"access denied"),
+        ),
+        "",
+    ),
+    ChallengeRule(
+        "kasada",
+        (sig(headers={"x-kpsdk-ct": r"."}, statuses=BLOCKING_STATUSES),),
+        "",
+    ),
+    ChallengeRule(
+        "anubis",
+        (
+            sig(rb"<title>\s*making sure you(?:&#39;|')re not a bot!?\s*</title>"),
+            sig(rb"within\.website/x/cmd/anubis|anubis_challenge|id=[\"']anubis_"),
+        ),
+        "proof-of-work interstitial in front of many forges and wikis",
+    ),
+)
+
+
+def detect_challenge(
+    status: int,
+    headers: Mapping[str, str],
+    body_head: bytes,
+    rules: tuple[ChallengeRule, ...] = CHALLENGE_RULES,
+) -> str | None:
+    """The name of the first rule that recognises a challenge page, else None.
+
+    ``headers`` has lower-case names (one value each).
+
+    >>> detect_challenge(403, {"cf-mitigated": "challenge"}, b"")
+    'cloudflare'
+    >>> detect_challenge(200, {}, b"<html><title>Just a moment...</title></html>") is None
+    True
+    """
+    head = body_head[:BODY_HEAD_BYTES]
+    for rule in rules:
+        if rule.matches(status, headers, head):
+            return rule.name
+    return None
