@@ -48,6 +48,7 @@ COMPONENTS: dict[str, dict[str, int | None]] = {
     "ITEM_PIPELINES": {},
     "EXTENSIONS": {
         "scrapy.extensions.throttle.AutoThrottle": None,
+        "polite_crawler.extensions.jobdir.JobDirExtension": -1000,  # first: settles JOBDIR
     },
 }
 
