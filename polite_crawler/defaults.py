@@ -46,6 +46,8 @@ POLITE_DEFAULTS: dict[str, Any] = {
     "POLITE_ROBOTS_MAX_BYTES": 512 * 1024,
     "POLITE_ROBOTS_MAX_REDIRECTS": 5,
     # --- verdicts (issue 5) -------------------------------------------------
+    "POLITE_ROBOTS_RETRY_MIN": 60.0,  # first retry of an unreachable robots.txt; doubles
+    "POLITE_ROBOTS_RETRY_MAX": 3600.0,  # cap of that backoff
     "POLITE_RETRY_TIMES": 3,  # retries per request (408/429/503/5xx/errors)
     "POLITE_BREAKER_FAILURES": 5,  # consecutive failures that stop an origin
     "POLITE_RETRY_AFTER_PARK": 24 * 3600.0,  # longer Retry-After parks the origin

@@ -1,0 +1,361 @@
+"""The robots.txt book: a durable cache of every origin's robots.txt and its fetch state.
+
+One table, ``robots_txt``, in the shared state database (:mod:`.paths`), so the
+cache survives restarts and is shared by every job on the same hosts. A copy is
+fresh for ``POLITE_ROBOTS_TTL`` (24 h, RFC 9309 section 2.4); the last good
+copy is kept through an outage and used until robots.txt can be read again.
+
+The frontier asks, synchronously and cheaply (an in-memory dict in front of
+SQLite):
+
+* :meth:`RobotsBook.needs_fetch` -- should robots.txt be fetched now?
+* :meth:`RobotsBook.ready` -- may the origin's content be judged now?
+* :meth:`RobotsBook.retry_at` -- when may :meth:`needs_fetch` turn true?
+* :meth:`RobotsBook.allowed`, :meth:`RobotsBook.crawl_delay`, :meth:`RobotsBook.robots_url`.
+
+The robots.txt middleware records answers with :meth:`RobotsBook.record_answer`,
+:meth:`RobotsBook.record_failure` and :meth:`RobotsBook.record_redirect`.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from polite_crawler.policy.robots import (
+    DEFAULT_MAX_BYTES,
+    NO_SIGNALS,
+    ContentSignals,
+    Outcome,
+    RobotsRules,
+    clip_robots,
+    fetch_outcome,
+    retry_delay,
+)
+from polite_crawler.policy.urls import origin_of
+from polite_crawler.store.paths import connect, state_db_path
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from pathlib import Path
+
+    from scrapy.settings import BaseSettings
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS robots_txt (
+    origin       TEXT PRIMARY KEY,
+    url          TEXT,
+    kind         TEXT,              -- 'rules' (2xx), 'allow_all' (4xx) or NULL (no copy yet)
+    status       INTEGER,           -- status of the last good copy
+    body         BLOB,              -- the parsed part of the last good copy
+    truncated    INTEGER NOT NULL DEFAULT 0,
+    fetched_at   REAL,              -- when the last good copy was fetched (epoch seconds)
+    failures     INTEGER NOT NULL DEFAULT 0,  -- outages in a row (0: robots.txt reachable)
+    outage_since REAL,
+    retry_at     REAL NOT NULL DEFAULT 0,     -- no new fetch before this time
+    last_error   TEXT,
+    checked_at   REAL               -- the last answer of any kind
+)
+"""
+
+_COLUMNS = ("url", "kind", "status", "body", "truncated", "fetched_at", "failures",
+            "outage_since", "retry_at", "last_error", "checked_at")
+
+KIND_RULES = "rules"
+KIND_ALLOW_ALL = "allow_all"
+
+# How long a redirected robots.txt request may stay unanswered before the
+# origin's robots.txt is asked for again (the hop may have been dropped).
+PENDING_TTL = 600.0
+# How often an entry this process holds is compared with the shared table
+# (another job may have fetched it) before the book asks for a fetch.
+_RELOAD_AFTER = 5.0
+
+
+@dataclass
+class RobotsState:
+    """What the book knows of one origin's robots.txt."""
+
+    origin: str
+    url: str | None = None
+    kind: str | None = None  # KIND_RULES, KIND_ALLOW_ALL, or None: no usable copy
+    status: int | None = None
+    body: bytes = b""
+    truncated: bool = False
+    fetched_at: float | None = None
+    failures: int = 0
+    outage_since: float | None = None
+    retry_at: float = 0.0
+    last_error: str | None = None
+    checked_at: float | None = None
+
+    @property
+    def has_copy(self) -> bool:
+        return self.kind is not None
+
+    @property
+    def in_outage(self) -> bool:
+        return self.failures > 0
+
+
+class _Entry:
+    __slots__ = ("loaded_at", "pending_until", "rules", "state")
+
+    def __init__(self, state: RobotsState, loaded_at: float) -> None:
+        self.state = state
+        self.rules: RobotsRules | None = None
+        self.pending_until = 0.0
+        self.loaded_at = loaded_at
+
+
+class RobotsBook:
+    """The durable robots.txt cache of the crawl (see the module docstring).
+
+    ``clock`` returns wall-clock epoch seconds; tests inject their own.
+    """
+
+    def __init__(  # noqa: PLR0917
+        self,
+        db: Path | str | sqlite3.Connection,
+        token: str,
+        ttl: float = 24 * 3600.0,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        retry_min: float = 60.0,
+        retry_max: float = 3600.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._own_conn = not isinstance(db, sqlite3.Connection)
+        self._conn = db if isinstance(db, sqlite3.Connection) else connect(db)
+        self._conn.execute(_SCHEMA)
+        self.token = token
+        self.ttl = ttl
+        self.max_bytes = max_bytes
+        self.retry_min = retry_min
+        self.retry_max = retry_max
+        self.clock = clock
+        self._entries: dict[str, _Entry] = {}
+        self._lock = threading.RLock()
+
+    @classmethod
+    def from_settings(
+        cls, settings: BaseSettings, clock: Callable[[], float] = time.time
+    ) -> RobotsBook:
+        return cls(
+            state_db_path(settings),
+            settings.get("POLITE_BOT_NAME", "PoliteCrawler"),
+            ttl=settings.getfloat("POLITE_ROBOTS_TTL", 24 * 3600.0),
+            max_bytes=settings.getint("POLITE_ROBOTS_MAX_BYTES", DEFAULT_MAX_BYTES),
+            retry_min=settings.getfloat("POLITE_ROBOTS_RETRY_MIN", 60.0),
+            retry_max=settings.getfloat("POLITE_ROBOTS_RETRY_MAX", 3600.0),
+            clock=clock,
+        )
+
+    def close(self) -> None:
+        if self._own_conn:
+            self._conn.close()
+
+    # --- the frontier's questions ------------------------------------------
+
+    @staticmethod
+    def robots_url(origin: str) -> str:
+        return f"{origin}/robots.txt"
+
+    def needs_fetch(self, origin: str) -> bool:
+        """No copy, or a stale one, and not inside a retry wait or a pending redirect."""
+        now = self.clock()
+        entry = self._entry(origin)
+        if self._needs_fetch(entry, now) and now - entry.loaded_at >= _RELOAD_AFTER:
+            entry = self._reload(origin, now)  # another job may have fetched it meanwhile
+        return self._needs_fetch(entry, now)
+
+    def ready(self, origin: str) -> bool:
+        """May content of ``origin`` be judged now?
+
+        True for a fresh copy (rules or allow-all), and for the last good copy
+        while robots.txt is unreachable. False with no copy, and with a stale
+        copy that is due to be fetched again.
+        """
+        state = self._entry(origin).state
+        if not state.has_copy:
+            return False
+        return self._fresh(state, self.clock()) or state.in_outage
+
+    def retry_at(self, origin: str) -> float:
+        """The earliest time :meth:`needs_fetch` may turn true (0: it may now)."""
+        entry = self._entry(origin)
+        state = entry.state
+        at = max(state.retry_at, entry.pending_until)
+        if state.has_copy and not state.in_outage and state.fetched_at is not None:
+            at = max(at, state.fetched_at + self.ttl)
+        return at
+
+    def allowed(self, url: str) -> bool:
+        """May ``url`` be fetched? False while its origin's robots.txt is not ready."""
+        origin = origin_of(url)
+        if not self.ready(origin):
+            return False
+        rules = self.rules(origin)
+        return rules is None or rules.allowed(url)
+
+    def crawl_delay(self, origin: str) -> float | None:
+        """Crawl-delay of the matched group (uncapped; the frontier caps it)."""
+        rules = self.rules(origin)
+        return rules.crawl_delay if rules is not None else None
+
+    def sitemaps(self, origin: str) -> list[str]:
+        """``Sitemap:`` URLs of the copy in use (for discovery)."""
+        rules = self.rules(origin)
+        return list(rules.sitemaps) if rules is not None else []
+
+    def signals(self, url: str) -> ContentSignals:
+        """Content signals robots.txt gives ``url`` (Content-Signal, Content-Usage)."""
+        rules = self.rules(origin_of(url))
+        return rules.signals(url) if rules is not None else NO_SIGNALS
+
+    def rules(self, origin: str) -> RobotsRules | None:
+        """The parsed copy in use, or None (no copy, or a 4xx allow-all)."""
+        entry = self._entry(origin)
+        if entry.state.kind != KIND_RULES:
+            return None
+        if entry.rules is None:
+            entry.rules = RobotsRules.parse(entry.state.body, self.token, self.max_bytes)
+            entry.rules.truncated = entry.state.truncated
+        return entry.rules
+
+    def state(self, origin: str) -> RobotsState:
+        return self._entry(origin).state
+
+    # --- recording answers ---------------------------------------------------
+
+    def record_answer(
+        self, origin: str, status: int, body: bytes = b"", url: str | None = None,
+        retry_after: float | None = None,
+    ) -> Outcome:
+        """Record the final answer to a robots.txt request (after any redirects).
+
+        2xx stores the file, 4xx (but 429) stores "no restrictions", anything
+        else is an outage (:meth:`record_failure`).
+        """
+        outcome = fetch_outcome(status, has_location=False)
+        if outcome is Outcome.UNREACHABLE:
+            self.record_failure(origin, f"status {status}", retry_after=retry_after, url=url)
+            return outcome
+        now = self.clock()
+        clipped, truncated = b"", False
+        if outcome is Outcome.PARSE:
+            clipped, truncated = clip_robots(body, self.max_bytes)
+        entry = self._entry(origin)
+        entry.state = RobotsState(
+            origin=origin,
+            url=url or self.robots_url(origin),
+            kind=KIND_RULES if outcome is Outcome.PARSE else KIND_ALLOW_ALL,
+            status=status,
+            body=clipped,
+            truncated=truncated,
+            fetched_at=now,
+            checked_at=now,
+        )
+        entry.rules = None
+        entry.pending_until = 0.0
+        entry.loaded_at = now
+        self._save(entry.state)
+        return outcome
+
+    def record_failure(
+        self, origin: str, reason: str, retry_after: float | None = None, url: str | None = None
+    ) -> float:
+        """Record an outage (429, 5xx, network error, too many redirects).
+
+        The last good copy, if any, stays in use; robots.txt is asked for
+        again after a backoff that doubles with each outage in a row. Returns
+        the time of that retry.
+        """
+        now = self.clock()
+        entry = self._entry(origin)
+        state = entry.state
+        state.failures += 1
+        if state.outage_since is None:
+            state.outage_since = now
+        wait = retry_delay(state.failures, self.retry_min, self.retry_max, retry_after)
+        state.retry_at = now + wait
+        state.last_error = reason
+        state.checked_at = now
+        state.url = state.url or url or self.robots_url(origin)
+        entry.pending_until = 0.0
+        entry.loaded_at = now
+        self._save(state)
+        return state.retry_at
+
+    def record_redirect(self, origin: str, target: str) -> None:
+        """A robots.txt request was redirected; the hop is on its way (not a new fetch)."""
+        entry = self._entry(origin)
+        entry.pending_until = self.clock() + PENDING_TTL
+
+    # --- internals -----------------------------------------------------------
+
+    def _fresh(self, state: RobotsState, now: float) -> bool:
+        return state.has_copy and state.fetched_at is not None and now < state.fetched_at + self.ttl
+
+    def _needs_fetch(self, entry: _Entry, now: float) -> bool:
+        state = entry.state
+        if now < entry.pending_until or now < state.retry_at:
+            return False
+        return not self._fresh(state, now)
+
+    def _entry(self, origin: str) -> _Entry:
+        entry = self._entries.get(origin)
+        if entry is None:
+            entry = self._reload(origin, self.clock())
+        return entry
+
+    def _reload(self, origin: str, now: float) -> _Entry:
+        with self._lock:
+            row = self._conn.execute(
+                f"SELECT {', '.join(_COLUMNS)} FROM robots_txt WHERE origin = ?", (origin,)
+            ).fetchone()
+        old = self._entries.get(origin)
+        state = RobotsState(origin) if row is None else _state_from_row(origin, row)
+        if old is not None and row is not None and old.state.checked_at == state.checked_at:
+            old.loaded_at = now
+            return old
+        entry = _Entry(state, now)
+        if old is not None:
+            entry.pending_until = old.pending_until
+        self._entries[origin] = entry
+        return entry
+
+    def _save(self, state: RobotsState) -> None:
+        values = (
+            state.url, state.kind, state.status, state.body, int(state.truncated),
+            state.fetched_at, state.failures, state.outage_since, state.retry_at,
+            state.last_error, state.checked_at,
+        )
+        with self._lock:
+            self._conn.execute(
+                f"INSERT OR REPLACE INTO robots_txt (origin, {', '.join(_COLUMNS)}) "
+                f"VALUES ({', '.join('?' * (len(_COLUMNS) + 1))})",
+                (state.origin, *values),
+            )
+
+
+def _state_from_row(origin: str, row: Any) -> RobotsState:
+    return RobotsState(
+        origin=origin,
+        url=row[0],
+        kind=row[1],
+        status=row[2],
+        body=bytes(row[3] or b""),
+        truncated=bool(row[4]),
+        fetched_at=row[5],
+        failures=int(row[6] or 0),
+        outage_since=row[7],
+        retry_at=float(row[8] or 0.0),
+        last_error=row[9],
+        checked_at=row[10],
+    )
+
+
+__all__ = ["KIND_ALLOW_ALL", "KIND_RULES", "RobotsBook", "RobotsState"]
