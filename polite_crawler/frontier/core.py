@@ -1,0 +1,428 @@
+"""The host gate: per-origin queues, an eligibility heap, and every request's timing.
+
+An origin is *eligible* when nothing of it is in flight, its rest is over, any wait
+the server asked for is over, its robots.txt is known (or this dispatch is its
+robots.txt), it is not stopped, and its daily budget is not spent. :meth:`Frontier.pop`
+hands out a request of whichever origin became eligible first; an origin is in the
+heap exactly once, at the time it becomes eligible, so ``pop`` and ``push`` cost
+O(log origins) plus one indexed SQLite lookup.
+
+This module knows nothing of Scrapy: requests are opaque (serialised bytes on disk,
+or objects for the few transient ones), the robots.txt book is duck-typed
+(``needs_fetch``, ``ready``, ``retry_at``, ``allowed``, ``crawl_delay``) and stats go
+through a callback. :mod:`polite_crawler.frontier.scheduler` is the Scrapy glue.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import logging
+import random
+from collections import deque
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from polite_crawler.policy.identity import is_loopback_host
+from polite_crawler.policy.network import Network, in_networks
+from polite_crawler.policy.rest import (
+    OriginState,
+    Rest,
+    RestParams,
+    budget_left,
+    charge_budget,
+    floor_params,
+    settle,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from polite_crawler.frontier.store import OriginStore, QueueStore, Row
+    from polite_crawler.policy.verdicts import FailureState
+
+logger = logging.getLogger(__name__)
+
+CONTENT, ROBOTS, TRANSIENT = "content", "robots", "transient"
+
+# A robots.txt that is fetched again and again without ever becoming usable (a
+# component that never records it) must not turn into a request loop.
+ROBOTS_FETCH_CAP = 20
+# How long a settled request may wait for the spider to finish with it before the
+# frontier counts it done anyway (a path that never reports back).
+DONE_GRACE = 300.0
+
+
+@dataclass
+class FrontierConfig:
+    params: RestParams = field(default_factory=RestParams)
+    test_networks: list[Network] = field(default_factory=list)
+    budget: int = 10_000
+    lease_ttl: float = 60.0
+    in_flight_timeout: float = 600.0  # an exchange never settled frees its origin after this
+
+
+@dataclass
+class Dispatch:
+    """What :meth:`Frontier.pop` hands out."""
+
+    kind: str  # CONTENT (a queued row), ROBOTS (fetch robots.txt), TRANSIENT (an object)
+    origin: str
+    token: int
+    row: Row | None = None
+    obj: Any = None
+
+
+@dataclass
+class _Origin:
+    state: OriginState
+    params: RestParams
+    queued: int = 0  # rows in state QUEUED on disk
+    transient: deque[Any] = field(default_factory=deque)
+    in_flight: int | None = None  # dispatch token
+    in_flight_since: float = 0.0
+    in_flight_row: int | None = None
+    in_flight_kind: str = CONTENT
+    heap_seq: int | None = None  # sequence number of this origin's live heap entry
+    robots_fetches: int = 0
+
+
+class Frontier:
+    def __init__(
+        self,
+        queue: QueueStore,
+        origins: OriginStore,
+        config: FrontierConfig,
+        *,
+        clock: Callable[[], float],
+        rng: random.Random | None = None,
+        robots: Callable[[], Any] = lambda: None,
+        count: Callable[[str, int], None] = lambda key, n: None,
+    ) -> None:
+        self.queue = queue
+        self.origin_store = origins
+        self.config = config
+        self.clock = clock
+        self.rng = rng or random.Random()
+        self._robots = robots
+        self.count = count
+        self._origins: dict[str, _Origin] = {}
+        self._heap: list[tuple[float, int, str]] = []
+        self._seq = itertools.count()
+        self._tokens = itertools.count(1)
+        self.stopped: dict[str, str] = dict(queue.stopped())
+        self.pending = 0  # queued rows plus transient objects, over origins not stopped
+        self._settled_rows: dict[int, float] = {}  # row id -> settle time, until done
+        self._floor_warned = False
+        self._public_params, raised = floor_params(config.params)
+        self._raised = raised
+
+    # --- origins -------------------------------------------------------------
+    def _params_for(self, origin: str) -> RestParams:
+        host = urlsplit(origin).hostname or ""
+        if is_loopback_host(host) or in_networks(host, self.config.test_networks):
+            return self.config.params
+        if self._raised and not self._floor_warned:
+            self._floor_warned = True
+            logger.warning(
+                "Rest settings below the public floor (%(names)s) apply only to loopback and "
+                "POLITE_TEST_NETWORKS; %(origin)s and every other public host get the floor",
+                {"names": ", ".join(self._raised), "origin": origin},
+            )
+        return self._public_params
+
+    def _get(self, origin: str) -> _Origin:
+        rec = self._origins.get(origin)
+        if rec is None:
+            state, _owner, _taken = self.origin_store.load(origin)
+            rec = _Origin(state, self._params_for(origin))
+            self._origins[origin] = rec
+        return rec
+
+    def state(self, origin: str) -> OriginState:
+        return self._get(origin).state
+
+    def params(self, origin: str) -> RestParams:
+        return self._get(origin).params
+
+    def _reheap(self, origin: str, rec: _Origin, at: float) -> None:
+        if rec.in_flight is not None or origin in self.stopped or not (rec.queued or rec.transient):
+            rec.heap_seq = None
+            return
+        seq = next(self._seq)
+        rec.heap_seq = seq
+        heapq.heappush(self._heap, (at, seq, origin))
+
+    def next_eligible(self) -> float | None:
+        """When the next origin becomes eligible (None: nothing waits)."""
+        heap = self._heap
+        while heap:
+            at, seq, origin = heap[0]
+            rec = self._origins.get(origin)
+            if rec is not None and rec.heap_seq == seq:
+                return at
+            heapq.heappop(heap)
+        return None
+
+    def restore(self) -> int:
+        """After a restart: rows in flight go back to the queue; every origin waits its rest."""
+        requeued = self.queue.requeue_in_flight()
+        self.queue.commit()
+        for origin, n in self.queue.counts():
+            if origin in self.stopped:
+                self.queue.drop_origin(origin)
+                continue
+            rec = self._get(origin)
+            rec.queued = n
+            self.pending += n
+            self._reheap(origin, rec, rec.state.eligible_at())
+        self.queue.commit()
+        return requeued
+
+    # --- enqueue -------------------------------------------------------------
+    def admit(self, origin: str) -> str | None:
+        """Why a new request for the origin is refused now (None: it may be queued)."""
+        if origin in self.stopped:
+            return "stopped"
+        rec = self._get(origin)
+        if budget_left(rec.state, self.config.budget, self.clock()) <= 0:
+            return "budget_exhausted"
+        return None
+
+    def push(self, origin: str, prio: int, url: str, data: bytes) -> int:
+        rec = self._get(origin)
+        row_id = self.queue.push(origin, prio, url, data)
+        rec.queued += 1
+        self.pending += 1
+        if rec.heap_seq is None:
+            self._reheap(origin, rec, rec.state.eligible_at())
+        return row_id
+
+    def push_transient(self, origin: str, obj: Any) -> None:
+        """A request that bypasses the robots.txt wait (a redirected robots.txt fetch)."""
+        if origin in self.stopped:
+            return
+        rec = self._get(origin)
+        rec.transient.append(obj)
+        self.pending += 1
+        if rec.heap_seq is None:
+            self._reheap(origin, rec, rec.state.eligible_at())
+
+    # --- dispatch ------------------------------------------------------------
+    def pop(self) -> Dispatch | None:
+        now = self.clock()
+        heap = self._heap
+        while heap and heap[0][0] <= now:
+            _at, seq, origin = heapq.heappop(heap)
+            rec = self._origins.get(origin)
+            if rec is None or rec.heap_seq != seq:
+                continue
+            rec.heap_seq = None
+            found = self._dispatch(origin, rec, now)
+            if found is not None:
+                return found
+        return None
+
+    def _dispatch(self, origin: str, rec: _Origin, now: float) -> Dispatch | None:
+        if rec.in_flight is not None or origin in self.stopped:
+            return None
+        at = rec.state.eligible_at()
+        if at > now:
+            self._reheap(origin, rec, at)
+            return None
+        robots = self._robots()
+        kind = CONTENT
+        row: Row | None = None
+        if rec.transient:
+            kind = TRANSIENT
+        elif robots is not None and robots.needs_fetch(origin):
+            rec.robots_fetches += 1
+            if rec.robots_fetches > ROBOTS_FETCH_CAP:
+                self.stop(origin, "robots-loop")
+                return None
+            kind = ROBOTS
+        elif robots is not None and not robots.ready(origin):
+            # Outage without a usable copy, or the robots.txt is being fetched elsewhere.
+            retry = max(float(robots.retry_at(origin) or 0.0), now + min(rec.params.rest_page, 1.0))
+            self.count("polite/frontier/robots_wait", 1)
+            self._reheap(origin, rec, retry)
+            return None
+        else:
+            if budget_left(rec.state, self.config.budget, now) <= 0:
+                self._drop_all(origin, rec, "budget_exhausted")
+                logger.info("Daily budget of %(origin)s is spent; its queue is dropped",
+                            {"origin": origin})
+                return None
+            while True:
+                row = self.queue.head(origin)
+                if row is None:
+                    self.pending -= rec.queued
+                    rec.queued = 0
+                    return None
+                if robots is not None and not robots.allowed(row.url):
+                    self.queue.delete(row.id)
+                    rec.queued -= 1
+                    self.pending -= 1
+                    self.count("polite/robots/disallowed", 1)
+                    logger.debug("Forbidden by robots.txt: %(url)s", {"url": row.url})
+                    continue
+                break
+        lease = self.origin_store.try_lease(
+            origin, now, self.config.lease_ttl, rec.params.base(False)
+        )
+        rec.state = lease.state
+        if not lease.taken:
+            if kind == ROBOTS:
+                rec.robots_fetches -= 1
+            self.count("polite/frontier/lease_busy", 1)
+            self._reheap(origin, rec, max(lease.retry_at, now + 0.001))
+            return None
+        token = next(self._tokens)
+        rec.in_flight, rec.in_flight_since, rec.in_flight_kind = token, now, kind
+        rec.in_flight_row = None
+        obj = None
+        if kind == CONTENT:
+            assert row is not None
+            self.queue.mark_in_flight(row.id)
+            rec.in_flight_row = row.id
+            rec.queued -= 1
+            self.pending -= 1
+            charge_budget(rec.state, now)
+        elif kind == TRANSIENT:
+            obj = rec.transient.popleft()
+            self.pending -= 1
+        self.count(f"polite/frontier/dispatched/{kind}", 1)
+        return Dispatch(kind, origin, token, row, obj)
+
+    def drop_dispatch(self, d: Dispatch, reason: str) -> None:
+        """A dispatched request could not be sent at all (e.g. it cannot be deserialised)."""
+        if d.row is not None:
+            self.queue.delete(d.row.id)
+        self.count(f"polite/frontier/dropped/{reason}", 1)
+        self.release(d.origin, d.token)
+
+    # --- the end of an exchange ----------------------------------------------
+    def in_flight(self, origin: str, token: int | None) -> bool:
+        rec = self._origins.get(origin)
+        return rec is not None and token is not None and rec.in_flight == token
+
+    def settle(
+        self,
+        origin: str,
+        token: int,
+        *,
+        start: float,
+        end: float,
+        api: bool = False,
+        failure: FailureState | None = None,
+        observe: bool = True,
+    ) -> Rest | None:
+        """The exchange ended: fold it into the origin's state, store it, free the origin."""
+        rec = self._origins.get(origin)
+        if rec is None or rec.in_flight != token:
+            return None
+        if failure is not None:
+            rec.state.failure = failure
+        robots = self._robots()
+        if robots is not None:
+            delay = robots.crawl_delay(origin)
+            rec.state.crawl_delay = float(delay) if delay is not None else None
+        rest, doubled = settle(rec.state, rec.params, start=start, end=end, api=api,
+                               rng=self.rng, observe=observe)
+        if doubled:
+            self.count("polite/frontier/latency_doubled", 1)
+            logger.info(
+                "%(origin)s answers slower than when the crawl began: its rest doubles (x%(f)g)",
+                {"origin": origin, "f": rec.state.latency_factor},
+            )
+        self._free(origin, rec, end)
+        return rest
+
+    def release(self, origin: str, token: int | None) -> None:
+        """The request never reached the network: free the origin with no rest."""
+        rec = self._origins.get(origin)
+        if rec is None or token is None or rec.in_flight != token:
+            return
+        self.count("polite/frontier/released", 1)
+        self._free(origin, rec, self.clock())
+
+    def _free(self, origin: str, rec: _Origin, now: float) -> None:
+        if rec.in_flight_row is not None:
+            self._settled_rows[rec.in_flight_row] = now
+        rec.in_flight = None
+        rec.in_flight_row = None
+        self.origin_store.release(rec.state, now)
+        self._reheap(origin, rec, rec.state.eligible_at())
+
+    def done(self, row_id: int | None) -> None:
+        """The spider is finished with a request (its children are queued): forget its row.
+
+        The row's removal commits together with everything queued before it, so a
+        crash either keeps both (the page is fetched again) or neither is lost.
+        """
+        if row_id is None:
+            return
+        self._settled_rows.pop(row_id, None)
+        self.queue.delete(row_id)
+        self.queue.commit()
+
+    # --- stopping --------------------------------------------------------------
+    def stop(self, origin: str, reason: str) -> None:
+        """Nothing more from the origin this run: its queue is dropped."""
+        if origin in self.stopped:
+            return
+        self.stopped[origin] = reason
+        self.queue.stop(origin, reason)
+        rec = self._get(origin)
+        rec.state.failure.stopped = rec.state.failure.stopped or reason
+        dropped = self._drop_all(origin, rec, "stopped")
+        self.queue.commit()
+        self.count(f"polite/origin/stopped/{reason}", 1)
+        logger.warning(
+            "Stopped %(origin)s for this run (%(reason)s); %(n)d queued requests dropped",
+            {"origin": origin, "reason": reason, "n": dropped},
+        )
+
+    def _drop_all(self, origin: str, rec: _Origin, reason: str) -> int:
+        n = self.queue.drop_origin(origin)
+        self.pending -= rec.queued + len(rec.transient)
+        rec.queued = 0
+        rec.transient.clear()
+        rec.heap_seq = None
+        if n:
+            self.count(f"polite/frontier/{reason}", n)
+        return n
+
+    # --- upkeep ----------------------------------------------------------------
+    def checkpoint(self) -> None:
+        """Commit the queue, renew this process's leases, and free what never reported back."""
+        now = self.clock()
+        for row_id, since in list(self._settled_rows.items()):
+            if now - since > DONE_GRACE:
+                self.done(row_id)
+        busy = []
+        for origin, rec in self._origins.items():
+            if rec.in_flight is None:
+                continue
+            if now - rec.in_flight_since > self.config.in_flight_timeout:
+                logger.warning("%(origin)s: an exchange never ended; freeing the origin",
+                               {"origin": origin})
+                self.count("polite/frontier/in_flight_timeout", 1)
+                rec.state.next_allowed = max(rec.state.next_allowed, now + rec.params.rest_page)
+                self._free(origin, rec, now)
+            else:
+                busy.append(origin)
+        self.origin_store.renew(busy, now, self.config.lease_ttl)
+        self.queue.commit()
+
+    def close(self, finished: bool) -> None:
+        """Store everything; a finished crawl has no request left in flight."""
+        if finished:
+            for row_id in list(self._settled_rows):
+                self.done(row_id)
+        self.queue.commit()
+        self.origin_store.release_all()
+
+    def in_flight_origins(self) -> list[str]:
+        return [o for o, rec in self._origins.items() if rec.in_flight is not None]

@@ -1,0 +1,363 @@
+"""The Scrapy scheduler on top of the frontier: ``SCHEDULER = FrontierScheduler``.
+
+The engine asks the scheduler for work after each download, after each enqueue, and
+otherwise only on a 5 s heartbeat. An origin that becomes eligible in 0.2 s must not
+wait for the heartbeat, so the scheduler wakes the engine itself at that moment:
+a timer on the event loop that calls ``engine._slot.nextcall.schedule()``. That is a
+private hook with no public alternative in Scrapy 2.19 (the version is pinned, and
+``tests/test_scheduler_frontier.py`` fails if the hook moves).
+
+``next_request`` and ``enqueue_request`` are synchronous and cost O(log origins)
+plus an indexed SQLite statement. Requests are keyed by their own URL's origin,
+never by ``meta["download_slot"]`` (a redirect keeps the old slot); the scheduler
+sets ``download_slot`` to the origin on every request it hands out, so the
+downloader keeps exactly one slot per origin.
+
+The gate middleware (:mod:`polite_crawler.middlewares.gate`) reaches the scheduler
+through ``polite_context(crawler).frontier`` to settle, release, retry and stop.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import os
+import pickle
+import random
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from scrapy import Request
+from scrapy.http.request import NO_CALLBACK
+from scrapy.utils.asyncio import call_later, create_looping_call
+from scrapy.utils.job import job_dir
+from scrapy.utils.request import request_from_dict
+
+from polite_crawler.context import polite_context
+from polite_crawler.frontier.core import CONTENT, ROBOTS, Dispatch, Frontier, FrontierConfig
+from polite_crawler.frontier.dupefilter import CanonicalDupeFilter
+from polite_crawler.frontier.store import OriginStore, QueueStore, process_owner
+from polite_crawler.policy.identity import is_loopback_host
+from polite_crawler.policy.network import in_networks, parse_networks
+from polite_crawler.policy.rest import Rest, RestParams
+from polite_crawler.policy.urls import origin_of
+from polite_crawler.store.paths import state_db_path, state_dir
+
+if TYPE_CHECKING:
+    from scrapy import Spider
+    from scrapy.crawler import Crawler
+    from scrapy.settings import BaseSettings
+    from scrapy.utils.asyncio import AsyncioLoopingCall, CallLaterResult
+    from twisted.internet.task import LoopingCall
+
+    from polite_crawler.policy.verdicts import FailureState
+
+logger = logging.getLogger(__name__)
+
+QUEUE_DB = "polite_frontier.sqlite3"
+
+# Meta keys the frontier sets on a request it hands out; a copy of the request
+# (a redirect, a retry) carries them back in and they are cleared there.
+DISPATCH_KEYS = ("polite_origin", "polite_token", "polite_row", "polite_dispatched",
+                 "polite_start", "download_slot")
+
+
+def rest_params(settings: BaseSettings) -> RestParams:
+    return RestParams(
+        rest_page=settings.getfloat("POLITE_REST_PAGE", 3.0),
+        rest_api=settings.getfloat("POLITE_REST_API", 1.0),
+        duration_factor=settings.getfloat("POLITE_REST_DURATION_FACTOR", 5.0),
+        duration_max=settings.getfloat("POLITE_REST_DURATION_MAX", 30.0),
+        crawl_delay_max=settings.getfloat("POLITE_CRAWL_DELAY_MAX", 60.0),
+        jitter=max(settings.getfloat("POLITE_JITTER", 1.0), 0.0),
+        baseline_n=max(settings.getint("POLITE_LATENCY_BASELINE_N", 5), 1),
+        window_n=max(settings.getint("POLITE_LATENCY_WINDOW_N", 20), 1),
+    )
+
+
+class FrontierScheduler:
+    """Scrapy scheduler that owns every request's timing (see the module docstring)."""
+
+    def __init__(self, crawler: Crawler) -> None:
+        self.crawler = crawler
+        settings = crawler.settings
+        self.ctx = polite_context(crawler)
+        self.clock = self.ctx.clock
+        self.test_networks = parse_networks(settings.getlist("POLITE_TEST_NETWORKS"))
+        timeout = settings.getfloat("DOWNLOAD_TIMEOUT", 180.0)
+        self.config = FrontierConfig(
+            params=rest_params(settings),
+            test_networks=self.test_networks,
+            budget=settings.getint("POLITE_HOST_BUDGET", 10_000),
+            lease_ttl=max(settings.getfloat("POLITE_LEASE_TTL", 60.0), 1.0),
+            in_flight_timeout=max(2 * timeout + 60.0, 120.0),
+        )
+        self.checkpoint_interval = max(settings.getfloat("POLITE_CHECKPOINT_INTERVAL", 2.0), 0.05)
+        self.rng = random.Random()
+        self.frontier: Frontier | None = None
+        self.dupefilter: CanonicalDupeFilter | None = None
+        self.spider: Spider | None = None
+        self._memory: dict[int, Request] = {}  # rows whose request cannot be serialised
+        self._unserializable_warned = False
+        self._timer: CallLaterResult | None = None
+        self._timer_at = math.inf
+        self._loop: AsyncioLoopingCall | LoopingCall | None = None
+        self._temp_path: Path | None = None
+        self.ctx.frontier = self
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> FrontierScheduler:
+        return cls(crawler)
+
+    # --- lifecycle -------------------------------------------------------------
+    def _queue_path(self) -> Path:
+        jobdir = job_dir(self.crawler.settings)
+        if jobdir:
+            return Path(jobdir) / QUEUE_DB
+        fd, name = tempfile.mkstemp(prefix="frontier-", suffix=".sqlite3",
+                                    dir=state_dir(self.crawler.settings))
+        os.close(fd)
+        self._temp_path = Path(name)
+        return self._temp_path
+
+    def open(self, spider: Spider) -> None:
+        self.spider = spider
+        queue = QueueStore(self._queue_path())
+        origins = OriginStore(state_db_path(self.crawler.settings), process_owner(), queue.run_id)
+        self.frontier = Frontier(
+            queue, origins, self.config, clock=self.clock, rng=self.rng,
+            robots=lambda: self.ctx.robots, count=self._count,
+        )
+        self.dupefilter = CanonicalDupeFilter(queue)
+        requeued = self.frontier.restore()
+        if self.frontier.pending:
+            logger.info(
+                "Resuming crawl: %(n)d requests queued (%(r)d were in flight), "
+                "every origin resumes after its saved rest",
+                {"n": self.frontier.pending, "r": requeued},
+            )
+        self._loop = create_looping_call(self._checkpoint)
+        self._loop.start(self.checkpoint_interval, now=False)
+        self._arm()
+
+    def close(self, reason: str) -> None:
+        if self._loop is not None and self._loop.running:
+            self._loop.stop()
+        self._cancel_timer()
+        f = self.frontier
+        if f is None:
+            return
+        f.close(finished=reason == "finished")
+        f.queue.close()
+        f.origin_store.close()
+        self.frontier = None
+        if self._temp_path is not None:
+            for suffix in ("", "-wal", "-shm"):
+                with contextlib.suppress(FileNotFoundError):
+                    Path(f"{self._temp_path}{suffix}").unlink()
+
+    def _checkpoint(self) -> None:
+        if self.frontier is not None:
+            self.frontier.checkpoint()
+            self._arm()
+
+    def _count(self, key: str, n: int) -> None:
+        if self.crawler.stats is not None:
+            self.crawler.stats.inc_value(key, n)
+
+    # --- waking the engine -----------------------------------------------------
+    def _arm(self) -> None:
+        f = self.frontier
+        at = f.next_eligible() if f is not None else None
+        if at is None or (self._timer is not None and self._timer_at <= at):
+            return
+        self._cancel_timer()
+        self._timer_at = at
+        # A millisecond late rather than early: an early wake finds nothing eligible.
+        self._timer = call_later(max(at - self.clock(), 0.0) + 0.001, self._wake)
+
+    def _cancel_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer, self._timer_at = None, math.inf
+
+    def _wake(self) -> None:
+        self._timer, self._timer_at = None, math.inf
+        wake_engine(self.crawler)
+        self._arm()
+
+    # --- the scheduler interface -------------------------------------------------
+    def has_pending_requests(self) -> bool:
+        return self.frontier is not None and self.frontier.pending > 0
+
+    def __len__(self) -> int:
+        return self.frontier.pending if self.frontier is not None else 0
+
+    def enqueue_request(self, request: Request) -> bool:
+        f = self.frontier
+        assert f is not None, "the scheduler is not open"
+        meta = request.meta
+        old_origin, old_token = meta.get("polite_origin"), meta.get("polite_token")
+        old_row, dispatched = meta.get("polite_row"), meta.get("polite_dispatched")
+        for key in DISPATCH_KEYS:
+            meta.pop(key, None)
+        if old_origin is not None and not dispatched:
+            # A middleware below the gate replaced the request before the network.
+            f.release(old_origin, old_token)
+        origin = origin_of(request.url)
+        try:
+            if meta.get("polite_robots"):
+                # A robots.txt fetch redirected here: gated by this origin, but it does
+                # not wait for this origin's own robots.txt.
+                f.push_transient(origin, request)
+                return True
+            return self._enqueue(request, origin)
+        finally:
+            if old_row is not None:
+                self._memory.pop(old_row, None)
+                f.done(old_row)
+            self._arm()
+
+    def _enqueue(self, request: Request, origin: str) -> bool:
+        f = self.frontier
+        assert f is not None and self.dupefilter is not None
+        if not request.dont_filter and self.dupefilter.request_seen(request):
+            self._count("polite/frontier/duplicate", 1)
+            return False
+        refused = f.admit(origin)
+        if refused is not None:
+            self._count(f"polite/frontier/{refused}", 1)
+            return False
+        try:
+            data = pickle.dumps(request.to_dict(spider=self.spider), protocol=5)
+        except Exception as exc:  # a lambda callback, an object in cb_kwargs ...
+            if not self._unserializable_warned:
+                self._unserializable_warned = True
+                logger.warning(
+                    "Request %(request)s cannot be stored on disk (%(exc)s); requests like it "
+                    "are queued in memory and lost if the crawl is interrupted",
+                    {"request": request, "exc": exc},
+                )
+            self._count("polite/frontier/unserializable", 1)
+            row = f.push(origin, request.priority, request.url, b"")
+            self._memory[row] = request
+        else:
+            f.push(origin, request.priority, request.url, data)
+        self._count("scheduler/enqueued", 1)
+        return True
+
+    def next_request(self) -> Request | None:
+        f = self.frontier
+        if f is None:
+            return None
+        while True:
+            d = f.pop()
+            if d is None:
+                self._arm()
+                return None
+            request = self._materialize(d)
+            if request is not None:
+                self._count("scheduler/dequeued", 1)
+                self._arm()
+                return request
+
+    def _materialize(self, d: Dispatch) -> Request | None:
+        f = self.frontier
+        assert f is not None
+        request: Request
+        if d.kind == CONTENT:
+            assert d.row is not None
+            kept = self._memory.pop(d.row.id, None)
+            if kept is not None:
+                request = kept
+            else:
+                try:
+                    request = request_from_dict(pickle.loads(d.row.data), spider=self.spider)
+                except Exception as exc:
+                    logger.warning("Dropping a queued request that cannot be restored "
+                                   "(%(url)s): %(exc)s", {"url": d.row.url, "exc": exc})
+                    f.drop_dispatch(d, "unrestorable")
+                    return None
+            request.meta["polite_row"] = d.row.id
+        elif d.kind == ROBOTS:
+            robots = self.ctx.robots
+            request = Request(
+                robots.robots_url(d.origin),
+                callback=NO_CALLBACK,
+                meta={"polite_robots": True, "polite_robots_origin": d.origin},
+                dont_filter=True,
+                priority=1000,
+            )
+        else:
+            request = d.obj
+        request.meta["polite_origin"] = d.origin
+        request.meta["polite_token"] = d.token
+        request.meta["download_slot"] = d.origin
+        return request
+
+    # --- the gate's side ---------------------------------------------------------
+    def owns(self, request: Request) -> bool:
+        """Whether the request is the one the frontier handed out for its origin."""
+        f = self.frontier
+        meta = request.meta
+        origin, token = meta.get("polite_origin", ""), meta.get("polite_token")
+        return f is not None and f.in_flight(origin, token)
+
+    def is_test_origin(self, origin: str) -> bool:
+        host = urlsplit(origin).hostname or ""
+        return is_loopback_host(host) or in_networks(host, self.test_networks)
+
+    def failure(self, origin: str) -> FailureState:
+        assert self.frontier is not None
+        return self.frontier.state(origin).failure
+
+    def settle(
+        self, request: Request, *, start: float, end: float, failure: FailureState | None,
+        observe: bool,
+    ) -> Rest | None:
+        f = self.frontier
+        if f is None:
+            return None
+        meta = request.meta
+        rest = f.settle(
+            meta.get("polite_origin", ""), meta.get("polite_token", -1), start=start, end=end,
+            api=bool(meta.get("polite_api")), failure=failure, observe=observe,
+        )
+        self._arm()
+        return rest
+
+    def release(self, request: Request) -> None:
+        """The request left without reaching the network: no rest."""
+        if self.frontier is not None:
+            self.frontier.release(request.meta.get("polite_origin", ""),
+                                  request.meta.get("polite_token"))
+            self._arm()
+
+    def done(self, request: Request) -> None:
+        """The spider is finished with the request (see :meth:`Frontier.done`)."""
+        row = request.meta.get("polite_row")
+        if self.frontier is not None and row is not None:
+            self._memory.pop(row, None)
+            self.frontier.done(row)
+            request.meta.pop("polite_row", None)
+
+    def stop(self, origin: str, reason: str) -> None:
+        if self.frontier is not None:
+            self.frontier.stop(origin, reason)
+
+
+def wake_engine(crawler: Crawler) -> bool:
+    """Make the engine ask the scheduler for work now (False if there is no engine slot).
+
+    Scrapy 2.19 has no public call for this; ``engine._slot.nextcall`` is the
+    engine's own "run the scheduling loop soon" handle.
+    """
+    engine: Any = crawler.engine
+    slot = getattr(engine, "_slot", None)
+    if slot is None:
+        return False
+    slot.nextcall.schedule()
+    return True

@@ -1,0 +1,325 @@
+"""Durable frontier state in SQLite.
+
+Two files, two owners:
+
+* :class:`QueueStore`, in the job directory (JOBDIR): this job's queued requests (one
+  row each, the request serialised, never held in memory), the canonical URLs it has
+  seen, and the origins it stopped. One open transaction, committed when a request is
+  done (so a request's children and its own removal land together) and on every
+  checkpoint. After a crash, rows that were in flight go back to the queue.
+* :class:`OriginStore`, in the shared state DB (``store.paths``): per-origin timing,
+  failure and budget state, and a lease with an expiry. Every job on the machine reads
+  and writes the same rows, so one request in flight per origin and the rests hold
+  across processes: a job takes the origin's lease (in one short transaction) before it
+  dispatches, and gives it back with the new next-allowed time when the exchange ends.
+  A crashed job's lease frees itself at its expiry, or at once when its process is
+  known dead.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from polite_crawler.policy.rest import OriginState
+from polite_crawler.store.paths import connect
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+QUEUED, IN_FLIGHT = 0, 1
+
+_QUEUE_SCHEMA = """
+CREATE TABLE IF NOT EXISTS frontier_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS frontier_queue (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    origin TEXT NOT NULL,
+    prio INTEGER NOT NULL,
+    state INTEGER NOT NULL DEFAULT 0,
+    url TEXT NOT NULL,
+    data BLOB NOT NULL
+);
+CREATE INDEX IF NOT EXISTS frontier_queue_next ON frontier_queue (origin, state, prio DESC, id);
+CREATE TABLE IF NOT EXISTS frontier_seen (fp BLOB PRIMARY KEY) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS frontier_stopped (origin TEXT PRIMARY KEY, reason TEXT NOT NULL);
+"""
+
+
+@dataclass(frozen=True)
+class Row:
+    id: int
+    origin: str
+    url: str
+    data: bytes
+
+
+class QueueStore:
+    """This job's queued requests, seen set and stopped origins."""
+
+    def __init__(self, path: Path | str) -> None:
+        self.path = Path(path)
+        self.conn = connect(self.path)
+        # Bigger pages of cache than the default keep a million-row queue's index warm.
+        self.conn.execute("PRAGMA cache_size=-16000")
+        self.conn.executescript(_QUEUE_SCHEMA)
+        self._in_tx = False
+        row = self.conn.execute("SELECT value FROM frontier_meta WHERE key='run_id'").fetchone()
+        if row is None:
+            self.run_id = uuid.uuid4().hex
+            self.conn.execute("INSERT INTO frontier_meta VALUES ('run_id', ?)", (self.run_id,))
+        else:
+            self.run_id = str(row[0])
+
+    # --- transactions ------------------------------------------------------
+    def _begin(self) -> None:
+        if not self._in_tx:
+            self.conn.execute("BEGIN")
+            self._in_tx = True
+
+    def commit(self) -> None:
+        if self._in_tx:
+            self.conn.execute("COMMIT")
+            self._in_tx = False
+
+    def close(self) -> None:
+        self.commit()
+        self.conn.close()
+
+    # --- recovery ------------------------------------------------------------
+    def requeue_in_flight(self) -> int:
+        """Rows left in flight by a crash go back to the queue."""
+        cur = self.conn.execute(
+            "UPDATE frontier_queue SET state=? WHERE state<>?", (QUEUED, QUEUED)
+        )
+        return cur.rowcount
+
+    def counts(self) -> Iterator[tuple[str, int]]:
+        yield from self.conn.execute(
+            "SELECT origin, COUNT(*) FROM frontier_queue WHERE state=? GROUP BY origin", (QUEUED,)
+        )
+
+    # --- queue -------------------------------------------------------------
+    def push(self, origin: str, prio: int, url: str, data: bytes) -> int:
+        self._begin()
+        cur = self.conn.execute(
+            "INSERT INTO frontier_queue (origin, prio, state, url, data) VALUES (?, ?, ?, ?, ?)",
+            (origin, prio, QUEUED, url, data),
+        )
+        assert cur.lastrowid is not None
+        return cur.lastrowid
+
+    def head(self, origin: str) -> Row | None:
+        """The origin's next queued row (highest priority, then first in)."""
+        found = self.conn.execute(
+            "SELECT id, url, data FROM frontier_queue WHERE origin=? AND state=? "
+            "ORDER BY prio DESC, id LIMIT 1",
+            (origin, QUEUED),
+        ).fetchone()
+        return Row(found[0], origin, found[1], found[2]) if found else None
+
+    def mark_in_flight(self, row_id: int) -> None:
+        self._begin()
+        self.conn.execute("UPDATE frontier_queue SET state=? WHERE id=?", (IN_FLIGHT, row_id))
+
+    def delete(self, row_id: int) -> None:
+        self._begin()
+        self.conn.execute("DELETE FROM frontier_queue WHERE id=?", (row_id,))
+
+    def drop_origin(self, origin: str) -> int:
+        """Delete every queued row of the origin; returns how many."""
+        self._begin()
+        cur = self.conn.execute(
+            "DELETE FROM frontier_queue WHERE origin=? AND state=?", (origin, QUEUED)
+        )
+        return cur.rowcount
+
+    # --- seen set ------------------------------------------------------------
+    def add_seen(self, fp: bytes) -> bool:
+        """Record a fingerprint; False when it was already there."""
+        self._begin()
+        cur = self.conn.execute("INSERT OR IGNORE INTO frontier_seen (fp) VALUES (?)", (fp,))
+        return cur.rowcount == 1
+
+    def is_seen(self, fp: bytes) -> bool:
+        found = self.conn.execute("SELECT 1 FROM frontier_seen WHERE fp=?", (fp,)).fetchone()
+        return found is not None
+
+    # --- stopped origins ---------------------------------------------------
+    def stop(self, origin: str, reason: str) -> None:
+        self._begin()
+        self.conn.execute("INSERT OR REPLACE INTO frontier_stopped VALUES (?, ?)", (origin, reason))
+
+    def stopped(self) -> dict[str, str]:
+        return dict(self.conn.execute("SELECT origin, reason FROM frontier_stopped"))
+
+
+_ORIGIN_SCHEMA = """
+CREATE TABLE IF NOT EXISTS polite_origin (
+    origin TEXT PRIMARY KEY,
+    next_allowed REAL NOT NULL DEFAULT 0,
+    run_id TEXT NOT NULL DEFAULT '',
+    state TEXT NOT NULL,
+    lease_owner TEXT,
+    lease_until REAL NOT NULL DEFAULT 0,
+    lease_taken REAL NOT NULL DEFAULT 0,
+    updated REAL NOT NULL DEFAULT 0
+);
+"""
+
+
+@dataclass(frozen=True)
+class Lease:
+    """The outcome of trying to take an origin's lease."""
+
+    taken: bool
+    state: OriginState  # the origin's state as stored (fresh from the shared DB)
+    retry_at: float  # when taken is False: when to look again
+
+
+def process_owner() -> str:
+    """Lease owner of this process: ``host:pid:token`` (the token tells a reused pid apart)."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+def owner_alive(owner: str) -> bool | None:
+    """Whether a lease owner's process lives: True, False, or None (another machine)."""
+    try:
+        host, pid_text, _ = owner.split(":", 2)
+        pid = int(pid_text)
+    except ValueError:
+        return None
+    if host != socket.gethostname():
+        return None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class OriginStore:
+    """Per-origin state and leases in the shared state DB (every job uses the same rows)."""
+
+    def __init__(self, path: Path | str, owner: str, run_id: str) -> None:
+        self.conn = connect(path)
+        self.conn.executescript(_ORIGIN_SCHEMA)
+        self.owner = owner
+        self.run_id = run_id
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def _read(self, origin: str) -> tuple[OriginState, str, str | None, float, float] | None:
+        row = self.conn.execute(
+            "SELECT state, run_id, lease_owner, lease_until, lease_taken FROM polite_origin "
+            "WHERE origin=?",
+            (origin,),
+        ).fetchone()
+        if row is None:
+            return None
+        state = OriginState.from_json(row[0])
+        state.origin = origin
+        return state, row[1], row[2], row[3], row[4]
+
+    def load(self, origin: str) -> tuple[OriginState, str | None, float]:
+        """The stored state (run-scoped parts reset for another run), lease owner and taken time."""
+        found = self._read(origin)
+        if found is None:
+            return OriginState(origin), None, 0.0
+        state, run_id, owner, _until, taken = found
+        if run_id != self.run_id:
+            state.reset_run()
+        return state, owner, taken
+
+    def try_lease(self, origin: str, now: float, ttl: float, dead_rest: float) -> Lease:
+        """Take the origin's lease if nobody holds it and its rest is over.
+
+        A lease held by a dead process of this machine is taken over, but not before
+        ``dead_rest`` after now (its exchange may have ended at any moment).
+        """
+        conn = self.conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            found = self._read(origin)
+            if found is None:
+                state = OriginState(origin)
+                conn.execute(
+                    "INSERT INTO polite_origin (origin, next_allowed, run_id, state, updated) "
+                    "VALUES (?, 0, ?, ?, ?)",
+                    (origin, self.run_id, state.to_json(), now),
+                )
+                owner, until = None, 0.0
+            else:
+                state, run_id, owner, until, _taken = found
+                if run_id != self.run_id:
+                    state.reset_run()
+            if owner is not None and owner != self.owner:
+                alive = owner_alive(owner)
+                if alive is False or until <= now:
+                    # The holder died mid-exchange: rest from now, as if it just ended.
+                    state.next_allowed = max(state.next_allowed, now + dead_rest)
+                    conn.execute(
+                        "UPDATE polite_origin SET lease_owner=NULL, lease_until=0, next_allowed=?, "
+                        "state=? WHERE origin=?",
+                        (state.next_allowed, state.to_json(), origin),
+                    )
+                    owner = None
+                else:
+                    conn.execute("COMMIT")
+                    return Lease(False, state, min(until, now + max(dead_rest, 0.1)))
+            at = state.eligible_at()
+            if at > now:
+                conn.execute("COMMIT")
+                return Lease(False, state, at)
+            conn.execute(
+                "UPDATE polite_origin SET lease_owner=?, lease_until=?, lease_taken=?, run_id=?, "
+                "updated=? WHERE origin=?",
+                (self.owner, now + ttl, now, self.run_id, now, origin),
+            )
+            conn.execute("COMMIT")
+            return Lease(True, state, now)
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+    def release(self, state: OriginState, now: float) -> None:
+        """Store the origin's state and give its lease back (if this process holds it)."""
+        self.conn.execute(
+            "UPDATE polite_origin SET next_allowed=?, state=?, run_id=?, updated=?, "
+            "lease_owner=CASE WHEN lease_owner=? THEN NULL ELSE lease_owner END, "
+            "lease_until=CASE WHEN lease_owner=? THEN 0 ELSE lease_until END "
+            "WHERE origin=?",
+            (min(state.next_allowed, 1e18), state.to_json(), self.run_id, now, self.owner,
+             self.owner, state.origin),
+        )
+
+    def save(self, state: OriginState, now: float) -> None:
+        """Store the origin's state, keeping whoever holds its lease."""
+        self.conn.execute(
+            "INSERT INTO polite_origin (origin, next_allowed, run_id, state, updated) "
+            "VALUES (?, ?, ?, ?, ?) ON CONFLICT(origin) DO UPDATE SET "
+            "next_allowed=excluded.next_allowed, run_id=excluded.run_id, state=excluded.state, "
+            "updated=excluded.updated",
+            (state.origin, min(state.next_allowed, 1e18), self.run_id, state.to_json(), now),
+        )
+
+    def renew(self, origins: list[str], now: float, ttl: float) -> None:
+        if not origins:
+            return
+        with self.conn:
+            self.conn.executemany(
+                "UPDATE polite_origin SET lease_until=? WHERE origin=? AND lease_owner=?",
+                [(now + ttl, o, self.owner) for o in origins],
+            )
+
+    def release_all(self) -> None:
+        self.conn.execute(
+            "UPDATE polite_origin SET lease_owner=NULL, lease_until=0 WHERE lease_owner=?",
+            (self.owner,),
+        )

@@ -1,0 +1,188 @@
+"""The gate: the last downloader middleware before the network, the first after it.
+
+Order 990. ``process_request`` marks the request dispatched (only a request the
+frontier handed out for its origin passes: nothing reaches the network around the
+frontier). ``process_response`` and ``process_exception`` take the exchange's
+duration (from the gate's own timestamps: the whole exchange, body included), ask
+:mod:`polite_crawler.policy.verdicts` for the verdict, fold it into the origin's
+failure state and settle the origin in the frontier (end time + rest). Then:
+
+* RETRY_LATER: a copy of the request goes back to the frontier, behind the wait
+  (``meta["polite_retry_times"]``, at most POLITE_RETRY_TIMES);
+* STOP_ORIGIN (402, 403, challenge page), the breaker, a parked origin: the frontier
+  stops the origin for the run and the request is dropped (IgnoreRequest);
+* GIVE_UP and OK: the response goes on.
+
+robots.txt requests (``meta["polite_robots"]``) are settled like any other, but a 4xx
+answer never stops the origin: RFC 9309 section 2.3.1.3 says it means "no
+restrictions". Their retries are the robots.txt book's business, not the gate's.
+
+A request released without having been dispatched (a middleware below the gate
+dropped it or answered it) frees its origin with no rest.
+
+For the access log and other components the gate leaves on the request's meta:
+``polite_start`` and ``polite_end`` (epoch seconds), ``polite_duration``,
+``polite_verdict`` (the verdict's label) and ``polite_rest`` (seconds).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from typing import TYPE_CHECKING
+
+from scrapy.exceptions import IgnoreRequest, NotConfigured
+
+from polite_crawler.context import polite_context
+from polite_crawler.policy.verdicts import (
+    Action,
+    Verdict,
+    VerdictParams,
+    apply_verdict,
+    classify_exception,
+    classify_response,
+    describe_stop,
+    may_retry,
+    text_headers,
+)
+
+if TYPE_CHECKING:
+    from scrapy import Request
+    from scrapy.crawler import Crawler
+    from scrapy.http import Response
+
+    from polite_crawler.frontier.scheduler import FrontierScheduler
+
+logger = logging.getLogger(__name__)
+
+BODY_HEAD = 4096
+
+
+class GateMiddleware:
+    def __init__(self, crawler: Crawler) -> None:
+        self.crawler = crawler
+        self.ctx = polite_context(crawler)
+        self.clock = self.ctx.clock
+        self.rng = random.Random()
+        settings = crawler.settings
+        self._params = {
+            test: VerdictParams.from_settings(settings, test_origin=test) for test in (False, True)
+        }
+        scheduler = settings.get("SCHEDULER")
+        if "FrontierScheduler" not in str(scheduler):
+            raise NotConfigured("the gate works with polite_crawler's FrontierScheduler only")
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> GateMiddleware:
+        return cls(crawler)
+
+    @property
+    def frontier(self) -> FrontierScheduler:
+        frontier = self.ctx.frontier
+        if frontier is None:
+            raise IgnoreRequest("no frontier: nothing is sent around it")
+        return frontier  # type: ignore[no-any-return]
+
+    def _inc(self, key: str) -> None:
+        if self.crawler.stats is not None:
+            self.crawler.stats.inc_value(key)
+
+    # --- out -------------------------------------------------------------------
+    def process_request(self, request: Request) -> None:
+        frontier = self.frontier
+        if not frontier.owns(request):
+            self._inc("polite/gate/bypass")
+            logger.warning("Refusing %(request)s: it did not come through the frontier",
+                           {"request": request})
+            raise IgnoreRequest("request did not come through the frontier")
+        request.meta["polite_dispatched"] = True
+        request.meta["polite_start"] = self.clock()
+
+    # --- back --------------------------------------------------------------------
+    def process_response(self, request: Request, response: Response) -> Request | Response:
+        if not request.meta.get("polite_dispatched"):
+            # Answered below the gate (a cache): the origin is free, no rest.
+            self.frontier.release(request)
+            return response
+        end = self.clock()
+        origin = request.meta.get("polite_origin", "")
+        verdict = classify_response(
+            response.status, text_headers(response.headers), response.body[:BODY_HEAD], end,
+            params=self._params_for(origin),
+        )
+        if request.meta.get("polite_robots") and 400 <= response.status < 500 and \
+                verdict.action in (Action.STOP_ORIGIN, Action.GIVE_UP):
+            # RFC 9309 section 2.3.1.3: robots.txt "unavailable" (4xx) = no restrictions.
+            verdict = Verdict(Action.OK, f"robots:{response.status}")
+        outcome = self._settle(request, verdict, end, observe=True)
+        if outcome is not None:
+            return outcome
+        if verdict.action is Action.STOP_ORIGIN or self._stopped(origin):
+            self.frontier.done(request)
+            raise IgnoreRequest(f"origin stopped: {verdict.reason}")
+        return response
+
+    def process_exception(self, request: Request, exception: Exception) -> Request | None:
+        if not request.meta.get("polite_dispatched"):
+            if self.frontier.owns(request):
+                self.frontier.release(request)
+                self.frontier.done(request)
+                if request.meta.get("polite_robots"):
+                    # robots.txt could not even be sent: nothing may be fetched from the origin.
+                    self._stop(request.meta.get("polite_origin", ""), "robots-unsendable")
+            return None
+        end = self.clock()
+        verdict = classify_exception(exception)
+        outcome = self._settle(request, verdict, end, observe=False)
+        if outcome is None:
+            # The errback gets the failure; spider middlewares never see it.
+            self.frontier.done(request)
+        return outcome
+
+    # --- shared --------------------------------------------------------------------
+    def _params_for(self, origin: str) -> VerdictParams:
+        frontier = self.ctx.frontier
+        test = frontier is not None and frontier.is_test_origin(origin)
+        return self._params[test]
+
+    def _stopped(self, origin: str) -> bool:
+        frontier = self.frontier.frontier
+        return frontier is not None and origin in frontier.stopped
+
+    def _stop(self, origin: str, reason: str) -> None:
+        self.frontier.stop(origin, reason)
+        logger.warning("%(origin)s: %(why)s", {"origin": origin, "why": describe_stop(reason)})
+
+    def _settle(
+        self, request: Request, verdict: Verdict, end: float, *, observe: bool
+    ) -> Request | None:
+        """Settle the origin; a retry copy when the verdict asks for one."""
+        meta = request.meta
+        origin = meta.get("polite_origin", "")
+        start = float(meta.get("polite_start", end))
+        params = self._params_for(origin)
+        frontier = self.frontier
+        failure = apply_verdict(frontier.failure(origin), verdict, end, params, self.rng)
+        rest = frontier.settle(request, start=start, end=end, failure=failure,
+                               observe=observe and verdict.success)
+        meta.update(polite_end=end, polite_duration=end - start, polite_verdict=verdict.label,
+                    polite_rest=rest.total if rest is not None else None)
+        self._inc(f"polite/gate/verdict/{verdict.action.value}")
+        if failure.stopped is not None:
+            self._stop(origin, failure.stopped)
+            return None
+        if verdict.action is not Action.RETRY_LATER or meta.get("polite_robots"):
+            return None
+        retries = int(meta.get("polite_retry_times", 0))
+        if not may_retry(retries, params):
+            self._inc("polite/gate/retry/exhausted")
+            logger.info("Gave up on %(request)s after %(n)d retries (%(reason)s)",
+                        {"request": request, "n": retries, "reason": verdict.reason})
+            return None
+        self._inc("polite/gate/retry/count")
+        retry = request.replace(dont_filter=True)
+        retry.meta["polite_retry_times"] = retries + 1
+        logger.debug("Retrying %(request)s after %(wait).1fs (%(reason)s)",
+                     {"request": request, "wait": failure.last_wait, "reason": verdict.reason})
+        return retry
+

@@ -1,0 +1,222 @@
+"""How long an origin rests after each exchange (pure; the frontier is the glue).
+
+The rest after a request ends is the longest of
+
+* the base rest: ``rest_page`` (3 s) for a page, ``rest_api`` (1 s) for a request a
+  spider marks as a documented API (``meta["polite_api"] = True``);
+* ``duration_factor`` (5) times the duration of the last exchange, at most
+  ``duration_max`` (30 s): a slow server gets more rest;
+* the origin's robots.txt ``Crawl-delay``, at most ``crawl_delay_max`` (60 s);
+* the wait the verdicts asked for (Retry-After or backoff, ``FailureState.wait_until``),
+
+times the latency-watch factor and the origin's rate factor (2 after repeated 429s),
+plus jitter: a uniform random extra of up to ``jitter`` times the base rest. It is
+measured from the end of the exchange to the start of the next one.
+
+Numbers below the seeds' floors (3 s page, 1 s API, 5x duration, ...) are honoured only
+for loopback and the operator's test networks: :func:`floor_params` clamps them for any
+other host. No setting turns the rest off.
+
+Every function takes the time as an argument (wall-clock epoch seconds, since the
+next-allowed time is persisted and must survive a restart) and a ``random.Random``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+import time
+from dataclasses import asdict, dataclass, field, fields, replace
+from typing import TYPE_CHECKING, Any
+
+from polite_crawler.policy.verdicts import FailureState
+
+if TYPE_CHECKING:
+    import random
+
+
+@dataclass(frozen=True)
+class RestParams:
+    rest_page: float = 3.0
+    rest_api: float = 1.0
+    duration_factor: float = 5.0
+    duration_max: float = 30.0
+    crawl_delay_max: float = 60.0
+    jitter: float = 1.0  # fraction of the base rest, uniform random extra
+    baseline_n: int = 5  # responses whose median is the latency baseline
+    window_n: int = 20  # responses in the latency window
+    latency_trigger: float = 2.0  # window median above trigger x baseline: the rest doubles
+
+    def base(self, api: bool) -> float:
+        return self.rest_api if api else self.rest_page
+
+
+# The seeds' numbers (002 "How the crawler is polite", 003 "Rate and Concurrency"):
+# settings may raise them for any host, lower them only for loopback and test networks.
+PUBLIC_FLOOR = RestParams()
+_FLOORED = ("rest_page", "rest_api", "duration_factor", "duration_max", "crawl_delay_max")
+
+
+def floor_params(params: RestParams) -> tuple[RestParams, list[str]]:
+    """The params for a public host, and the names of the values that were raised.
+
+    >>> p, raised = floor_params(RestParams(rest_page=0.1, duration_factor=10.0))
+    >>> p.rest_page, p.duration_factor, raised
+    (3.0, 10.0, ['rest_page'])
+    """
+    changes: dict[str, Any] = {}
+    for name in _FLOORED:
+        floor = getattr(PUBLIC_FLOOR, name)
+        if getattr(params, name) < floor:
+            changes[name] = floor
+    if params.latency_trigger > PUBLIC_FLOOR.latency_trigger:
+        changes["latency_trigger"] = PUBLIC_FLOOR.latency_trigger
+    return replace(params, **changes), sorted(changes)
+
+
+@dataclass
+class OriginState:
+    """Timing state of one origin (``scheme://host[:port]``), persisted by the frontier."""
+
+    origin: str
+    next_allowed: float = 0.0  # wall clock: no request may start before it
+    last_end: float = 0.0
+    last_duration: float = 0.0
+    last_rest: float = 0.0
+    crawl_delay: float | None = None
+    # Latency watch (seed 003): baseline = median of the first responses; the window
+    # holds the latest ones; the factor doubles when the window's median exceeds twice
+    # the baseline ("you are the load"), and the window starts again.
+    baseline: float | None = None
+    baseline_samples: list[float] = field(default_factory=list)
+    window: list[float] = field(default_factory=list)
+    latency_factor: float = 1.0
+    failure: FailureState = field(default_factory=FailureState)
+    # Daily budget, counted per UTC day.
+    budget_day: str = ""
+    budget_used: int = 0
+
+    def eligible_at(self) -> float:
+        """The earliest time a request may start: the rest, and any wait the server asked for."""
+        return max(self.next_allowed, self.failure.wait_until)
+
+    def to_json(self) -> str:
+        data = asdict(self)
+        data["failure"]["wait_until"] = _finite(self.failure.wait_until)
+        data["next_allowed"] = _finite(self.next_allowed)
+        return json.dumps(data, separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str) -> OriginState:
+        data: dict[str, Any] = json.loads(text)
+        known = {f.name for f in fields(FailureState)}
+        failure = FailureState(**{k: v for k, v in data.pop("failure", {}).items() if k in known})
+        mine = {f.name for f in fields(cls)}
+        return cls(failure=failure, **{k: v for k, v in data.items() if k in mine})
+
+    def reset_run(self) -> None:
+        """Forget what holds only for one run (the factors, the streak, the stop)."""
+        self.baseline = None
+        self.baseline_samples = []
+        self.window = []
+        self.latency_factor = 1.0
+        self.failure = FailureState(wait_until=self.failure.wait_until)
+
+
+def _finite(value: float) -> float:
+    # JSON has no infinity; a parked origin's wait is "far in the future".
+    return value if math.isfinite(value) else 1e18
+
+
+@dataclass(frozen=True)
+class Rest:
+    """A computed rest and the terms it came from (for logs and tests)."""
+
+    total: float
+    base: float
+    duration: float
+    crawl_delay: float
+    wait: float
+    latency_factor: float
+    rate_factor: float
+    jitter: float
+
+
+def compute_rest(
+    state: OriginState, params: RestParams, *, end: float, api: bool, rng: random.Random
+) -> Rest:
+    """The rest after an exchange that ended at ``end`` (see the module docstring)."""
+    base = params.base(api)
+    duration = min(params.duration_factor * max(state.last_duration, 0.0), params.duration_max)
+    delay = min(state.crawl_delay or 0.0, params.crawl_delay_max)
+    wait = max(state.failure.wait_until - end, 0.0)
+    rate = max(state.failure.rate_factor, 1.0)
+    jitter = rng.uniform(0.0, params.jitter * base) if params.jitter > 0 else 0.0
+    total = max(base, duration, delay, wait) * state.latency_factor * rate + jitter
+    return Rest(total, base, duration, delay, wait, state.latency_factor, rate, jitter)
+
+
+def observe_latency(state: OriginState, duration: float, params: RestParams) -> bool:
+    """Feed one response's duration to the latency watch; True when the rest just doubled."""
+    if state.baseline is None:
+        state.baseline_samples.append(duration)
+        if len(state.baseline_samples) >= params.baseline_n:
+            state.baseline = statistics.median(state.baseline_samples)
+    state.window.append(duration)
+    if len(state.window) > params.window_n:
+        del state.window[: len(state.window) - params.window_n]
+    if (
+        state.baseline is not None
+        and len(state.window) >= params.window_n
+        and statistics.median(state.window) > params.latency_trigger * state.baseline
+    ):
+        state.latency_factor *= 2.0
+        state.window = []  # re-measure at the slower rate before slowing again
+        return True
+    return False
+
+
+def settle(
+    state: OriginState,
+    params: RestParams,
+    *,
+    start: float,
+    end: float,
+    api: bool,
+    rng: random.Random,
+    observe: bool = True,
+) -> tuple[Rest, bool]:
+    """Fold an exchange (``start`` to ``end``) into the state and set its next-allowed time.
+
+    ``observe`` feeds the latency watch (responses only: an error's duration says little
+    about the server's load). Returns the rest and whether the latency watch fired.
+    """
+    duration = max(end - start, 0.0)
+    state.last_duration = duration
+    state.last_end = end
+    doubled = observe_latency(state, duration, params) if observe else False
+    rest = compute_rest(state, params, end=end, api=api, rng=rng)
+    state.last_rest = rest.total
+    state.next_allowed = max(state.next_allowed, end + rest.total)
+    return rest, doubled
+
+
+def utc_day(now: float) -> str:
+    """>>> utc_day(0.0)
+    '1970-01-01'
+    """
+    return time.strftime("%Y-%m-%d", time.gmtime(now))
+
+
+def budget_left(state: OriginState, limit: int, now: float) -> int:
+    """Pages the origin may still be asked for today (UTC)."""
+    used = state.budget_used if state.budget_day == utc_day(now) else 0
+    return max(limit - used, 0)
+
+
+def charge_budget(state: OriginState, now: float) -> None:
+    day = utc_day(now)
+    if state.budget_day != day:
+        state.budget_day, state.budget_used = day, 0
+    state.budget_used += 1

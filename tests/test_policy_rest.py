@@ -1,0 +1,160 @@
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+from polite_crawler.policy.rest import (
+    OriginState,
+    RestParams,
+    budget_left,
+    charge_budget,
+    compute_rest,
+    floor_params,
+    observe_latency,
+    settle,
+    utc_day,
+)
+from polite_crawler.policy.verdicts import FailureState
+
+NOJIT = RestParams(jitter=0.0)
+T0 = 1_700_000_000.0
+
+
+def rest_of(state: OriginState, params: RestParams = NOJIT, api: bool = False, end: float = T0) -> float:
+    return compute_rest(state, params, end=end, api=api, rng=random.Random(1)).total
+
+
+def test_base_rest_page_and_api() -> None:
+    s = OriginState("http://a")
+    assert rest_of(s) == 3.0
+    assert rest_of(s, api=True) == 1.0
+
+
+def test_duration_term_and_its_cap() -> None:
+    s = OriginState("http://a", last_duration=0.8)
+    assert rest_of(s) == pytest.approx(4.0)  # 5 x 0.8 beats the 3 s base
+    s.last_duration = 0.1
+    assert rest_of(s) == 3.0  # 0.5 s: the base wins
+    s.last_duration = 20.0
+    assert rest_of(s) == 30.0  # 100 s capped at 30 s
+    assert rest_of(s, RestParams(jitter=0.0, duration_factor=10.0)) == 30.0
+
+
+def test_crawl_delay_term_and_its_cap() -> None:
+    s = OriginState("http://a", crawl_delay=7.0)
+    assert rest_of(s) == 7.0
+    s.crawl_delay = 3600.0
+    assert rest_of(s) == 60.0
+
+
+def test_verdict_wait_term() -> None:
+    s = OriginState("http://a", failure=FailureState(wait_until=T0 + 42.0))
+    assert rest_of(s) == pytest.approx(42.0)
+    # A Retry-After above the backoff cap is honoured in full, never shortened.
+    s.failure.wait_until = T0 + 900.0
+    assert rest_of(s) == pytest.approx(900.0)
+    # A wait already over adds nothing.
+    s.failure.wait_until = T0 - 5
+    assert rest_of(s) == 3.0
+
+
+def test_factors_multiply_the_longest_term() -> None:
+    s = OriginState("http://a", last_duration=1.0, latency_factor=2.0,
+                    failure=FailureState(rate_factor=2.0))
+    assert rest_of(s) == pytest.approx(5.0 * 2 * 2)
+
+
+def test_jitter_is_a_fraction_of_the_base() -> None:
+    params = RestParams(jitter=1.0)
+    s = OriginState("http://a")
+    rng = random.Random(7)
+    seen = [compute_rest(s, params, end=T0, api=False, rng=rng) for _ in range(200)]
+    assert all(3.0 <= r.total <= 6.0 for r in seen)
+    assert max(r.jitter for r in seen) > 2.5 and min(r.jitter for r in seen) < 0.5
+    api = [compute_rest(s, params, end=T0, api=True, rng=rng).total for _ in range(200)]
+    assert all(1.0 <= r <= 2.0 for r in api)  # the seeds' "uniform between 1.0 and 2.0 s"
+
+
+def test_settle_measures_from_the_end() -> None:
+    s = OriginState("http://a")
+    rest, doubled = settle(s, NOJIT, start=T0, end=T0 + 2.0, api=False, rng=random.Random())
+    assert not doubled
+    assert s.last_duration == 2.0
+    assert rest.total == 10.0
+    assert s.next_allowed == T0 + 2.0 + 10.0
+    assert s.eligible_at() == T0 + 12.0
+
+
+def test_eligible_at_includes_the_server_wait() -> None:
+    s = OriginState("http://a", next_allowed=T0 + 3, failure=FailureState(wait_until=T0 + 30))
+    assert s.eligible_at() == T0 + 30
+
+
+def test_latency_watch_doubles_then_remeasures() -> None:
+    params = RestParams(jitter=0.0)
+    s = OriginState("http://a")
+    for _ in range(5):
+        assert not observe_latency(s, 0.1, params)
+    assert s.baseline == pytest.approx(0.1)
+    # Fifteen more fast ones, then slow ones: the tenth slow one lifts the median of
+    # the last twenty (mean of the middle two: 0.1 and 0.5) above twice the baseline.
+    for _ in range(15):
+        assert not observe_latency(s, 0.1, params)
+    fired = [observe_latency(s, 0.5, params) for _ in range(10)]
+    assert fired[-1] and not any(fired[:-1])
+    assert s.latency_factor == 2.0
+    assert s.window == []
+    # It re-measures before doubling again: 19 slow responses are not enough.
+    assert not any(observe_latency(s, 0.5, params) for _ in range(19))
+    assert observe_latency(s, 0.5, params)
+    assert s.latency_factor == 4.0
+    assert rest_of(s) == pytest.approx(4 * 3.0)
+
+
+def test_latency_watch_stays_calm_for_a_steady_host() -> None:
+    s = OriginState("http://a")
+    rng = random.Random(3)
+    for _ in range(500):
+        observe_latency(s, rng.uniform(0.08, 0.12), NOJIT)
+    assert s.latency_factor == 1.0
+
+
+def test_daily_budget_per_utc_day() -> None:
+    s = OriginState("http://a")
+    assert budget_left(s, 3, T0) == 3
+    for _ in range(3):
+        charge_budget(s, T0)
+    assert budget_left(s, 3, T0) == 0
+    assert s.budget_day == utc_day(T0)
+    tomorrow = T0 + 86400
+    assert budget_left(s, 3, tomorrow) == 3
+    charge_budget(s, tomorrow)
+    assert s.budget_used == 1
+
+
+def test_public_floor_clamps_low_settings() -> None:
+    low = RestParams(rest_page=0.05, rest_api=0.01, duration_factor=1.0, duration_max=1.0,
+                     crawl_delay_max=1.0, jitter=0.0)
+    floored, raised = floor_params(low)
+    assert raised == ["crawl_delay_max", "duration_factor", "duration_max", "rest_api", "rest_page"]
+    assert (floored.rest_page, floored.rest_api, floored.duration_factor) == (3.0, 1.0, 5.0)
+    assert (floored.duration_max, floored.crawl_delay_max) == (30.0, 60.0)
+    high = RestParams(rest_page=10.0, duration_factor=10.0)
+    assert floor_params(high) == (high, [])
+
+
+def test_state_round_trips_through_json() -> None:
+    s = OriginState("http://a", next_allowed=T0 + 3, last_duration=0.4, crawl_delay=2.0,
+                    baseline=0.1, baseline_samples=[0.1] * 5, window=[0.2, 0.3],
+                    latency_factor=2.0, budget_day="2024-01-01", budget_used=7,
+                    failure=FailureState(consecutive_failures=2, wait_until=math.inf,
+                                         rate_factor=2.0, stopped="403"))
+    back = OriginState.from_json(s.to_json())
+    assert back.failure.wait_until == 1e18  # a parked origin stays parked
+    back.failure.wait_until = math.inf
+    assert back == s
+    back.reset_run()
+    assert back.latency_factor == 1.0 and back.failure.stopped is None
+    assert back.failure.wait_until == math.inf and back.budget_used == 7
