@@ -43,8 +43,11 @@ COMPONENTS: dict[str, dict[str, int | None]] = {
         "scrapy.downloadermiddlewares.useragent.UserAgentMiddleware": None,
         "scrapy.downloadermiddlewares.retry.RetryMiddleware": None,
         "polite_crawler.middlewares.identity.IdentityMiddleware": 980,
+        "polite_crawler.middlewares.gate.GateMiddleware": 990,  # last before the network
     },
-    "SPIDER_MIDDLEWARES": {},
+    "SPIDER_MIDDLEWARES": {
+        "polite_crawler.frontier.done.FrontierDoneMiddleware": 10,  # outermost
+    },
     "ITEM_PIPELINES": {},
     "EXTENSIONS": {
         "scrapy.extensions.throttle.AutoThrottle": None,
@@ -53,7 +56,10 @@ COMPONENTS: dict[str, dict[str, int | None]] = {
 }
 
 # Single-class settings the add-on installs.
-CLASSES: dict[str, str] = {}
+CLASSES: dict[str, str] = {
+    "SCHEDULER": "polite_crawler.frontier.scheduler.FrontierScheduler",
+    "DUPEFILTER_CLASS": "polite_crawler.frontier.dupefilter.CanonicalDupeFilter",
+}
 
 
 class PoliteAddon:
