@@ -432,3 +432,18 @@ def test_real_scrapy_and_twisted_exceptions() -> None:
     from OpenSSL import SSL
 
     assert error_kind(SSL.Error()) == "tls"
+
+
+def test_challenge_in_a_compressed_body() -> None:
+    # The gate sees bodies before decompression: the verdict decodes the head itself.
+    import gzip
+
+    import brotli
+
+    page = (b"<html><head><title>Just a moment...</title></head>"
+            b"<script>window._cf_chl_opt={};</script>" + b"x" * 50_000)
+    for coding, body in (("gzip", gzip.compress(page)), ("br", brotli.compress(page))):
+        v = classify_response(403, {"content-encoding": coding}, body[:4096], NOW)
+        assert v.reason == "challenge:cloudflare", coding
+    plain = classify_response(200, {"content-encoding": "gzip"}, gzip.compress(b"<p>hi</p>"), NOW)
+    assert plain.action is Action.OK

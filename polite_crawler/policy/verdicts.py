@@ -34,7 +34,8 @@ from dataclasses import dataclass, replace
 from datetime import UTC
 from typing import TYPE_CHECKING, Any, Protocol
 
-from polite_crawler.policy.challenges import detect_challenge
+from polite_crawler.policy.challenges import BODY_HEAD_BYTES, detect_challenge
+from polite_crawler.policy.codings import decoded_head
 
 if TYPE_CHECKING:
     import random
@@ -215,7 +216,9 @@ def classify_response(
     params: VerdictParams = DEFAULT_PARAMS,
 ) -> Verdict:
     """Verdict for a response; ``headers`` lower-case names; ``body_head`` the body's
-    first bytes (decompressed; :data:`.challenges.BODY_HEAD_BYTES` are searched).
+    first bytes (:data:`.challenges.BODY_HEAD_BYTES` are searched), decoded or not: a
+    body still in its content coding (the gate sees it before decompression) is
+    decoded here, up to that many bytes.
 
     >>> v = classify_response(429, {"retry-after": "7"}, b"", now=0.0)
     >>> v.label, v.wait, v.rate_limited, v.failure
@@ -223,7 +226,8 @@ def classify_response(
     >>> classify_response(200, {"cf-mitigated": "challenge"}, b"", now=0.0).label
     'stop_origin:challenge:cloudflare'
     """
-    challenge = detect_challenge(status, headers, body_head)
+    head = decoded_head(body_head, headers.get("content-encoding"), BODY_HEAD_BYTES)
+    challenge = detect_challenge(status, headers, head)
     if challenge is not None:
         return Verdict(Action.STOP_ORIGIN, f"challenge:{challenge}")
     reason = str(status)

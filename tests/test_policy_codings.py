@@ -1,0 +1,130 @@
+"""Content codings decoded under a cap: every coding, cut, truncated, corrupt, bombs."""
+
+from __future__ import annotations
+
+import doctest
+import gzip
+import os
+import zlib
+
+import brotli
+import pytest
+import zstandard
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import polite_crawler.policy.codings as codings_module
+from polite_crawler.policy.codings import decode_capped, decoded_head, split_encodings
+
+DATA = os.urandom(3000) * 20 + b"tail" * 5000  # compressible, not trivially
+
+
+def _raw_deflate(data: bytes) -> bytes:
+    c = zlib.compressobj(wbits=-15)
+    return c.compress(data) + c.flush()
+
+
+COMPRESS = {
+    b"gzip": gzip.compress,
+    b"x-gzip": gzip.compress,
+    b"deflate": zlib.compress,
+    b"br": brotli.compress,
+    b"zstd": lambda d: zstandard.ZstdCompressor().compress(d),
+}
+
+
+def test_doctests() -> None:
+    failed, tried = doctest.testmod(codings_module)
+    assert tried > 0
+    assert failed == 0
+
+
+@pytest.mark.parametrize("coding", list(COMPRESS))
+def test_each_coding_round_trips(coding: bytes) -> None:
+    body = COMPRESS[coding](DATA)
+    out, left, cut = decode_capped(body, [coding], 10**7)
+    assert out == DATA
+    assert left == []
+    assert not cut
+
+
+@pytest.mark.parametrize("coding", list(COMPRESS))
+def test_each_coding_cut_at_cap(coding: bytes) -> None:
+    body = COMPRESS[coding](DATA)
+    out, left, cut = decode_capped(body, [coding], 5000)
+    assert out == DATA[:5000]
+    assert cut and left == []
+    exact, _, cut_exact = decode_capped(body, [coding], len(DATA))
+    assert exact == DATA and not cut_exact
+
+
+@pytest.mark.parametrize("coding", [b"gzip", b"deflate", b"br", b"zstd"])
+def test_truncated_stream_keeps_a_prefix(coding: bytes) -> None:
+    data = os.urandom(400_000)
+    body = COMPRESS[coding](data)
+    out, left, _ = decode_capped(body[: len(body) // 2], [coding], 10**7)
+    assert left == []
+    assert 0 < len(out) < len(data)
+    assert data.startswith(out)
+
+
+def test_raw_deflate_and_gzip_members() -> None:
+    assert decode_capped(_raw_deflate(DATA), [b"deflate"], 10**7)[0] == DATA
+    two = gzip.compress(b"first ") + gzip.compress(b"second")
+    assert decode_capped(two, [b"gzip"], 100)[0] == b"first second"
+    assert decode_capped(two, [b"gzip"], 8) == (b"first se", [], True)
+
+
+def test_layers_unknown_and_garbage() -> None:
+    layered = brotli.compress(gzip.compress(b"hello world"))  # gzip applied first, then br
+    assert decode_capped(layered, [b"gzip", b"br"], 100) == (b"hello world", [], False)
+    assert split_encodings([b"gzip, br", b" Identity", b"ZSTD"]) == [b"gzip", b"br", b"zstd"]
+    # an unknown outer coding: nothing decoded, codings kept
+    assert decode_capped(b"xyz", [b"gzip", b"compress"], 100) == (b"xyz", [b"gzip", b"compress"],
+                                                                   False)
+    # a known outer coding over an unknown inner one: only the outer is undone
+    body = gzip.compress(b"opaque")
+    assert decode_capped(body, [b"compress", b"gzip"], 100) == (b"opaque", [b"compress"], False)
+    for coding in COMPRESS:
+        assert decode_capped(b"not compressed at all", [coding], 100) == (
+            b"not compressed at all", [coding], False)
+
+
+def bomb(coding: bytes, inflated: int) -> bytes:
+    """``inflated`` zero bytes in ``coding``, built without holding them all for zlib."""
+    if coding in (b"gzip", b"deflate"):
+        z = zlib.compressobj(9, zlib.DEFLATED, 31 if coding == b"gzip" else 15)
+        block = b"\0" * (1024 * 1024)
+        return b"".join(z.compress(block) for _ in range(inflated // len(block))) + z.flush()
+    if coding == b"br":
+        return brotli.compress(b"\0" * inflated, quality=1)
+    return zstandard.ZstdCompressor(level=1).compress(b"\0" * inflated)
+
+
+@pytest.mark.parametrize("coding", [b"gzip", b"deflate", b"br", b"zstd"])
+def test_bomb_stops_at_cap(coding: bytes) -> None:
+    # A naive decoder would inflate all 64 MiB; here the output stops at the cap.
+    inflated = 64 * 1024 * 1024
+    body = bomb(coding, inflated)
+    assert len(body) < inflated // 100
+    cap = 1024 * 1024
+    out, left, cut = decode_capped(body, [coding], cap)
+    assert len(out) == cap and cut and left == []
+
+
+def test_decoded_head() -> None:
+    page = b"<html><title>Just a moment...</title>" + b"x" * 100_000
+    assert decoded_head(gzip.compress(page), [b"gzip"], 64) == page[:64]
+    assert decoded_head(brotli.compress(page), "br", 64) == page[:64]
+    assert decoded_head(page, None, 64) == page[:64]
+    assert decoded_head(page, "gzip", 64) == page[:64]  # already decoded
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.binary(max_size=5000), st.integers(min_value=1, max_value=6000),
+       st.sampled_from(sorted(COMPRESS)))
+def test_decode_capped_property(data: bytes, cap: int, coding: bytes) -> None:
+    out, left, cut = decode_capped(COMPRESS[coding](data), [coding], cap)
+    assert left == []
+    assert out == data[:cap]
+    assert cut is (len(data) > cap)
