@@ -22,7 +22,9 @@ NOJIT = RestParams(jitter=0.0)
 T0 = 1_700_000_000.0
 
 
-def rest_of(state: OriginState, params: RestParams = NOJIT, api: bool = False, end: float = T0) -> float:
+def rest_of(
+    state: OriginState, params: RestParams = NOJIT, api: bool = False, end: float = T0
+) -> float:
     return compute_rest(state, params, end=end, api=api, rng=random.Random(1)).total
 
 

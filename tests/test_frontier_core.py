@@ -1,0 +1,366 @@
+"""The frontier core with an injected clock: order, gating, robots, leases, recovery."""
+
+from __future__ import annotations
+
+import logging
+import random
+import socket
+import subprocess
+import sys
+from collections import Counter
+from typing import TYPE_CHECKING
+
+import pytest
+
+from polite_crawler.frontier.core import CONTENT, ROBOTS, TRANSIENT, Frontier, FrontierConfig
+from polite_crawler.frontier.store import OriginStore, QueueStore, process_owner
+from polite_crawler.policy.rest import RestParams
+from polite_crawler.policy.verdicts import FailureState
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+T0 = 1_700_000_000.0
+A, B, C = "http://127.0.0.1", "http://127.0.0.2", "http://127.0.0.3"
+PARAMS = RestParams(rest_page=1.0, rest_api=0.5, duration_factor=5.0, jitter=0.0)
+
+
+class Clock:
+    def __init__(self, t: float = T0) -> None:
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+
+class Robots:
+    """A stand-in for the robots.txt book (the frontier's collaborator, not under test)."""
+
+    def __init__(self) -> None:
+        self.known: dict[str, bool] = {}  # origin -> allow all?
+        self.retry: dict[str, float] = {}
+        self.disallow: set[str] = set()
+        self.delay: dict[str, float] = {}
+
+    def needs_fetch(self, origin: str) -> bool:
+        return origin not in self.known and origin not in self.retry
+
+    def ready(self, origin: str) -> bool:
+        return origin in self.known
+
+    def retry_at(self, origin: str) -> float:
+        return self.retry.get(origin, 0.0)
+
+    def allowed(self, url: str) -> bool:
+        return url not in self.disallow
+
+    def crawl_delay(self, origin: str) -> float | None:
+        return self.delay.get(origin)
+
+
+class Env:
+    def __init__(self, tmp: Path, clock: Clock, name: str = "job", robots: Robots | None = None,
+                 config: FrontierConfig | None = None) -> None:
+        self.stats: Counter[str] = Counter()
+        self.queue = QueueStore(tmp / f"{name}.sqlite3")
+        self.store = OriginStore(tmp / "state.sqlite3", process_owner(), self.queue.run_id)
+        self.robots = robots
+        self.f = Frontier(
+            self.queue, self.store, config or FrontierConfig(params=PARAMS), clock=clock,
+            rng=random.Random(0), robots=lambda: self.robots,
+            count=lambda k, n: self.stats.update({k: n}),
+        )
+
+    def push(self, url: str, prio: int = 0) -> int:
+        origin = url.split("/", 3)
+        return self.f.push("/".join(origin[:3]), prio, url, url.encode())
+
+    def close(self) -> None:
+        self.queue.close()
+        self.store.close()
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+def test_one_in_flight_and_rest_from_the_end(tmp_path: Path, clock: Clock) -> None:
+    env = Env(tmp_path, clock)
+    env.push("http://127.0.0.1/1")
+    env.push("http://127.0.0.1/2")
+    d = env.f.pop()
+    assert d is not None and d.kind == CONTENT and d.row is not None and d.row.url == "http://127.0.0.1/1"
+    assert env.f.pop() is None  # in flight: nothing more from a
+    clock.t += 0.4
+    rest = env.f.settle("http://127.0.0.1", d.token, start=T0, end=clock.t)
+    assert rest is not None and rest.total == pytest.approx(2.0)  # 5 x 0.4 s beats the 1 s base
+    assert env.f.next_eligible() == pytest.approx(T0 + 0.4 + 2.0)
+    clock.t += 1.99
+    assert env.f.pop() is None
+    clock.t += 0.02
+    d2 = env.f.pop()
+    assert d2 is not None and d2.row is not None and d2.row.url == "http://127.0.0.1/2"
+    env.close()
+
+
+def test_eligibility_order_across_origins(tmp_path: Path, clock: Clock) -> None:
+    env = Env(tmp_path, clock)
+    for o in ("127.0.0.1", "127.0.0.2", "127.0.0.3"):
+        env.push(f"http://{o}/1")
+        env.push(f"http://{o}/2")
+    first = []
+    for _ in range(3):
+        d = env.f.pop()
+        assert d is not None
+        first.append(d)
+    assert {d.origin for d in first} == {A, B, C}
+    assert env.f.pop() is None
+    # c ends first and quickly, a last and slowly: c is eligible first, then b, then a.
+    ends = {C: (0.1, 0.1), B: (0.2, 0.3), A: (0.3, 0.5)}
+    for d in first:
+        start_off, end_off = ends[d.origin]
+        env.f.settle(d.origin, d.token, start=T0 + start_off - 0.05, end=T0 + end_off)
+    order = []
+    while len(order) < 3:
+        nxt = env.f.next_eligible()
+        assert nxt is not None
+        clock.t = nxt
+        d = env.f.pop()
+        assert d is not None
+        order.append(d.origin)
+    assert order == [C, B, A]
+    assert env.f.pop() is None and env.f.pending == 0
+    env.close()
+
+
+def test_priority_then_fifo_within_an_origin(tmp_path: Path, clock: Clock) -> None:
+    env = Env(tmp_path, clock)
+    env.push("http://127.0.0.1/low1")
+    env.push("http://127.0.0.1/high", prio=5)
+    env.push("http://127.0.0.1/low2")
+    got = []
+    for _ in range(3):
+        d = env.f.pop()
+        assert d is not None and d.row is not None
+        got.append(d.row.url)
+        clock.t += 0.1
+        env.f.settle(d.origin, d.token, start=clock.t - 0.01, end=clock.t)
+        clock.t += 10
+    assert got == ["http://127.0.0.1/high", "http://127.0.0.1/low1", "http://127.0.0.1/low2"]
+    env.close()
+
+
+def test_release_without_dispatch_leaves_no_rest(tmp_path: Path, clock: Clock) -> None:
+    env = Env(tmp_path, clock)
+    env.push("http://127.0.0.1/1")
+    env.push("http://127.0.0.1/2")
+    d = env.f.pop()
+    assert d is not None
+    env.f.release(d.origin, d.token)
+    assert env.stats["polite/frontier/released"] == 1
+    d2 = env.f.pop()
+    assert d2 is not None and d2.row is not None and d2.row.url == "http://127.0.0.1/2"
+    env.close()
+
+
+def test_robots_first_then_content_waits_for_it(tmp_path: Path, clock: Clock) -> None:
+    robots = Robots()
+    env = Env(tmp_path, clock, robots=robots)
+    env.push("http://127.0.0.1/1")
+    env.push("http://127.0.0.1/private")
+    d = env.f.pop()
+    assert d is not None and d.kind == ROBOTS and d.row is None
+    assert env.f.pop() is None
+    clock.t += 0.1
+    robots.known["http://127.0.0.1"] = True
+    robots.disallow.add("http://127.0.0.1/1")
+    robots.delay["http://127.0.0.1"] = 4.0
+    env.f.settle(d.origin, d.token, start=T0, end=clock.t)
+    # Crawl-delay 4 s beats the 1 s base.
+    assert env.f.next_eligible() == pytest.approx(clock.t + 4.0)
+    clock.t += 4.0
+    d2 = env.f.pop()
+    assert d2 is not None and d2.row is not None and d2.row.url == "http://127.0.0.1/private"
+    assert env.stats["polite/robots/disallowed"] == 1
+    assert env.f.pending == 0
+    env.close()
+
+
+def test_robots_outage_holds_content_until_retry(tmp_path: Path, clock: Clock) -> None:
+    robots = Robots()
+    env = Env(tmp_path, clock, robots=robots)
+    env.push("http://127.0.0.1/1")
+    d = env.f.pop()
+    assert d is not None and d.kind == ROBOTS
+    robots.retry["http://127.0.0.1"] = T0 + 30  # unreachable: retry in 30 s, no copy
+    env.f.settle(d.origin, d.token, start=T0, end=T0 + 0.01)
+    clock.t = T0 + 2
+    assert env.f.pop() is None  # not ready: the content waits
+    assert env.f.next_eligible() == pytest.approx(T0 + 30)
+    assert env.f.pending == 1  # still pending: the spider must not close
+    clock.t = T0 + 30
+    del robots.retry["http://127.0.0.1"]
+    d2 = env.f.pop()
+    assert d2 is not None and d2.kind == ROBOTS
+    env.close()
+
+
+def test_redirected_robots_request_skips_the_robots_wait(tmp_path: Path, clock: Clock) -> None:
+    robots = Robots()
+    env = Env(tmp_path, clock, robots=robots)
+    robots.retry["http://127.0.0.2"] = T0 + 100  # b's own robots.txt is out
+    marker = object()
+    env.f.push_transient("http://127.0.0.2", marker)
+    d = env.f.pop()
+    assert d is not None and d.kind == TRANSIENT and d.obj is marker
+    env.close()
+
+
+def test_stop_drops_the_queue(
+    tmp_path: Path, clock: Clock, caplog: pytest.LogCaptureFixture
+) -> None:
+    env = Env(tmp_path, clock)
+    for i in range(5):
+        env.push(f"http://127.0.0.1/{i}")
+    env.push("http://127.0.0.2/1")
+    d = env.f.pop()
+    assert d is not None
+    with caplog.at_level(logging.WARNING):
+        env.f.stop(d.origin, "403")
+    assert "Stopped" in caplog.text and "403" in caplog.text
+    assert env.stats["polite/origin/stopped/403"] == 1
+    assert env.f.admit(d.origin) == "stopped"
+    remaining = {x.origin for x in iter(env.f.pop, None)}
+    assert d.origin not in remaining
+    env.close()
+    # The stop survives a restart of the same job.
+    env2 = Env(tmp_path, clock)
+    env2.f.restore()
+    assert env2.f.admit(d.origin) == "stopped"
+    env2.close()
+
+
+def test_daily_budget(tmp_path: Path, clock: Clock) -> None:
+    env = Env(tmp_path, clock, config=FrontierConfig(params=PARAMS, budget=2))
+    for i in range(5):
+        env.push(f"http://127.0.0.1/{i}")
+    fetched = 0
+    while True:
+        d = env.f.pop()
+        if d is None:
+            nxt = env.f.next_eligible()
+            if nxt is None:
+                break
+            clock.t = nxt
+            continue
+        fetched += 1
+        env.f.settle(d.origin, d.token, start=clock.t, end=clock.t + 0.01)
+    assert fetched == 2
+    assert env.stats["polite/frontier/budget_exhausted"] == 3
+    assert env.f.admit("http://127.0.0.1") == "budget_exhausted"
+    env.close()
+    # Counted durably: another job the same day finds it spent; the next day it is not.
+    env2 = Env(tmp_path, clock, name="other", config=FrontierConfig(params=PARAMS, budget=2))
+    assert env2.f.admit("http://127.0.0.1") == "budget_exhausted"
+    clock.t += 86400
+    assert env2.f.admit("http://127.0.0.1") is None
+    env2.close()
+
+
+def test_public_floor(tmp_path: Path, clock: Clock, caplog: pytest.LogCaptureFixture) -> None:
+    low = RestParams(rest_page=0.05, rest_api=0.01, duration_factor=1.0, jitter=0.0)
+    from polite_crawler.policy.network import parse_networks
+
+    config = FrontierConfig(params=low, test_networks=parse_networks(["192.0.2.0/24"]))
+    env = Env(tmp_path, clock, config=config)
+    with caplog.at_level(logging.WARNING):
+        assert env.f.params("http://127.0.0.5:8080").rest_page == 0.05
+        assert env.f.params("http://192.0.2.7").rest_page == 0.05
+        assert caplog.text == ""
+        public = env.f.params("https://example.org")
+        env.f.params("https://example.net")
+    assert (public.rest_page, public.rest_api, public.duration_factor) == (3.0, 1.0, 5.0)
+    assert caplog.text.count("public floor") == 1
+    env.push("https://example.org/a")
+    env.push("https://example.org/b")
+    d = env.f.pop()
+    assert d is not None
+    env.f.settle(d.origin, d.token, start=T0, end=T0 + 0.01)
+    assert env.f.next_eligible() == pytest.approx(T0 + 0.01 + 3.0)
+    env.close()
+
+
+def test_server_wait_holds_the_origin(tmp_path: Path, clock: Clock) -> None:
+    env = Env(tmp_path, clock)
+    env.push("http://127.0.0.1/1")
+    env.push("http://127.0.0.1/2")
+    d = env.f.pop()
+    assert d is not None
+    env.f.settle(d.origin, d.token, start=T0, end=T0 + 0.01,
+                 failure=FailureState(wait_until=T0 + 120))
+    assert env.f.next_eligible() == pytest.approx(T0 + 120, abs=0.02)
+    env.close()
+
+
+def test_lease_shares_one_in_flight_and_the_rest_across_jobs(tmp_path: Path, clock: Clock) -> None:
+    a = Env(tmp_path, clock, name="job-a")
+    b = Env(tmp_path, clock, name="job-b")
+    a.push("http://127.0.0.9/1")
+    b.push("http://127.0.0.9/2")
+    da = a.f.pop()
+    assert da is not None
+    assert b.f.pop() is None  # a holds the lease
+    assert b.stats["polite/frontier/lease_busy"] == 1
+    clock.t += 0.2
+    a.f.settle(da.origin, da.token, start=T0, end=clock.t)  # rest 1 s from the end
+    nxt = b.f.next_eligible()
+    assert nxt is not None
+    clock.t = max(nxt, clock.t)
+    got = b.f.pop()
+    # b learns a's next-allowed time from the shared row and waits for it.
+    while got is None:
+        nxt = b.f.next_eligible()
+        assert nxt is not None
+        clock.t = nxt
+        got = b.f.pop()
+    assert clock.t >= T0 + 0.2 + 1.0
+    a.close()
+    b.close()
+
+
+def test_restore_requeues_in_flight_and_keeps_the_rest(tmp_path: Path, clock: Clock) -> None:
+    env = Env(tmp_path, clock)
+    for i in range(3):
+        env.push(f"http://127.0.0.1/{i}")
+    env.push("http://127.0.0.2/0")
+    d = env.f.pop()
+    assert d is not None and d.origin == "http://127.0.0.1"
+    env.f.settle(d.origin, d.token, start=T0, end=T0 + 1.0)  # a: next allowed T0 + 6
+    env.f.done(d.row.id if d.row else None)
+    d2 = env.f.pop()
+    assert d2 is not None and d2.origin == "http://127.0.0.2"  # in flight at the "crash"
+    env.queue.commit()
+    # A crash: nothing closed, b's lease held by a process of this machine that is gone.
+    env.queue.conn.close()
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    env.store.conn.execute(
+        "UPDATE polite_origin SET lease_owner=? WHERE origin=?",
+        (f"{socket.gethostname()}:{dead.pid}:gone", B))
+    env.store.conn.close()
+    clock.t = T0 + 2.0
+    env2 = Env(tmp_path, clock)
+    assert env2.f.restore() == 1
+    assert env2.f.pending == 3  # a/1, a/2 and the re-queued b/0
+    # b's exchange may have ended just before the crash: b rests from now (T0 + 2).
+    assert env2.f.pop() is None
+    assert env2.f.next_eligible() == pytest.approx(T0 + 3.0)
+    clock.t = T0 + 3.0
+    d3 = env2.f.pop()
+    assert d3 is not None and d3.origin == B and d3.row is not None
+    assert d3.row.url == "http://127.0.0.2/0"
+    # a resumes no earlier than its saved next-allowed time.
+    assert env2.f.pop() is None
+    assert env2.f.next_eligible() == pytest.approx(T0 + 6.0)
+    env2.close()
