@@ -42,6 +42,8 @@ COMPONENTS: dict[str, dict[str, int | None]] = {
         "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware": None,
         "scrapy.downloadermiddlewares.useragent.UserAgentMiddleware": None,
         "scrapy.downloadermiddlewares.retry.RetryMiddleware": None,
+        "scrapy.downloadermiddlewares.httpcompression.HttpCompressionMiddleware": None,
+        "polite_crawler.middlewares.sizecap.SizeCapMiddleware": 590,  # decoding + size cap
         "polite_crawler.middlewares.identity.IdentityMiddleware": 980,
         "polite_crawler.middlewares.gate.GateMiddleware": 990,  # last before the network
     },
@@ -52,6 +54,7 @@ COMPONENTS: dict[str, dict[str, int | None]] = {
     "EXTENSIONS": {
         "scrapy.extensions.throttle.AutoThrottle": None,
         "polite_crawler.extensions.jobdir.JobDirExtension": -1000,  # first: settles JOBDIR
+        "polite_crawler.extensions.accesslog.AccessLog": 0,  # POLITE_ACCESS_LOG
     },
 }
 
