@@ -33,6 +33,8 @@ PINNED: dict[str, Any] = {
     "COOKIES_ENABLED": False,  # a crawler has no session to keep; cookies grow traps
     "REDIRECT_MAX_TIMES": 5,
     "METAREFRESH_ENABLED": False,
+    "DOWNLOAD_HANDLERS": dict.fromkeys(  # address check at connect, timeouts, head cap
+        ("http", "https"), "polite_crawler.handlers.GuardedHTTPDownloadHandler"),
 }
 
 # Components by setting: {import path: order}. ``None`` removes a stock
@@ -44,6 +46,7 @@ COMPONENTS: dict[str, dict[str, int | None]] = {
         "scrapy.downloadermiddlewares.retry.RetryMiddleware": None,
         "scrapy.downloadermiddlewares.httpcompression.HttpCompressionMiddleware": None,
         "polite_crawler.middlewares.sizecap.SizeCapMiddleware": 590,  # decoding + size cap
+        "polite_crawler.middlewares.addresses.AddressPolicyMiddleware": 50,  # SSRF guard, first
         "polite_crawler.middlewares.identity.IdentityMiddleware": 980,
         "polite_crawler.middlewares.gate.GateMiddleware": 990,  # last before the network
     },

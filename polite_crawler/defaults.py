@@ -74,4 +74,6 @@ POLITE_DEFAULTS: dict[str, Any] = {
     "POLITE_CONNECT_TIMEOUT": 10.0,
     "POLITE_HEADERS_TIMEOUT": 20.0,
     "POLITE_EXCHANGE_TIMEOUT": 45.0,
+    "POLITE_MAX_HEADER_BYTES": 64 * 1024,  # status line + headers of one response
+    "POLITE_DNS_LOOKUP": "",  # (name, port) -> [address]; empty: getaddrinfo (tests inject one)
 }

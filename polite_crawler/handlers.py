@@ -1,0 +1,309 @@
+"""The HTTP download handler: Scrapy's, with the address check at connection time,
+timeouts a site cannot stretch, and a cap on the response head.
+
+``DOWNLOAD_HANDLERS`` for http and https (pinned by the add-on). It is Scrapy's
+HTTP/1.1 handler with four changes:
+
+* **The address actually connected to.** Every new connection's peer address
+  is checked against the crawl's :class:`AddressPolicy` the moment the TCP
+  connection is made, before a byte of the request (or of a TLS handshake) is
+  written: the protocol factory refuses to build a protocol for it. Together
+  with :class:`polite_crawler.resolver.PolicyResolver`, which keeps refused
+  addresses out of DNS answers (so no connection is attempted at all), a name
+  that resolves to an internal address, by DNS rebinding included, is refused
+  (``AddressRefusedError``, reason ``dns-<kind>``).
+* **Connect timeout** (POLITE_CONNECT_TIMEOUT): name resolution plus TCP
+  connect, raced on the reactor.
+* **Head timeout** (POLITE_HEADERS_TIMEOUT): the status line and headers must
+  be in within this many seconds of the start; a server that sends its head
+  one byte a second is cut off.
+* **Exchange timeout** (POLITE_EXCHANGE_TIMEOUT): the whole exchange, body
+  included. ``meta["download_timeout"]`` (Scrapy's DOWNLOAD_TIMEOUT) may make it
+  shorter, never longer: a site cannot stretch it by dribbling bytes.
+* **Head size cap** (POLITE_MAX_HEADER_BYTES): a status line and header block
+  larger than this ends the exchange (``HeadersTooLargeError``).
+
+Each timeout raises a :class:`TimeoutError` subclass (also Scrapy's
+``DownloadTimeoutError``), which :func:`polite_crawler.policy.verdicts.classify_exception`
+reads as a timeout: retried later with backoff, and counted by the breaker.
+
+Private Scrapy/Twisted names this relies on (Scrapy is pinned to 2.19.x and
+``tests/test_resolver.py`` fails if they move): ``HTTP11DownloadHandler._pool``,
+``_LenientHTTP11ClientFactory``/``_LenientHTTP11ClientProtocol``/
+``_LenientHTTPClientParser``, ``HTTP11ClientProtocol._parser`` and
+``HTTPConnectionPool._newConnection``.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from typing import TYPE_CHECKING, Any
+
+from scrapy.core.downloader.handlers.http11 import (
+    HTTP11DownloadHandler,
+    _LenientHTTP11ClientFactory,
+    _LenientHTTP11ClientProtocol,
+    _LenientHTTPClientParser,
+)
+from scrapy.exceptions import DownloadTimeoutError
+from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
+from twisted.internet import defer, error
+from twisted.python.failure import Failure
+from twisted.web.client import HTTPConnectionPool
+
+from polite_crawler.middlewares.addresses import (
+    AddressRefusedError,
+    address_policy,
+    record_refusal,
+)
+from polite_crawler.resolver import ensure_resolver, release_resolver
+
+if TYPE_CHECKING:
+    from scrapy import Request
+    from scrapy.crawler import Crawler
+    from scrapy.http import Response
+    from twisted.internet.interfaces import IAddress, IStreamClientEndpoint
+    from twisted.web._newclient import HTTP11ClientProtocol
+
+    from polite_crawler.policy.addresses import AddressPolicy
+    from polite_crawler.resolver import PolicyResolver
+
+logger = logging.getLogger(__name__)
+
+
+class ConnectTimeoutError(DownloadTimeoutError, TimeoutError):
+    """No connection within POLITE_CONNECT_TIMEOUT (name resolution included)."""
+
+
+class HeadersTimeoutError(DownloadTimeoutError, TimeoutError):
+    """The response head did not arrive within POLITE_HEADERS_TIMEOUT."""
+
+
+class ExchangeTimeoutError(DownloadTimeoutError, TimeoutError):
+    """The whole exchange took longer than POLITE_EXCHANGE_TIMEOUT."""
+
+
+class HeadersTooLargeError(Exception):
+    """The response's status line and headers exceeded POLITE_MAX_HEADER_BYTES."""
+
+
+# --- the response head cap ------------------------------------------------------------
+
+
+class _CappedHeadParser(_LenientHTTPClientParser):
+    """Scrapy's lenient response parser, counting the bytes of the head."""
+
+    _polite_cap = 64 * 1024
+
+    def lineReceived(self, line: bytes) -> None:
+        seen = getattr(self, "_polite_head_bytes", 0) + len(line) + 2
+        self._polite_head_bytes = seen
+        if seen > self._polite_cap:
+            # HTTP11ClientProtocol.dataReceived catches this, drops the connection
+            # and fails the response with it (inside ResponseFailed).
+            raise HeadersTooLargeError(f"response head larger than {self._polite_cap} bytes")
+        super().lineReceived(line)
+
+
+class _GuardedProtocol(_LenientHTTP11ClientProtocol):
+    head_cap = 64 * 1024
+
+    def request(self, request: Any) -> defer.Deferred[Any]:
+        d = super().request(request)
+        parser: Any = self._parser
+        if parser is not None:
+            parser.__class__ = _CappedHeadParser
+            parser._polite_cap = self.head_cap
+        return d
+
+
+class _GuardedFactory(_LenientHTTP11ClientFactory):
+    """Builds a protocol only for a peer address the policy allows."""
+
+    guard: _ConnectionGuard
+    name: str = ""
+    port: int | None = None
+
+    def buildProtocol(self, addr: IAddress | None) -> HTTP11ClientProtocol:
+        address = getattr(addr, "host", None)
+        reason = self.guard.check(address, self.name, self.port)
+        if reason is not None:
+            # Raised here, the connection is closed before anything is written
+            # (Twisted's endpoint wrapper turns it into the connect failure).
+            raise AddressRefusedError(reason, self.name, str(address))
+        proto = _GuardedProtocol(self._quiescentCallback)  # type: ignore[no-untyped-call]
+        proto.head_cap = self.guard.head_cap
+        return proto
+
+
+class _ConnectionGuard:
+    def __init__(self, policy: AddressPolicy, head_cap: int, connect_timeout: float) -> None:
+        self.policy = policy
+        self.head_cap = head_cap
+        self.connect_timeout = connect_timeout
+        self.resolver: PolicyResolver | None = None
+
+    def check(self, address: Any, name: str, port: int | None) -> str | None:
+        if address is None:
+            return "dns-invalid"
+        return self.policy.check_address(address, name, port)
+
+
+def _key_host(key: Any) -> tuple[str, int | None]:
+    """(host, port) from an HTTPConnectionPool key: (scheme, host, port, ...)."""
+    try:
+        host, port = key[1], key[2]
+    except (IndexError, TypeError):
+        return "", None
+    if isinstance(host, bytes):
+        host = host.decode("ascii", "replace")
+    return str(host).strip("[]"), port if isinstance(port, int) else None
+
+
+class _GuardedPool(HTTPConnectionPool):
+    """Connections whose peer passed the address check, made within the connect timeout."""
+
+    guard: _ConnectionGuard
+
+    def _newConnection(
+        self, key: Any, endpoint: IStreamClientEndpoint
+    ) -> defer.Deferred[HTTP11ClientProtocol]:
+        name, port = _key_host(key)
+
+        def quiescent(protocol: HTTP11ClientProtocol) -> None:
+            self._putConnection(key, protocol)  # type: ignore[no-untyped-call]
+
+        factory = _GuardedFactory(quiescent, repr(endpoint))  # type: ignore[no-untyped-call]
+        factory.guard, factory.name, factory.port = self.guard, name, port
+        connector: Any = endpoint
+        d: defer.Deferred[HTTP11ClientProtocol] = connector.connect(factory)
+        clock: Any = self._reactor
+        timer = clock.callLater(self.guard.connect_timeout, d.cancel)
+
+        def settle(result: Any) -> Any:
+            timed_out = not timer.active()
+            if not timed_out:
+                timer.cancel()
+            failure: Failure | None = result if isinstance(result, Failure) else None
+            if failure is None:
+                return result
+            refused = _find(failure.value, AddressRefusedError)
+            if refused is not None:
+                raise refused
+            resolver = self.guard.resolver
+            if isinstance(failure.value, error.DNSLookupError) and resolver is not None:
+                reason = resolver.refusal_for(name)
+                if reason is not None:
+                    raise AddressRefusedError(reason, name)
+            if timed_out:
+                raise ConnectTimeoutError(
+                    f"no connection to {name}:{port} within {self.guard.connect_timeout} s"
+                )
+            return result
+
+        d.addBoth(settle)
+        return d
+
+
+def _find(exc: BaseException | None, cls: type[BaseException]) -> Any:
+    """The first ``cls`` inside an exception's causes and Twisted's wrapped reasons."""
+    seen: set[int] = set()
+    todo: list[Any] = [exc]
+    while todo:
+        item = todo.pop()
+        item = getattr(item, "value", item)  # a Failure
+        if not isinstance(item, BaseException) or id(item) in seen:
+            continue
+        seen.add(id(item))
+        if isinstance(item, cls):
+            return item
+        todo.extend(getattr(item, "reasons", None) or [])
+        todo.extend(getattr(item, "failures", None) or [])
+        todo.extend([item.__cause__, item.__context__])
+    return None
+
+
+class GuardedHTTPDownloadHandler(HTTP11DownloadHandler):
+    """Scrapy's HTTP/1.1 handler with the address check, three timeouts and a head cap."""
+
+    def __init__(self, crawler: Crawler) -> None:
+        super().__init__(crawler)
+        settings = crawler.settings
+        self.policy = address_policy(crawler)
+        self.connect_timeout = settings.getfloat("POLITE_CONNECT_TIMEOUT", 10.0)
+        self.headers_timeout = settings.getfloat("POLITE_HEADERS_TIMEOUT", 20.0)
+        self.exchange_timeout = settings.getfloat("POLITE_EXCHANGE_TIMEOUT", 45.0)
+        head_cap = settings.getint("POLITE_MAX_HEADER_BYTES", 64 * 1024)
+        self.guard = _ConnectionGuard(self.policy, head_cap, self.connect_timeout)
+        from twisted.internet import reactor
+
+        pool = _GuardedPool(reactor, persistent=True)  # type: ignore[no-untyped-call]
+        pool.maxPersistentPerHost = self._pool.maxPersistentPerHost
+        pool.guard = self.guard
+        self._pool = pool
+        self.resolver = ensure_resolver(crawler, self.policy)
+        self.guard.resolver = self.resolver
+
+    async def download_request(self, request: Request) -> Response:
+        from twisted.internet import reactor as _reactor
+
+        reactor: Any = _reactor
+        limit = request.meta.get("download_timeout") or math.inf
+        exchange = min(float(limit), self.exchange_timeout)
+        request.meta["download_timeout"] = exchange
+        request.meta.pop("download_latency", None)  # set again when this head arrives
+        d: defer.Deferred[Response] = deferred_from_coro(super().download_request(request))
+        head_late = False
+
+        def head_check() -> None:
+            nonlocal head_late
+            if "download_latency" not in request.meta and not d.called:
+                head_late = True
+                d.cancel()
+
+        timer = reactor.callLater(self.headers_timeout, head_check) \
+            if self.headers_timeout < exchange else None
+        try:
+            return await maybe_deferred_to_future(d)
+        except AddressRefusedError as exc:
+            record_refusal(self.crawler, request, exc)
+            raise
+        except BaseException as exc:  # the head timer's cancel arrives as asyncio's CancelledError
+            if head_late:
+                raise HeadersTimeoutError(
+                    f"no response head from {request.url} within {self.headers_timeout} s"
+                ) from None
+            if not isinstance(exc, Exception):
+                raise
+            refused = _find(exc, AddressRefusedError)
+            if refused is not None:
+                record_refusal(self.crawler, request, refused)
+                raise refused from None
+            for cls in (HeadersTooLargeError, ConnectTimeoutError):
+                found = _find(exc, cls)
+                if found is not None:
+                    raise found from None
+            if isinstance(exc, DownloadTimeoutError) and not isinstance(exc, TimeoutError):
+                raise ExchangeTimeoutError(
+                    f"{request.url} took longer than {exchange} s"
+                ) from exc
+            raise
+        finally:
+            if timer is not None and timer.active():
+                timer.cancel()
+
+    async def close(self) -> None:
+        try:
+            await super().close()
+        finally:
+            release_resolver(self.resolver, self.policy)
+
+
+__all__ = [
+    "ConnectTimeoutError",
+    "ExchangeTimeoutError",
+    "GuardedHTTPDownloadHandler",
+    "HeadersTimeoutError",
+    "HeadersTooLargeError",
+]
