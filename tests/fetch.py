@@ -26,6 +26,7 @@ class FetchSpider(scrapy.Spider):
                  method: str = "GET", **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.urls = urls
+        self.polite_start_urls = urls  # the operator named these hosts (address policy)
         self.request_meta = meta or {}
         self.method = method
 
