@@ -1,0 +1,112 @@
+"""kill -9 in the middle of a real crawl, then a restart with the same JOBDIR.
+
+Asserted from the test web's own request log: no two requests in flight on one
+origin and no short rest, across the restart too; every page fetched; and nothing
+fetched twice except what was in flight when the process died.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from polite_crawler.web.server import Req, Resp, Site, overlaps, page, short_rests
+
+ROOT = Path(__file__).resolve().parent.parent
+REST = 0.25
+PAGES = 16
+HOSTS = ["127.0.0.1", "127.0.0.2", "127.0.0.3"]
+
+
+def chain_site(n: int, slow: str = "", arrived: threading.Event | None = None) -> Site:
+    """A chain of pages; ``slow`` answers after 0.5 s and sets ``arrived`` when asked."""
+    paths = ["/"] + [f"/p{i}" for i in range(1, n)]
+    routes: dict[str, Any] = {"/robots.txt": "User-agent: *\nAllow: /\n"}
+    for i, path in enumerate(paths):
+        routes[path] = page(path, "text", paths[i + 1:i + 3])
+    if slow:
+        body = routes[slow]
+
+        def answer(req: Req) -> Resp:
+            assert arrived is not None
+            arrived.set()
+            return Resp(200, body, delay=0.5)
+
+        routes[slow] = answer
+    return Site(routes)
+
+
+def crawl_cmd(web: Any, tmp: Path) -> list[str]:
+    urls = ",".join(web.url(h) for h in HOSTS)
+    sets = {
+        "JOBDIR": str(tmp / "job"),
+        "POLITE_STATE_DIR": str(tmp / "state"),
+        "POLITE_REST_PAGE": str(REST),
+        "POLITE_JITTER": "0",
+        "POLITE_CHECKPOINT_INTERVAL": "0.5",
+        "LOG_LEVEL": "INFO",
+        "LOG_FILE": str(tmp / "crawl.log"),
+    }
+    cmd = [sys.executable, "-m", "scrapy", "crawl", "site", "-a", f"url={urls}"]
+    for k, v in sets.items():
+        cmd += ["-s", f"{k}={v}"]
+    return cmd
+
+
+def content(entries: list[Any]) -> list[Any]:
+    return [e for e in entries if e.path != "/robots.txt"]
+
+
+@pytest.mark.slow
+def test_kill_9_and_restart_keeps_every_rest_and_fetches_nothing_twice(web_factory, tmp_path):
+    # The kill comes while 127.0.0.1's /p6 is in flight (its answer takes 0.5 s).
+    arrived = threading.Event()
+    sites = {h: chain_site(PAGES) for h in HOSTS}
+    sites[HOSTS[0]] = chain_site(PAGES, slow="/p6", arrived=arrived)
+    web = web_factory(sites)
+    cmd = crawl_cmd(web, tmp_path)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    first = subprocess.Popen(cmd, cwd=ROOT, env=env)
+    try:
+        assert arrived.wait(60), "the crawl never reached the slow page"
+        time.sleep(0.1)
+        killed_at = time.time()
+        os.kill(first.pid, signal.SIGKILL)
+    finally:
+        first.wait()
+    before = len(content(web.entries()))
+    assert before < len(HOSTS) * PAGES
+
+    second = subprocess.run(cmd, cwd=ROOT, env=env, timeout=120, check=False)
+    assert second.returncode == 0
+    log = (tmp_path / "crawl.log").read_text(encoding="utf-8")
+    assert "Resuming crawl" in log
+
+    entries = web.entries()
+    assert overlaps(entries) == []
+    # The server stamps "finished" after its write returns; the crawler, another
+    # process, may have the whole answer a few milliseconds before that stamp.
+    assert short_rests(entries, REST, slack=0.02) == []
+    fetched = Counter((e.host, e.path) for e in content(entries))
+    # Every page was fetched ...
+    assert len(fetched) == len(HOSTS) * PAGES
+    # ... and twice only if it was in flight when the process died (at most one
+    # per origin): its answer never reached the spider.
+    twice = {k for k, n in fetched.items() if n > 1}
+    assert max(fetched.values()) <= 2
+    assert len(twice) <= len(HOSTS)
+    assert (HOSTS[0], "/p6") in twice
+    for host, path in twice:
+        first_fetch = min(e.started for e in entries if e.host == host and e.path == path)
+        assert killed_at - first_fetch < 2 * REST + 0.5
+    # robots.txt is not fetched again after the restart: the cache is durable.
+    assert len(web.entries(path="/robots.txt")) <= len(HOSTS)
