@@ -291,3 +291,18 @@ async def test_access_log_agrees_with_server(web_factory, tmp_path) -> None:
     assert sum(1 for x in lines if x["robots"]) == 3
     assert all(x["verdict"] for x in lines)
     assert all(x["rest"] is not None and x["rest"] > 0 for x in lines)
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "the gate turns every 4xx verdict on robots.txt into 'no restrictions' (RFC 9309), "
+    "a challenge page included; a challenge is a refusal whatever it answers"))
+@pytest_twisted.ensureDeferred
+async def test_challenge_on_robots_txt_stops(web_factory, tmp_path) -> None:
+    class _Challenged(Site):
+        def handle(self, req: Req) -> Resp:
+            return Resp(403, b"<title>Just a moment...</title>",
+                        headers={"cf-mitigated": "challenge"})
+
+    web = web_factory({"127.0.0.1": _Challenged()})
+    await fetch([web.url("127.0.0.1", f"/p{n}") for n in range(3)], _settings(tmp_path))
+    assert [e.path for e in web.entries("127.0.0.1")] == ["/robots.txt"]
