@@ -113,9 +113,9 @@ class AccessLog:
 
     def _ensure_open(self) -> IO[str]:
         if self._file is None:
-            spider = self.crawler.spider
-            name = getattr(spider, "name", None) or "crawl"
-            self.path = access_log_path(self.crawler.settings, name, self.clock())
+            if self.path is None:  # once per crawl: a late line goes to the same file
+                name = getattr(self.crawler.spider, "name", None) or "crawl"
+                self.path = access_log_path(self.crawler.settings, name, self.clock())
             # Line buffered: every line reaches the OS as it is written.
             self._file = self.path.open("a", encoding="utf-8", buffering=1)
             logger.info("Access log: %(path)s", {"path": str(self.path)})
