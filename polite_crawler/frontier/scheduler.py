@@ -135,7 +135,7 @@ class FrontierScheduler:
         requeued = self.frontier.restore()
         if self.frontier.pending:
             logger.info(
-                "Resuming crawl: %(n)d requests queued (%(r)d were in flight), "
+                "Resuming crawl: %(n)d requests queued (%(r)d marked in flight), "
                 "every origin resumes after its saved rest",
                 {"n": self.frontier.pending, "r": requeued},
             )

@@ -110,10 +110,13 @@ class GateMiddleware:
             response.status, text_headers(response.headers), response.body[:BODY_HEAD], end,
             params=self._params_for(origin),
         )
+        self._inc(f"polite/verdicts/{verdict.reason}")
         if request.meta.get("polite_robots") and 400 <= response.status < 500 and \
-                verdict.action in (Action.STOP_ORIGIN, Action.GIVE_UP):
+                verdict.action in (Action.STOP_ORIGIN, Action.GIVE_UP) and \
+                not verdict.reason.startswith("challenge:"):
             # RFC 9309 section 2.3.1.3: robots.txt "unavailable" (4xx) = no restrictions.
-            verdict = Verdict(Action.OK, f"robots:{response.status}")
+            # A challenge page is a refusal whatever its status: it still stops the origin.
+            verdict = Verdict(Action.OK, str(response.status))
         outcome = self._settle(request, verdict, end, observe=True)
         if outcome is not None:
             return outcome
@@ -133,6 +136,7 @@ class GateMiddleware:
             return None
         end = self.clock()
         verdict = classify_exception(exception)
+        self._inc(f"polite/verdicts/{verdict.reason}")
         outcome = self._settle(request, verdict, end, observe=False)
         if outcome is None:
             # The errback gets the failure; spider middlewares never see it.
