@@ -57,6 +57,7 @@ COMPONENTS: dict[str, dict[str, int | None]] = {
     "EXTENSIONS": {
         "scrapy.extensions.throttle.AutoThrottle": None,
         "polite_crawler.extensions.jobdir.JobDirExtension": -1000,  # first: settles JOBDIR
+        "polite_crawler.extensions.statsfile.StatsFile": 1000,  # POLITE_STATS_FILE
         "polite_crawler.extensions.accesslog.AccessLog": 0,  # POLITE_ACCESS_LOG
     },
 }

@@ -23,6 +23,7 @@ POLITE_DEFAULTS: dict[str, Any] = {
     "POLITE_CONTACT": "",
     # Source addresses or reverse-DNS domain site owners can verify (bot page).
     "POLITE_SOURCE_ADDRESSES": "",
+    "POLITE_PURPOSE": "",  # why the crawl collects pages, one sentence for the bot page
     # --- rest and frontier (issue 3) ---------------------------------------
     "POLITE_REST_PAGE": 3.0,  # seconds between two pages of one origin
     "POLITE_REST_API": 1.0,  # for requests marked meta["polite_api"] = True
@@ -55,6 +56,7 @@ POLITE_DEFAULTS: dict[str, Any] = {
     "POLITE_TEST_WAIT_SCALE": 1.0,  # tests only: scales Retry-After/backoff on loopback origins
     "POLITE_MAX_BYTES": 5 * 1024 * 1024,  # body cap, decompressed size included
     "POLITE_ACCESS_LOG": "",  # path; empty: <state dir>/access-<start>.jsonl
+    "POLITE_STATS_FILE": "",  # path: the final stats as JSON when the spider closes
     # --- discovery and traps (issue 6) --------------------------------------
     "POLITE_MAX_DEPTH": 10,
     "POLITE_MAX_URL_LENGTH": 2000,
