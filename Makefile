@@ -42,11 +42,16 @@ fuzz: $(STAMP)
 bot-page: $(STAMP)
 	$(BIN)/python -m polite_crawler.botpage bot_page/index.html
 
+# A local scrapyd on 127.0.0.1:6800 with ./scrapyd.conf (state under var/). With
+# SCRAPYD_USERNAME and SCRAPYD_PASSWORD set, it requires them.
 scrapyd: $(STAMP)
 	$(BIN)/python -m polite_crawler.scrapyd_local
 
+# Build the egg and deploy it to scrapy.cfg's [deploy] url, with the same
+# SCRAPYD_USERNAME / SCRAPYD_PASSWORD (unset: none, or ~/.netrc).
 deploy: $(STAMP)
-	$(BIN)/scrapyd-deploy
+	SCRAPYD_USERNAME="$${SCRAPYD_USERNAME-}" SCRAPYD_PASSWORD="$${SCRAPYD_PASSWORD-}" \
+		$(BIN)/scrapyd-deploy
 
 clean:
 	rm -rf build *.egg-info setup.py .pytest_cache .mypy_cache .ruff_cache demo-output
