@@ -23,7 +23,6 @@ import contextlib
 import logging
 import math
 import os
-import pickle
 import random
 import tempfile
 from pathlib import Path
@@ -34,11 +33,11 @@ from scrapy import Request
 from scrapy.http.request import NO_CALLBACK
 from scrapy.utils.asyncio import call_later, create_looping_call
 from scrapy.utils.job import job_dir
-from scrapy.utils.request import request_from_dict
 
 from polite_crawler.context import polite_context
 from polite_crawler.frontier.core import CONTENT, ROBOTS, Dispatch, Frontier, FrontierConfig
 from polite_crawler.frontier.dupefilter import CanonicalDupeFilter
+from polite_crawler.frontier.serialize import RequestCodec
 from polite_crawler.frontier.store import OriginStore, QueueStore, process_owner
 from polite_crawler.policy.identity import is_loopback_host
 from polite_crawler.policy.network import in_networks, parse_networks
@@ -100,6 +99,7 @@ class FrontierScheduler:
         self.frontier: Frontier | None = None
         self.dupefilter: CanonicalDupeFilter | None = None
         self.spider: Spider | None = None
+        self.codec = RequestCodec(None)
         self._memory: dict[int, Request] = {}  # rows whose request cannot be serialised
         self._unserializable_warned = False
         self._timer: CallLaterResult | None = None
@@ -125,6 +125,7 @@ class FrontierScheduler:
 
     def open(self, spider: Spider) -> None:
         self.spider = spider
+        self.codec = RequestCodec(spider)
         queue = QueueStore(self._queue_path())
         origins = OriginStore(state_db_path(self.crawler.settings), process_owner(), queue.run_id)
         self.frontier = Frontier(
@@ -232,7 +233,7 @@ class FrontierScheduler:
             self._count(f"polite/frontier/{refused}", 1)
             return False
         try:
-            data = pickle.dumps(request.to_dict(spider=self.spider), protocol=5)
+            data = self.codec.dumps(request)
         except Exception as exc:  # a lambda callback, an object in cb_kwargs ...
             if not self._unserializable_warned:
                 self._unserializable_warned = True
@@ -275,7 +276,7 @@ class FrontierScheduler:
                 request = kept
             else:
                 try:
-                    request = request_from_dict(pickle.loads(d.row.data), spider=self.spider)
+                    request = self.codec.loads(d.row.data)
                 except Exception as exc:
                     logger.warning("Dropping a queued request that cannot be restored "
                                    "(%(url)s): %(exc)s", {"url": d.row.url, "exc": exc})

@@ -27,7 +27,7 @@ import json
 import math
 import statistics
 import time
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any
 
 from polite_crawler.policy.verdicts import FailureState
@@ -102,7 +102,8 @@ class OriginState:
         return max(self.next_allowed, self.failure.wait_until)
 
     def to_json(self) -> str:
-        data = asdict(self)
+        data = dict(vars(self))  # shallow: json copies the lists itself
+        data["failure"] = dict(vars(self.failure))
         data["failure"]["wait_until"] = _finite(self.failure.wait_until)
         data["next_allowed"] = _finite(self.next_allowed)
         return json.dumps(data, separators=(",", ":"))
