@@ -44,6 +44,7 @@ COMPONENTS: dict[str, dict[str, int | None]] = {
         "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware": None,
         "scrapy.downloadermiddlewares.useragent.UserAgentMiddleware": None,
         "scrapy.downloadermiddlewares.retry.RetryMiddleware": None,
+        "polite_crawler.middlewares.robotstxt.RobotsTxtMiddleware": 100,  # robots.txt answers
         "scrapy.downloadermiddlewares.httpcompression.HttpCompressionMiddleware": None,
         "polite_crawler.middlewares.sizecap.SizeCapMiddleware": 590,  # decoding + size cap
         "polite_crawler.middlewares.addresses.AddressPolicyMiddleware": 50,  # SSRF guard, first
@@ -52,6 +53,7 @@ COMPONENTS: dict[str, dict[str, int | None]] = {
     },
     "SPIDER_MIDDLEWARES": {
         "polite_crawler.frontier.done.FrontierDoneMiddleware": 10,  # outermost
+        "polite_crawler.middlewares.pagerules.PageRulesMiddleware": 60,  # meta robots, signals
     },
     "ITEM_PIPELINES": {},
     "EXTENSIONS": {

@@ -184,7 +184,7 @@ def test_redirect_in_progress_is_not_fetched_again(tmp_path: Path, clock: Clock)
     book.record_redirect(ORIGIN, "http://127.0.0.3:8080/robots.txt")
     assert not book.needs_fetch(ORIGIN)
     assert not book.ready(ORIGIN)
-    assert book.retry_at(ORIGIN) > clock.now
+    assert book.retry_at(ORIGIN) == 0.0  # the answer may come any moment: check again soon
     book.record_answer(ORIGIN, 200, ROBOTS)
     assert book.ready(ORIGIN)
     # a hop that never comes back does not block the origin for ever

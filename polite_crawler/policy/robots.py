@@ -122,16 +122,22 @@ def retry_delay(failures: int, base: float, cap: float, retry_after: float | Non
 # Decoding
 
 
-def clip_robots(body: bytes, max_bytes: int = DEFAULT_MAX_BYTES) -> tuple[bytes, bool]:
+def clip_robots(
+    body: bytes, max_bytes: int = DEFAULT_MAX_BYTES, cut: bool = False
+) -> tuple[bytes, bool]:
     """The part of ``body`` that is parsed, and whether anything was cut.
 
     A body longer than ``max_bytes`` is cut there and its last, incomplete
     line dropped (half a ``Disallow`` path would allow more than the site meant).
+    ``cut`` says the body was already cut on its way here (a download stopped
+    at its size cap): its last line is dropped in the same way.
 
     >>> clip_robots(b"Disallow: /a\\nDisallow: /private", 20)
     (b'Disallow: /a\\n', True)
+    >>> clip_robots(b"Disallow: /a\\nAllow: /ab", 100, cut=True)
+    (b'Disallow: /a\\n', True)
     """
-    if len(body) <= max_bytes:
+    if len(body) <= max_bytes and not cut:
         return body, False
     body = body[:max_bytes]
     last_eol = max(body.rfind(b"\n"), body.rfind(b"\r"))

@@ -184,10 +184,15 @@ class RobotsBook:
         return self._fresh(state, self.clock()) or state.in_outage
 
     def retry_at(self, origin: str) -> float:
-        """The earliest time :meth:`needs_fetch` may turn true (0: it may now)."""
-        entry = self._entry(origin)
-        state = entry.state
-        at = max(state.retry_at, entry.pending_until)
+        """When to ask again about an origin that is not ready (0: any time).
+
+        During an outage, the time of the next robots.txt fetch; with a fresh
+        copy, the time it goes stale. While a redirected fetch is on its way
+        it is 0: the answer may come any moment, so the frontier checks again
+        soon rather than at the redirect's give-up time.
+        """
+        state = self._entry(origin).state
+        at = state.retry_at
         if state.has_copy and not state.in_outage and state.fetched_at is not None:
             at = max(at, state.fetched_at + self.ttl)
         return at
@@ -231,13 +236,14 @@ class RobotsBook:
     # --- recording answers ---------------------------------------------------
 
     def record_answer(
-        self, origin: str, status: int, body: bytes = b"", url: str | None = None,
-        retry_after: float | None = None,
+        self, origin: str, status: int, body: bytes = b"", *, url: str | None = None,
+        retry_after: float | None = None, cut: bool = False,
     ) -> Outcome:
         """Record the final answer to a robots.txt request (after any redirects).
 
         2xx stores the file, 4xx (but 429) stores "no restrictions", anything
-        else is an outage (:meth:`record_failure`).
+        else is an outage (:meth:`record_failure`). ``cut``: the body was cut
+        on its way here (a size cap), so its last line may be incomplete.
         """
         outcome = fetch_outcome(status, has_location=False)
         if outcome is Outcome.UNREACHABLE:
@@ -246,7 +252,7 @@ class RobotsBook:
         now = self.clock()
         clipped, truncated = b"", False
         if outcome is Outcome.PARSE:
-            clipped, truncated = clip_robots(body, self.max_bytes)
+            clipped, truncated = clip_robots(body, self.max_bytes, cut)
         entry = self._entry(origin)
         entry.state = RobotsState(
             origin=origin,
@@ -265,7 +271,8 @@ class RobotsBook:
         return outcome
 
     def record_failure(
-        self, origin: str, reason: str, retry_after: float | None = None, url: str | None = None
+        self, origin: str, reason: str, *, retry_after: float | None = None,
+        url: str | None = None,
     ) -> float:
         """Record an outage (429, 5xx, network error, too many redirects).
 
