@@ -22,6 +22,7 @@ import statistics
 import subprocess
 import sys
 import time
+import traceback
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -401,6 +402,19 @@ def crawl_command(hosts_file: Path, feed: Path, settings: dict[str, Any]) -> lis
     return cmd
 
 
+def _stop(proc: subprocess.Popen[bytes], grace: float) -> int:
+    """Give the crawl ``grace`` seconds, then SIGTERM (Scrapy closes cleanly), then SIGKILL."""
+    try:
+        return proc.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        proc.terminate()
+    try:
+        return proc.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        return proc.wait()
+
+
 def run_crawl(cmd: list[str], web: TestWeb, timeout: float, quiet: bool = False) -> CrawlRun:
     """Run the crawl child process; it is always gone when this returns."""
     run = CrawlRun(command=cmd)
@@ -409,30 +423,20 @@ def run_crawl(cmd: list[str], web: TestWeb, timeout: float, quiet: bool = False)
     start = time.monotonic()
     proc = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL)
     try:
-        while True:
+        while run.returncode is None:
             try:
                 run.returncode = proc.wait(timeout=10)
-                break
             except subprocess.TimeoutExpired:
                 elapsed = time.monotonic() - start
                 if not quiet:
                     print(f"  {elapsed:5.0f} s  {len(web.log):5d} requests served", flush=True)
                 if elapsed > timeout:
                     run.timed_out = True
-                    proc.terminate()  # Scrapy closes the spider and writes its stats
-                    try:
-                        run.returncode = proc.wait(timeout=15)
-                    except subprocess.TimeoutExpired:
-                        proc.kill()
-                        run.returncode = proc.wait()
-                    break
+                    run.returncode = _stop(proc, 0)
     except KeyboardInterrupt:
-        run.interrupted = True  # the child got the same SIGINT and is closing
-        try:
-            run.returncode = proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            run.returncode = proc.wait()
+        # From a terminal the crawl got the same SIGINT and is closing already.
+        run.interrupted = True
+        run.returncode = _stop(proc, 5)
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -520,6 +524,8 @@ def run_demo(
         failed.append(f"the crawl exited with {run.returncode}")
     if run.timed_out:
         failed.append("the crawl did not finish in time")
+    if run.interrupted:
+        failed.append("the demo was interrupted")
     if rec.stats is None:
         failed.append("the crawl wrote no stats (it did not close normally)")
     if not rec.web_log:
@@ -550,8 +556,13 @@ def main(argv: list[str] | None = None) -> int:
         if not sep:
             parser.error(f"-s expects NAME=VALUE, got {pair!r}")
         extra[name] = value
-    code, text = run_demo(args.out, port=args.port, scale=SMALL if args.small else FULL,
-                          extra=extra, keep=args.keep, timeout=args.timeout)
+    try:
+        code, text = run_demo(args.out, port=args.port, scale=SMALL if args.small else FULL,
+                              extra=extra, keep=args.keep, timeout=args.timeout)
+    except Exception as exc:  # the demo web is already stopped; say why and fail
+        traceback.print_exc()
+        print(f"DEMO FAILED: {exc}")
+        return 1
     print(text)
     return code
 
