@@ -319,6 +319,23 @@ async def test_crawl_delay_reaches_the_rest(web_factory: type[TestWeb], tmp_path
     assert max(gaps) < 2.0, gaps
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="the gate (990) settles the robots.txt exchange before RobotsTxtMiddleware (100) "
+    "records the file, so the rest right after robots.txt is computed without its Crawl-delay",
+)
+@pytest_twisted.ensureDeferred
+async def test_crawl_delay_applies_right_after_robots_txt(
+    web_factory: type[TestWeb], tmp_path: Path
+) -> None:
+    host = "127.0.0.72"
+    web = web_factory({host: site(text("User-agent: *\nCrawl-delay: 0.6\n"))})
+    await crawl(web, [host], tmp_path)
+    robots, first = web.entries(host)[:2]
+    assert robots.path == ROBOTS
+    assert first.started - robots.finished >= 0.6 - 0.02
+
+
 def _seed(tmp_path: Path, origin: str, body: bytes, age: float) -> None:
     from scrapy.settings import Settings
 
