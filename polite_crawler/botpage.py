@@ -258,8 +258,10 @@ Crawl-delay: 10</code></pre>
 <li>It reads robots.txt again when its copy is {duration(robots_ttl)} old, so a new rule takes
 effect within {duration(robots_ttl)}.</li>
 <li>When robots.txt answers with a server error (5xx) or 429, or cannot be reached, it fetches
-nothing else from the site; it keeps to the last copy it read, if it has one. A 404 (or any
-other 4xx) for robots.txt means no restrictions, as the RFC says.</li>
+nothing else from the site; it keeps to the last copy it read, if it has one, and asks for
+robots.txt again after {duration(g("POLITE_ROBOTS_RETRY_MIN"))}, then twice as long each time,
+up to {duration(g("POLITE_ROBOTS_RETRY_MAX"))}. A 404 (or any other 4xx) for robots.txt means
+no restrictions, as the RFC says.</li>
 </ul>
 </section>
 
@@ -316,7 +318,10 @@ it crawls (the median time of its last {window_n} answers is more than twice the
 first {baseline_n}), it takes the hint and doubles its rest for the rest of the run.</p>
 <p>So one site sees at most {_num(per_hour)} requests an hour from it, fewer when your server
 is slow, and at most {_num(budget)} pages a day. Answers larger than
-{size(settings.getint("POLITE_MAX_BYTES"))} are cut there.</p>
+{size(settings.getint("POLITE_MAX_BYTES"))} are cut there. It waits at most
+{duration(g("POLITE_CONNECT_TIMEOUT"))} to connect, {duration(g("POLITE_HEADERS_TIMEOUT"))} for
+the headers of an answer and {duration(g("POLITE_EXCHANGE_TIMEOUT"))} for the whole of it; a
+longer wait counts as a failure.</p>
 </section>
 
 <section aria-labelledby="answers">

@@ -46,6 +46,8 @@ def test_default_page_carries_the_default_numbers() -> None:
     assert "between 1 h and 30 days" in text
     assert "cut there" in text and "5 MiB" in text
     assert "retried at most 3 times" in text
+    assert "again after 60 s, then twice as long each time, up to 1 h" in text
+    assert "at most 10 s to connect, 20 s for the headers of an answer and 45 s" in text
     # Nothing is set by the operator yet: the page says so instead of inventing it.
     assert "Not ready to publish" in text
     assert "has not published its source addresses yet" in text
