@@ -17,6 +17,7 @@ import itertools
 import json
 import os
 import shutil
+import signal
 import sqlite3
 import statistics
 import subprocess
@@ -536,6 +537,10 @@ def run_demo(
     return 0, text
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m polite_crawler.demo",
@@ -556,6 +561,7 @@ def main(argv: list[str] | None = None) -> int:
         if not sep:
             parser.error(f"-s expects NAME=VALUE, got {pair!r}")
         extra[name] = value
+    signal.signal(signal.SIGTERM, _interrupt)  # stop the crawl and the web as on Ctrl-C
     try:
         code, text = run_demo(args.out, port=args.port, scale=SMALL if args.small else FULL,
                               extra=extra, keep=args.keep, timeout=args.timeout)

@@ -14,6 +14,8 @@ import argparse
 import calendar
 import gzip
 import html
+import signal
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -635,6 +637,8 @@ def main(argv: list[str] | None = None) -> int:
     web = demo_web(args.port, SMALL if args.small else FULL,
                    settings.get("POLITE_BOT_NAME"), render_bot_page(settings).encode())
     web.start()
+    # SIGTERM too (a background job ignores SIGINT): both stop the web cleanly.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     try:
         for host in DEMO_HOSTS:
             print(f"{web.url(host.address):28} {host.name:8} {host.scenario}")
