@@ -59,6 +59,9 @@ _PATH_SESSION = re.compile(
 _ASPNET_SESSION = re.compile(r"/\((?:[A-Za-z]\([^()/]*\))+\)(?=/|$)")
 
 
+_NONE: frozenset[str] = frozenset()
+
+
 class URLError(ValueError):
     """The text is not an http(s) URL with a host; it has no canonical form."""
 
@@ -114,20 +117,24 @@ def canonicalize(url: str, *, strip_params: Iterable[str] = ()) -> str:
     scheme = text.split(":", 1)[0].lower() if ":" in text else ""
     if scheme not in _DEFAULT_PORTS or not text[len(scheme) + 1 :].startswith("//"):
         raise URLError(f"not an http(s) URL: {url!r}")
-    strip = frozenset(p.lower() for p in strip_params)
+    strip = frozenset(p.lower() for p in strip_params) if strip_params else _NONE
     try:
-        parts = urlsplit(canonicalize_url(text))
+        first = canonicalize_url(text)
+        parts = urlsplit(first)
         netloc = _host_port(scheme, parts.netloc)
-        path = _ASPNET_SESSION.sub("", _PATH_SESSION.sub("", parts.path)) or "/"
-        query = "&".join(p for p in parts.query.split("&") if p and _keep_param(p, strip))
+        path = parts.path
+        if ";" in path or "(" in path:
+            path = _ASPNET_SESSION.sub("", _PATH_SESSION.sub("", path)) or "/"
+        query = parts.query
+        if query:
+            query = "&".join(p for p in query.split("&") if p and _keep_param(p, strip))
         out = urlunsplit((scheme, netloc, path, query, ""))
-        # The cut parts may leave escapes or segments w3lib resolves differently
-        # on a second pass; one more pass makes the result a fixed point.
-        again = urlsplit(canonicalize_url(out))
-        if again.netloc != netloc:  # userinfo oddities w3lib re-encodes
-            out = urlunsplit((scheme, _host_port(scheme, again.netloc), again.path,
-                              again.query, ""))
-        elif again.path != path or again.query != query:
+        if path != parts.path or query != parts.query or "@" in netloc:
+            # What was cut may leave escapes or segments that w3lib resolves on a
+            # second pass; one more pass makes the result a fixed point.
+            again = urlsplit(canonicalize_url(out))
+            if again.netloc != netloc:  # userinfo oddities w3lib re-encodes
+                netloc = _host_port(scheme, again.netloc)
             out = urlunsplit((scheme, netloc, again.path, again.query, ""))
     except URLError:
         raise

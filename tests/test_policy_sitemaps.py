@@ -1,0 +1,215 @@
+from __future__ import annotations
+
+import doctest
+import gzip
+import resource
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from polite_crawler.policy import sitemaps
+from polite_crawler.policy.sitemaps import (
+    ATOM,
+    INDEX,
+    RSS,
+    TEXT,
+    UNKNOWN,
+    URLSET,
+    SitemapEntry,
+    parse_sitemap,
+    scope_of,
+)
+
+SM = "http://example.org/sitemap.xml"
+NS = 'xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"'
+
+
+def urlset(*locs: str) -> bytes:
+    items = "".join(f"<url><loc>{loc}</loc></url>" for loc in locs)
+    return f'<?xml version="1.0" encoding="UTF-8"?><urlset {NS}>{items}</urlset>'.encode()
+
+
+def test_doctests() -> None:
+    assert doctest.testmod(sitemaps).failed == 0
+
+
+def test_urlset_keeps_lastmod_and_canonicalises() -> None:
+    body = f"""<?xml version="1.0"?>
+<urlset {NS}>
+  <url><loc> http://EXAMPLE.org:80/a?b=2&amp;a=1#x </loc><lastmod>2026-03-01T10:00:00+00:00</lastmod>
+       <changefreq>daily</changefreq><priority>0.8</priority></url>
+  <url><loc>http://example.org/b</loc></url>
+  <url><lastmod>2026-01-01</lastmod></url>
+</urlset>""".encode()
+    r = parse_sitemap(body, SM)
+    assert r.kind == URLSET
+    assert r.pages == [
+        SitemapEntry("http://example.org/a?a=1&b=2", "2026-03-01T10:00:00+00:00"),
+        SitemapEntry("http://example.org/b", None),
+    ]
+    assert r.error is None
+
+
+def test_index_lists_sitemaps() -> None:
+    body = f"""<sitemapindex {NS}>
+      <sitemap><loc>http://example.org/s1.xml.gz</loc><lastmod>2026-02-02</lastmod></sitemap>
+      <sitemap><loc>/s2.txt</loc></sitemap>
+    </sitemapindex>""".encode()
+    r = parse_sitemap(body, SM)
+    assert r.kind == INDEX
+    assert [e.url for e in r.sitemaps] == ["http://example.org/s1.xml.gz",
+                                           "http://example.org/s2.txt"]
+    assert r.sitemaps[0].lastmod == "2026-02-02"
+    assert r.pages == []
+
+
+def test_cross_host_and_outside_path_dropped_and_counted() -> None:
+    body = urlset("http://example.org/catalog/a", "http://example.org/shoes",
+                  "http://evil.example/catalog/x", "http://example.org:8080/catalog/y",
+                  "https://example.org/catalog/z", "javascript:alert(1)")
+    r = parse_sitemap(body, "http://example.org/catalog/sitemap.xml")
+    assert [e.url for e in r.pages] == ["http://example.org/catalog/a", "https://example.org/catalog/z"]
+    assert r.dropped == {"outside_path": 1, "offsite": 2, "invalid": 1}
+    # Named in robots.txt, the sitemap speaks for the whole host, still not for others.
+    scope = scope_of("http://example.org/catalog/sitemap.xml", from_robots=True)
+    r = parse_sitemap(body, "http://example.org/catalog/sitemap.xml", scope=scope)
+    assert len(r.pages) == 3
+    assert r.dropped == {"offsite": 2, "invalid": 1}
+
+
+def test_gzip_sitemap() -> None:
+    r = parse_sitemap(gzip.compress(urlset("http://example.org/g")), "http://example.org/s.xml.gz")
+    assert r.kind == URLSET
+    assert [e.url for e in r.pages] == ["http://example.org/g"]
+
+
+def test_gzip_bomb_stops_at_cap() -> None:
+    # 60 MB of blank lines after one URL: decompression stops at the 50 MB cap.
+    head = b"http://example.org/first\n"
+    bomb = gzip.compress(head + b"\n" * (60 * 1024 * 1024), compresslevel=9)
+    assert len(bomb) < 1_000_000
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    r = parse_sitemap(bomb, "http://example.org/bomb.txt.gz")
+    grown_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+    assert r.truncated
+    assert [e.url for e in r.pages] == ["http://example.org/first"]
+    assert grown_mb < 150
+    small = parse_sitemap(gzip.compress(urlset(*(f"http://example.org/{i}" for i in range(100)))),
+                          SM, max_bytes=500)
+    assert small.truncated
+    assert 0 < len(small.pages) < 100
+
+
+def test_corrupt_gzip_is_an_error_not_an_exception() -> None:
+    r = parse_sitemap(b"\x1f\x8b" + b"garbage" * 10, SM)
+    assert r.error
+    assert r.pages == []
+
+
+def test_text_sitemap() -> None:
+    body = (b"\xef\xbb\xbfhttp://example.org/t1\r\n\n# comment\nhttp://example.org/t2  \n"
+            b"not a url\n\xff\xfe\n")
+    r = parse_sitemap(body, "http://example.org/sitemap.txt")
+    assert r.kind == TEXT
+    assert [e.url for e in r.pages] == ["http://example.org/t1", "http://example.org/t2"]
+    assert r.dropped == {"invalid": 2}
+
+
+def test_rss_feed() -> None:
+    body = b"""<?xml version="1.0"?><rss version="2.0"><channel><title>News</title>
+      <link>http://example.org/</link>
+      <item><title>One</title><link>http://example.org/news/1?utm_source=rss</link>
+            <pubDate>Mon, 02 Mar 2026 10:00:00 GMT</pubDate></item>
+      <item><title>Two</title><guid>http://example.org/news/2</guid></item>
+      <item><title>Three</title><guid isPermaLink="false">tag:example.org,2026:3</guid></item>
+      <item><title>Away</title><link>http://elsewhere.example/x</link></item>
+    </channel></rss>"""
+    r = parse_sitemap(body, "http://example.org/feeds/news.xml")
+    assert r.kind == RSS
+    # A feed is held to its host, not to its directory.
+    assert r.pages == [SitemapEntry("http://example.org/news/1", "Mon, 02 Mar 2026 10:00:00 GMT"),
+                       SitemapEntry("http://example.org/news/2", None)]
+    assert r.dropped == {"empty": 1, "offsite": 1}
+
+
+def test_atom_feed() -> None:
+    body = b"""<?xml version="1.0" encoding="utf-8"?>
+    <feed xmlns="http://www.w3.org/2005/Atom"><title>Blog</title>
+      <link href="http://example.org/" rel="alternate"/>
+      <entry><title>A</title><link rel="edit" href="/api/a"/><link href="/posts/a"/>
+             <updated>2026-04-01T00:00:00Z</updated></entry>
+      <entry><title>B</title><link rel="alternate" type="text/html" href="http://example.org/posts/b"/></entry>
+    </feed>"""
+    r = parse_sitemap(body, "http://example.org/atom.xml")
+    assert r.kind == ATOM
+    assert r.pages == [SitemapEntry("http://example.org/posts/a", "2026-04-01T00:00:00Z"),
+                       SitemapEntry("http://example.org/posts/b", None)]
+
+
+def test_url_limit_per_file() -> None:
+    body = urlset(*(f"http://example.org/p{i}" for i in range(50_010)))
+    r = parse_sitemap(body, SM)
+    assert len(r.pages) == 50_000
+    assert r.dropped == {"over_limit": 10}
+    assert len(parse_sitemap(body, SM, max_urls=7).pages) == 7
+
+
+BILLION_LAUGHS = (
+    '<?xml version="1.0"?>\n<!DOCTYPE lolz [\n <!ENTITY lol0 "lol">\n'
+    + "".join(f' <!ENTITY lol{i} "{f"&lol{i - 1};" * 10}">\n' for i in range(1, 10))
+    + f"]>\n<urlset {NS}><url><loc>http://example.org/&lol9;</loc></url>"
+    "<url><loc>http://example.org/ok</loc></url></urlset>"
+).encode()
+
+
+def test_billion_laughs_is_refused_cheaply() -> None:
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    r = parse_sitemap(BILLION_LAUGHS, SM)
+    grown_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+    assert r.pages == []
+    assert r.error and "DTD" in r.error
+    assert r.dropped == {"dtd_refused": 1}
+    assert grown_mb < 20
+
+
+def test_external_entity_never_read(tmp_path) -> None:
+    secret = tmp_path / "secret.txt"
+    secret.write_text("TOPSECRET")
+    for decl in (f'<!ENTITY x SYSTEM "file://{secret}">',
+                 f'<!ENTITY % p SYSTEM "file://{secret}"> %p;',
+                 '<!ENTITY x SYSTEM "http://127.0.0.1:9/leak">'):
+        body = (f'<?xml version="1.0"?><!DOCTYPE urlset [{decl}]>'
+                f"<urlset {NS}><url><loc>http://example.org/&x;</loc></url></urlset>").encode()
+        r = parse_sitemap(body, SM)
+        assert r.pages == []
+        assert "TOPSECRET" not in repr(r)
+    # An external DTD by reference is not loaded either; its entities stay unresolved.
+    body = (f'<?xml version="1.0"?><!DOCTYPE urlset SYSTEM "file://{secret}">'
+            f"<urlset {NS}><url><loc>http://example.org/p&x;</loc></url>"
+            "<url><loc>http://example.org/q</loc></url></urlset>").encode()
+    r = parse_sitemap(body, SM)
+    assert "TOPSECRET" not in repr(r)
+
+
+def test_not_a_sitemap() -> None:
+    r = parse_sitemap(b"<!doctype html><html><body><a href='/x'>x</a></body></html>", SM)
+    assert r.kind == UNKNOWN
+    assert r.pages == []
+    r = parse_sitemap(urlset("http://example.org/a")[:-40], SM)  # cut mid-file
+    assert r.kind == URLSET
+    assert r.error is None or r.pages == []
+    assert parse_sitemap(b"", SM).pages == []
+    assert parse_sitemap(b"x", "not a url").error
+
+
+@settings(max_examples=300)
+@given(st.one_of(
+    st.binary(max_size=300),
+    st.text(max_size=300).map(lambda t: ("<urlset><url><loc>" + t).encode("utf-8", "replace")),
+    st.text(max_size=300).map(
+        lambda t: ("<rss><channel><item><link>" + t).encode("utf-8", "replace")),
+))
+def test_garbage_never_raises(body: bytes) -> None:
+    r = parse_sitemap(body, SM)
+    for e in r.pages + r.sitemaps:
+        assert e.url.startswith(("http://example.org/", "https://example.org/"))
