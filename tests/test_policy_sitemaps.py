@@ -36,7 +36,8 @@ def test_doctests() -> None:
 def test_urlset_keeps_lastmod_and_canonicalises() -> None:
     body = f"""<?xml version="1.0"?>
 <urlset {NS}>
-  <url><loc> http://EXAMPLE.org:80/a?b=2&amp;a=1#x </loc><lastmod>2026-03-01T10:00:00+00:00</lastmod>
+  <url><loc> http://EXAMPLE.org:80/a?b=2&amp;a=1#x </loc>
+       <lastmod>2026-03-01T10:00:00+00:00</lastmod>
        <changefreq>daily</changefreq><priority>0.8</priority></url>
   <url><loc>http://example.org/b</loc></url>
   <url><lastmod>2026-01-01</lastmod></url>

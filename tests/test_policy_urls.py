@@ -153,3 +153,21 @@ def test_stable_across_calls(url: str) -> None:
         return
     assert canonicalize(url) == first
     assert origin_of(first) == origin_of(canonicalize(first))
+
+
+simple_tails = st.text(alphabet=string.ascii_letters + string.digits + "-._~/!$'*,=:@?&",
+                       max_size=40)
+
+
+@settings(max_examples=1500)
+@given(st.sampled_from(["http", "https"]),
+       st.sampled_from(["example.org", "a-b.c0.example", "127.0.0.1", "xn--bcher-kva.example",
+                        "xn--zz.example", "h"]),
+       st.sampled_from(["", ":80", ":443", ":0080", ":8080", ":99999", ":0"]), simple_tails)
+def test_fast_path_agrees_with_w3lib_path(scheme: str, host: str, port: str, tail: str) -> None:
+    url = f"{scheme}://{host}{port}/{tail}"
+    strip = frozenset({"ref"})
+    fast = urls._fast(url, strip)
+    if fast is None:
+        return
+    assert fast == urls._canonicalize_slow(url, url, scheme, strip)

@@ -95,6 +95,35 @@ def _keep_param(pair: str, strip: frozenset[str]) -> bool:
     )
 
 
+# URLs already in the shape canonicalize_url produces, minus sorting and
+# stripping: they skip w3lib (links on real pages mostly look like this).
+_SIMPLE = re.compile(
+    r"(https?)://([a-z0-9-]+(?:\.[a-z0-9-]+)*)(?::([0-9]{1,5}))?"
+    r"(/[A-Za-z0-9\-._~/!$'*,=:@]*)?(?:\?([A-Za-z0-9\-._~=&]*))?"
+)
+
+
+def _fast(url: str, strip: frozenset[str]) -> str | None:
+    m = _SIMPLE.fullmatch(url)
+    if m is None:
+        return None
+    scheme, host, port, path, query = m.groups()
+    path = path or "/"
+    if "/." in path or "//" in path or host.startswith("xn--") or ".xn--" in host:
+        return None
+    if port is not None:
+        if int(port) > 65535:
+            return None
+        port = "" if int(port) == _DEFAULT_PORTS[scheme] else f":{int(port)}"
+    if query:
+        pairs = [p.split("=", 1) for p in query.split("&") if p]
+        if any(len(kv) != 2 for kv in pairs):
+            return None
+        kept = sorted((k, v) for k, v in pairs if _keep_param(k, strip))
+        query = "&".join(f"{k}={v}" for k, v in kept)
+    return f"{scheme}://{host}{port or ''}{path}" + (f"?{query}" if query else "")
+
+
 def canonicalize(url: str, *, strip_params: Iterable[str] = ()) -> str:
     """The canonical form of an http(s) URL.
 
@@ -118,6 +147,13 @@ def canonicalize(url: str, *, strip_params: Iterable[str] = ()) -> str:
     if scheme not in _DEFAULT_PORTS or not text[len(scheme) + 1 :].startswith("//"):
         raise URLError(f"not an http(s) URL: {url!r}")
     strip = frozenset(p.lower() for p in strip_params) if strip_params else _NONE
+    fast = _fast(text, strip)
+    if fast is not None:
+        return fast
+    return _canonicalize_slow(url, text, scheme, strip)
+
+
+def _canonicalize_slow(url: str, text: str, scheme: str, strip: frozenset[str]) -> str:
     try:
         first = canonicalize_url(text)
         parts = urlsplit(first)

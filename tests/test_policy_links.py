@@ -1,0 +1,83 @@
+from __future__ import annotations
+
+import doctest
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from polite_crawler.policy import links
+from polite_crawler.policy.links import extract_links
+
+
+def test_doctests() -> None:
+    assert doctest.testmod(links).failed == 0
+
+
+def test_joins_every_href_shape() -> None:
+    page = b"""<html><head><title>T</title></head><body>
+      <a href="/root">1</a><a href="rel/x">2</a><a href="../up">3</a><a href="?q=1">4</a>
+      <a href="//other.example/p">5</a><a href="HTTPS://Example.org/abs">6</a>
+      <a href=" /spaced \n">7</a><a href="/ta\tb">8</a><a href="">9</a><a>10</a>
+      <a href="javascript:go()">11</a><a href="mailto:a@b">12</a><a href="tel:1">13</a>
+      <a href="data:text/html,x">14</a><a href="#frag">15</a><a href="ftp://x/">16</a>
+    </body></html>"""
+    got = extract_links(page, "https://example.org/d/page.html?old=1")
+    assert [link.url for link in got.links] == [
+        "https://example.org/root", "https://example.org/d/rel/x", "https://example.org/up",
+        "https://example.org/d/page.html?q=1", "https://other.example/p",
+        "HTTPS://Example.org/abs", "https://example.org/spaced", "https://example.org/tab",
+    ]
+
+
+def test_base_href_and_canonical() -> None:
+    page = b"""<html><head><base href="http://example.org/base/">
+      <link rel="alternate" href="/alt"><link rel="Canonical shortlink" href="page?a=1">
+      </head><body><a href="x">x</a></body></html>"""
+    got = extract_links(page, "http://example.org/somewhere/else")
+    assert got.base == "http://example.org/base/"
+    assert got.canonical == "http://example.org/base/page?a=1"
+    assert [link.url for link in got.links] == ["http://example.org/base/x"]
+    # A base that is not http(s) is ignored.
+    got = extract_links(b'<head><base href="javascript:x"></head><a href="y">y</a>',
+                        "http://example.org/a/b")
+    assert [link.url for link in got.links] == ["http://example.org/a/y"]
+
+
+def test_nofollow_only_when_every_anchor_says_so() -> None:
+    page = b"""<a href="/a" rel="nofollow">a</a><a href="/a">a again</a>
+      <a href="/b" rel="NoFollow noopener">b</a><a href="/b" rel="nofollow">b again</a>
+      <a href="/c" rel="noopener">c</a>"""
+    got = extract_links(page, "http://example.org/")
+    assert [(link.url, link.nofollow) for link in got.links] == [
+        ("http://example.org/a", False), ("http://example.org/b", True),
+        ("http://example.org/c", False)]
+
+
+def test_cap_counts_the_rest() -> None:
+    page = b"".join(b'<a href="/p%d">p</a>' % i for i in range(200_000))
+    got = extract_links(page, "http://example.org/", max_links=5000)
+    assert len(got.links) == 5000
+    assert got.dropped == 195_000
+    assert got.links[-1].url == "http://example.org/p4999"
+
+
+def test_encodings_and_title() -> None:
+    page = "<title>Caf\xe9  \n menu</title><a href='/caf\xe9'>x</a>".encode("latin-1")
+    got = extract_links(page, "http://example.org/", "latin-1")
+    assert got.title == "Caf\xe9 menu"
+    assert got.links[0].url == "http://example.org/caf\xe9"
+
+
+def test_deep_nesting_is_bounded() -> None:
+    page = b"<div>" * 100_000 + b'<a href="/deep">d</a>' + b"</div>" * 100_000
+    got = extract_links(page, "http://example.org/")
+    assert len(got.links) <= 1  # libxml2 stops at its depth limit; no crash, no recursion
+
+
+@settings(max_examples=300)
+@given(st.one_of(st.binary(max_size=500),
+                 st.text(max_size=300).map(lambda t: ("<a href='" + t).encode("utf-8", "replace"))))
+def test_garbage_never_raises(body: bytes) -> None:
+    got = extract_links(body, "http://example.org/x")
+    for link in got.links:
+        assert link.url.lower().startswith(("http://", "https://"))
