@@ -12,7 +12,14 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from polite_crawler.frontier.core import CONTENT, ROBOTS, TRANSIENT, Frontier, FrontierConfig
+from polite_crawler.frontier.core import (
+    CONTENT,
+    DISPATCH_MARGIN,
+    ROBOTS,
+    TRANSIENT,
+    Frontier,
+    FrontierConfig,
+)
 from polite_crawler.frontier.store import OriginStore, QueueStore, process_owner
 from polite_crawler.policy.rest import RestParams
 from polite_crawler.policy.verdicts import FailureState
@@ -23,6 +30,11 @@ if TYPE_CHECKING:
 T0 = 1_700_000_000.0
 A, B, C = "http://127.0.0.1", "http://127.0.0.2", "http://127.0.0.3"
 PARAMS = RestParams(rest_page=1.0, rest_api=0.5, duration_factor=5.0, jitter=0.0)
+
+
+def at(t: float) -> object:
+    """The heap time of an origin eligible at ``t`` (to the microsecond)."""
+    return pytest.approx(t + DISPATCH_MARGIN, abs=1e-6)
 
 
 class Clock:
@@ -95,7 +107,7 @@ def test_one_in_flight_and_rest_from_the_end(tmp_path: Path, clock: Clock) -> No
     clock.t += 0.4
     rest = env.f.settle("http://127.0.0.1", d.token, start=T0, end=clock.t)
     assert rest is not None and rest.total == pytest.approx(2.0)  # 5 x 0.4 s beats the 1 s base
-    assert env.f.next_eligible() == pytest.approx(T0 + 0.4 + 2.0)
+    assert env.f.next_eligible() == at(T0 + 0.4 + 2.0)
     clock.t += 1.99
     assert env.f.pop() is None
     clock.t += 0.02
@@ -178,8 +190,8 @@ def test_robots_first_then_content_waits_for_it(tmp_path: Path, clock: Clock) ->
     robots.delay["http://127.0.0.1"] = 4.0
     env.f.settle(d.origin, d.token, start=T0, end=clock.t)
     # Crawl-delay 4 s beats the 1 s base.
-    assert env.f.next_eligible() == pytest.approx(clock.t + 4.0)
-    clock.t += 4.0
+    assert env.f.next_eligible() == at(clock.t + 4.0)
+    clock.t += 4.0 + DISPATCH_MARGIN
     d2 = env.f.pop()
     assert d2 is not None and d2.row is not None and d2.row.url == "http://127.0.0.1/private"
     assert env.stats["polite/robots/disallowed"] == 1
@@ -197,9 +209,9 @@ def test_robots_outage_holds_content_until_retry(tmp_path: Path, clock: Clock) -
     env.f.settle(d.origin, d.token, start=T0, end=T0 + 0.01)
     clock.t = T0 + 2
     assert env.f.pop() is None  # not ready: the content waits
-    assert env.f.next_eligible() == pytest.approx(T0 + 30)
+    assert env.f.next_eligible() == at(T0 + 30)
     assert env.f.pending == 1  # still pending: the spider must not close
-    clock.t = T0 + 30
+    clock.t = T0 + 30 + DISPATCH_MARGIN
     del robots.retry["http://127.0.0.1"]
     d2 = env.f.pop()
     assert d2 is not None and d2.kind == ROBOTS
@@ -287,7 +299,7 @@ def test_public_floor(tmp_path: Path, clock: Clock, caplog: pytest.LogCaptureFix
     d = env.f.pop()
     assert d is not None
     env.f.settle(d.origin, d.token, start=T0, end=T0 + 0.01)
-    assert env.f.next_eligible() == pytest.approx(T0 + 0.01 + 3.0)
+    assert env.f.next_eligible() == at(T0 + 0.01 + 3.0)
     env.close()
 
 
@@ -299,7 +311,7 @@ def test_server_wait_holds_the_origin(tmp_path: Path, clock: Clock) -> None:
     assert d is not None
     env.f.settle(d.origin, d.token, start=T0, end=T0 + 0.01,
                  failure=FailureState(wait_until=T0 + 120))
-    assert env.f.next_eligible() == pytest.approx(T0 + 120, abs=0.02)
+    assert env.f.next_eligible() == at(T0 + 120)
     env.close()
 
 
@@ -355,12 +367,12 @@ def test_restore_requeues_in_flight_and_keeps_the_rest(tmp_path: Path, clock: Cl
     assert env2.f.pending == 3  # a/1, a/2 and the re-queued b/0
     # b's exchange may have ended just before the crash: b rests from now (T0 + 2).
     assert env2.f.pop() is None
-    assert env2.f.next_eligible() == pytest.approx(T0 + 3.0)
-    clock.t = T0 + 3.0
+    assert env2.f.next_eligible() == at(T0 + 3.0)
+    clock.t = T0 + 3.0 + DISPATCH_MARGIN
     d3 = env2.f.pop()
     assert d3 is not None and d3.origin == B and d3.row is not None
     assert d3.row.url == "http://127.0.0.2/0"
     # a resumes no earlier than its saved next-allowed time.
     assert env2.f.pop() is None
-    assert env2.f.next_eligible() == pytest.approx(T0 + 6.0)
+    assert env2.f.next_eligible() == at(T0 + 6.0)
     env2.close()

@@ -49,6 +49,10 @@ CONTENT, ROBOTS, TRANSIENT = "content", "robots", "transient"
 # A robots.txt that is fetched again and again without ever becoming usable (a
 # component that never records it) must not turn into a request loop.
 ROBOTS_FETCH_CAP = 20
+# An origin enters the heap this long after its eligible time: the server stamps the
+# end of an answer after its write returns, which can be a little after the crawler
+# has read it; a few milliseconds keep the rest the server sees whole.
+DISPATCH_MARGIN = 0.005
 # How long a settled request may wait for the spider to finish with it before the
 # frontier counts it done anyway (a path that never reports back).
 DONE_GRACE = 300.0
@@ -152,7 +156,7 @@ class Frontier:
             return
         seq = next(self._seq)
         rec.heap_seq = seq
-        heapq.heappush(self._heap, (at, seq, origin))
+        heapq.heappush(self._heap, (at + DISPATCH_MARGIN, seq, origin))
 
     def next_eligible(self) -> float | None:
         """When the next origin becomes eligible (None: nothing waits)."""
