@@ -1,0 +1,177 @@
+"""Crawler traps: URL rules checked before a request is queued, and yield monitoring.
+
+Seed 000, "Traps": the per-origin budget (the frontier's), maximum depth, a
+path segment repeated, URL length, parameter counting, and yield monitoring.
+Each rule here is pure and gives a *reason* (``depth``, ``repeated_segment``,
+``url_length``, ``query_params``, ``low_yield``) that the glue counts as
+``polite/traps/<reason>``.
+
+Yield monitoring, the measure
+-----------------------------
+A page's *novelty* is the share of its text that this origin has not served
+recently: the page's word 4-grams (shingles), sampled consistently (a shingle
+is kept when its hash is 0 modulo 4, so two pages keep the same shingles of the
+text they share), compared with the shingles of the origin's last
+``memory_pages`` pages. A page is *productive* when its novelty is at least
+``min_novelty`` (default 0.2: a fifth of its text is new). An exact repeat
+scores 0, a near-duplicate (a calendar month that differs in its date, a
+faceted listing of products already seen) scores little, a new article scores
+near 1. A page with too little text to sample counts as productive only when
+its whole text is new.
+
+The origin's *yield* is the share of productive pages among its last
+``window`` pages (default 30). When the window is full and the yield is below
+``min_share`` (default 0.1: fewer than 3 of the last 30 pages brought new
+content), the origin is stopped for the run: it is serving a trap, whatever
+its URLs look like.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter, OrderedDict, deque
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+DEPTH = "depth"
+REPEATED_SEGMENT = "repeated_segment"
+URL_LENGTH = "url_length"
+QUERY_PARAMS = "query_params"
+LOW_YIELD = "low_yield"
+
+
+@dataclass(frozen=True)
+class TrapLimits:
+    """The URL rules' numbers (seed 000 defaults; settings POLITE_MAX_*)."""
+
+    max_depth: int = 10
+    max_url_length: int = 2000
+    max_query_params: int = 5
+    max_segment_repeats: int = 3  # a segment seen this many times in one path is a loop
+
+
+def url_trap(url: str, depth: int, limits: TrapLimits) -> str | None:
+    """Why ``url`` at ``depth`` links from a start page looks like a trap, or None.
+
+    >>> lim = TrapLimits()
+    >>> url_trap("http://e.org/a/b/a/b/a/x", 1, lim)
+    'repeated_segment'
+    >>> url_trap("http://e.org/shop?a=1&b=2&c=3&d=4&e=5&f=6", 1, lim)
+    'query_params'
+    >>> url_trap("http://e.org/page", 11, lim), url_trap("http://e.org/page", 10, lim)
+    ('depth', None)
+    """
+    if depth > limits.max_depth:
+        return DEPTH
+    if len(url) > limits.max_url_length:
+        return URL_LENGTH
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return None  # not ours to judge: the canonical form refuses it
+    if parts.query and sum(1 for p in parts.query.split("&") if p) > limits.max_query_params:
+        return QUERY_PARAMS
+    segments = [s for s in parts.path.split("/") if s]
+    if len(segments) >= limits.max_segment_repeats:
+        counts = Counter(segments)
+        if counts.most_common(1)[0][1] >= limits.max_segment_repeats:
+            return REPEATED_SEGMENT
+    return None
+
+
+# --- yield monitoring ---------------------------------------------------------
+
+_TAGS = re.compile(
+    rb"<(script|style|noscript|template)\b.*?</\1\s*>|<!--.*?-->|<[^>]*>", re.DOTALL | re.IGNORECASE
+)
+_ENTITY = re.compile(rb"&#?[a-zA-Z0-9]+;")
+_WORD = re.compile(r"\w+")
+_SHINGLE = 4
+_SAMPLE = 4  # keep shingles whose hash is 0 modulo this
+_MAX_WORDS = 20_000  # a page's first words are plenty to judge it
+
+
+def html_text(body: bytes, encoding: str = "utf-8", max_bytes: int = 2 * 1024 * 1024) -> str:
+    """The visible text of an HTML page, roughly and fast (tags, scripts, styles out)."""
+    stripped = _ENTITY.sub(b" ", _TAGS.sub(b" ", body[:max_bytes]))
+    return stripped.decode(encoding, "replace")
+
+
+def shingles(text: str) -> tuple[frozenset[int], int]:
+    """The sampled shingle hashes of ``text`` and a hash of its whole word sequence."""
+    words = _WORD.findall(text.lower())[:_MAX_WORDS]
+    whole = hash(tuple(words))
+    if len(words) < _SHINGLE:
+        return frozenset(), whole
+    hashes = map(hash, zip(*(words[i:] for i in range(_SHINGLE)), strict=False))
+    return frozenset(h for h in hashes if h % _SAMPLE == 0), whole
+
+
+@dataclass(frozen=True)
+class YieldLimits:
+    window: int = 30
+    min_share: float = 0.1
+    min_novelty: float = 0.2
+    memory_pages: int = 100  # pages whose text counts as "seen"
+    max_origins: int = 5000  # origins tracked at once (least recent forgotten)
+
+
+@dataclass(frozen=True)
+class YieldVerdict:
+    novelty: float
+    productive: bool
+    share: float  # productive share of the window so far
+    stopped: bool  # the origin is (now or already) stopped
+
+
+@dataclass
+class _OriginYield:
+    recent: deque[tuple[frozenset[int], int]] = field(default_factory=deque)
+    seen: Counter[int] = field(default_factory=Counter)
+    wholes: Counter[int] = field(default_factory=Counter)
+    outcomes: deque[bool] = field(default_factory=deque)
+
+
+class YieldMonitor:
+    """New content per fetch, per origin; stops an origin that serves no new content."""
+
+    def __init__(self, limits: YieldLimits | None = None) -> None:
+        self.limits = limits or YieldLimits()
+        self._origins: OrderedDict[str, _OriginYield] = OrderedDict()
+        self._stopped: set[str] = set()
+
+    def stopped(self, origin: str) -> bool:
+        return origin in self._stopped
+
+    def observe(self, origin: str, text: str) -> YieldVerdict:
+        """Record one fetched page of ``origin`` and judge the origin."""
+        lim = self.limits
+        sample, whole = shingles(text)
+        state = self._origins.pop(origin, None) or _OriginYield()
+        self._origins[origin] = state
+        if len(self._origins) > lim.max_origins:
+            self._origins.popitem(last=False)
+        if sample:
+            novelty = sum(1 for h in sample if h not in state.seen) / len(sample)
+        else:
+            novelty = 0.0 if state.wholes[whole] else 1.0
+        productive = novelty >= lim.min_novelty
+        state.recent.append((sample, whole))
+        state.seen.update(sample)
+        state.wholes[whole] += 1
+        if len(state.recent) > lim.memory_pages:
+            old_sample, old_whole = state.recent.popleft()
+            state.seen.subtract(old_sample)
+            state.wholes[old_whole] -= 1
+            for h in old_sample:
+                if state.seen[h] <= 0:
+                    del state.seen[h]
+            if state.wholes[old_whole] <= 0:
+                del state.wholes[old_whole]
+        state.outcomes.append(productive)
+        if len(state.outcomes) > lim.window:
+            state.outcomes.popleft()
+        share = sum(state.outcomes) / len(state.outcomes)
+        if len(state.outcomes) >= lim.window and share < lim.min_share:
+            self._stopped.add(origin)
+        return YieldVerdict(novelty, productive, share, origin in self._stopped)

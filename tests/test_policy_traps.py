@@ -1,0 +1,154 @@
+from __future__ import annotations
+
+import doctest
+import random
+
+import pytest
+
+from polite_crawler.policy import traps
+from polite_crawler.policy.traps import (
+    TrapLimits,
+    YieldLimits,
+    YieldMonitor,
+    html_text,
+    url_trap,
+)
+
+LIM = TrapLimits()
+_WORDS_TEXT = ("river stone market winter garden copper lantern harbor meadow violin orbit "
+               "canyon pepper glacier thunder saddle marble quartz falcon ember willow cedar")
+WORDS = _WORDS_TEXT.split()
+
+
+def test_doctests() -> None:
+    assert doctest.testmod(traps).failed == 0
+
+
+@pytest.mark.parametrize(("url", "depth", "reason"), [
+    ("http://e.org/", 0, None),
+    ("http://e.org/a", 10, None),
+    ("http://e.org/a", 11, "depth"),
+    ("http://e.org/" + "x" * 1990, 1, "url_length"),
+    ("http://e.org/" + "x" * 1980, 1, None),
+    ("http://e.org/s?a=1&b=2&c=3&d=4&e=5", 1, None),
+    ("http://e.org/s?a=1&b=2&c=3&d=4&e=5&f=6", 1, "query_params"),
+    ("http://e.org/s?a=1&&&b=2", 1, None),
+    ("http://e.org/a/b/a/b", 1, None),
+    ("http://e.org/a/b/a/b/a", 1, "repeated_segment"),
+    ("http://e.org/2024/01/01/post", 1, None),
+    ("http://e.org/x/x/x", 1, "repeated_segment"),
+    ("http://[bad/", 1, None),
+])
+def test_url_rules(url: str, depth: int, reason: str | None) -> None:
+    assert url_trap(url, depth, LIM) == reason
+
+
+def test_limits_are_settings() -> None:
+    lim = TrapLimits(max_depth=2, max_url_length=30, max_query_params=1, max_segment_repeats=2)
+    assert url_trap("http://e.org/a", 3, lim) == "depth"
+    assert url_trap("http://e.org/a?b=1&c=2", 1, lim) == "query_params"
+    assert url_trap("http://e.org/a/a", 1, lim) == "repeated_segment"
+    assert url_trap("http://e.org/" + "y" * 30, 1, lim) == "url_length"
+
+
+def _article(rnd: random.Random, n: int = 120) -> str:
+    return " ".join(rnd.choice(WORDS) + str(rnd.randrange(1000)) for _ in range(n))
+
+
+NAV = "Home Products About Contact Blog Careers Press Legal Privacy Terms Sitemap Help " * 2
+
+
+def test_new_articles_keep_an_origin_going() -> None:
+    rnd = random.Random(1)
+    mon = YieldMonitor()
+    for _ in range(200):
+        v = mon.observe("http://news", NAV + _article(rnd))
+        assert v.productive
+        assert not v.stopped
+    assert v.novelty > 0.7
+
+
+def test_exact_repeats_stop_the_origin_after_the_window() -> None:
+    mon = YieldMonitor(YieldLimits(window=30, min_share=0.1))
+    text = NAV + _article(random.Random(2))
+    first = mon.observe("http://loop", text)
+    assert first.productive and first.novelty == 1.0
+    verdicts = [mon.observe("http://loop", text) for _ in range(40)]
+    assert all(v.novelty == 0.0 for v in verdicts)
+    stopped_at = next(i for i, v in enumerate(verdicts) if v.stopped)
+    assert stopped_at == 28  # the 30th page in the window: 1 of 30 productive
+    assert mon.stopped("http://loop")
+    assert not mon.stopped("http://other")
+
+
+def test_near_duplicates_are_unproductive() -> None:
+    # A calendar: every month the same page but its name and year.
+    mon = YieldMonitor()
+    body = NAV + " ".join(f"Events calendar slot {d} nothing scheduled" for d in range(1, 31))
+    novelties = []
+    for month in range(60):
+        v = mon.observe("http://cal", f"Calendar month {month % 12} year {2000 + month} " + body)
+        novelties.append(v.novelty)
+    assert novelties[0] == 1.0
+    assert max(novelties[1:]) < 0.2
+    assert mon.stopped("http://cal")
+
+
+def test_faceted_listing_of_known_products_is_unproductive() -> None:
+    rnd = random.Random(3)
+    products = [f"Product {i} " + _article(rnd, 40) for i in range(12)]
+    mon = YieldMonitor()
+    for p in products:
+        assert mon.observe("http://shop", NAV + p).productive
+    facets = [(c, s) for c in "red green blue black white pink" for s in "xs s m l xl xxl"]
+    stopped = None
+    for n, (color, size) in enumerate(facets):
+        shown = rnd.sample(products, 3)
+        v = mon.observe("http://shop", f"{NAV} Filter color {color} size {size} " + " ".join(shown))
+        if v.stopped and stopped is None:
+            stopped = n
+    assert stopped is not None and stopped < 36
+
+
+def test_interleaved_real_pages_keep_the_share_up() -> None:
+    rnd = random.Random(4)
+    mon = YieldMonitor(YieldLimits(window=30, min_share=0.1))
+    dup = NAV + _article(rnd)
+    for i in range(300):
+        text = NAV + _article(rnd) if i % 5 == 0 else dup  # one page in five is new
+        v = mon.observe("http://mixed", text)
+    assert not v.stopped
+    assert 0.1 <= v.share <= 0.3
+
+
+def test_short_pages_judged_by_whole_text() -> None:
+    mon = YieldMonitor()
+    assert mon.observe("http://s", "Hello").productive
+    assert not mon.observe("http://s", "Hello").productive
+    assert mon.observe("http://s", "Hi there").productive
+
+
+def test_memory_is_bounded() -> None:
+    rnd = random.Random(5)
+    mon = YieldMonitor(YieldLimits(memory_pages=10, max_origins=3))
+    for _ in range(50):
+        mon.observe("http://big", _article(rnd, 400))
+    state = mon._origins["http://big"]
+    assert len(state.recent) == 10
+    assert len(state.seen) <= 10 * 400
+    # Text forgotten after memory_pages counts as new again.
+    old = _article(random.Random(99), 200)
+    mon.observe("http://big", old)
+    for _ in range(10):
+        mon.observe("http://big", _article(rnd, 200))
+    assert mon.observe("http://big", old).productive
+    for i in range(5):
+        mon.observe(f"http://o{i}", "text")
+    assert len(mon._origins) == 3
+
+
+def test_html_text() -> None:
+    body = (b"<html><head><style>p{color:red}</style><script>var x='<p>';</script></head>"
+            b"<body><p>Hello&nbsp;<b>world</b></p><!-- hidden --></body></html>")
+    words = html_text(body).split()
+    assert words == ["Hello", "world"]
