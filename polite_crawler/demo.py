@@ -165,6 +165,7 @@ class HostFigures:
     gap_min: float | None = None
     gap_median: float | None = None
     span: float | None = None  # first request to last answer, seconds
+    after_refusal: float | None = None  # shortest rest after a 429 or 503 answer
     overlaps: int = 0
     before_robots: int = 0
     disallowed: int = 0
@@ -221,6 +222,9 @@ def host_figures(rec: Records) -> list[HostFigures]:
             fig.gap_min, fig.gap_median = min(gaps), statistics.median(gaps)
         if entries:
             fig.span = max(e.finished for e in entries) - entries[0].started
+        after = [b.started - a.finished for a, b in itertools.pairwise(entries)
+                 if a.status in (429, 503)]
+        fig.after_refusal = min(after) if after else None
         fig.overlaps = len(overlaps(entries))
         robots_done = next((e.finished for e in entries if e.path == "/robots.txt"), None)
         status, body = rec.robots.get(host.address, (404, ""))
@@ -310,23 +314,31 @@ def summary(rec: Records, run: CrawlRun, out: Path) -> str:
         shown = "; ".join(f"{v!r} on {n} of {total}" for v, n in counts.most_common(3))
         parts.append(f"{label} seen by the demo web: {shown or '(no requests)'}")
 
-    parts.append("\nWhat each site saw (the demo web's own request log):")
+    parts.append("\nWhat each site saw (the demo web's own request log): traffic")
     parts.append(_table(
-        ["host", "site", "requests", "statuses", "span s", "rest min/median s", "overlaps",
-         "before robots", "disallowed", "under Crawl-delay", "identified"],
+        ["host", "site", "requests", "statuses", "span s", "rest min / median s",
+         "rest after 429/503 min s"],
         [[f.address, f.name, str(f.requests), _statuses(f.statuses), _secs(f.span),
-          f"{_secs(f.gap_min)} / {_secs(f.gap_median)}", str(f.overlaps),
-          str(f.before_robots), str(f.disallowed),
+          f"{_secs(f.gap_min)} / {_secs(f.gap_median)}", _secs(f.after_refusal)]
+         for f in figs]))
+    parts.append(
+        "  span = first request to last answer; rest = gap from the end of one answer to the\n"
+        "  start of the next request to that host."
+    )
+    parts.append("\nWhat each site saw: the rules (each count should be 0, identified all)")
+    parts.append(_table(
+        ["host", "site", "overlaps", "before robots", "disallowed", "under Crawl-delay",
+         "identified"],
+        [[f.address, f.name, str(f.overlaps), str(f.before_robots), str(f.disallowed),
           "-" if f.crawl_delay is None else f"{f.under_crawl_delay} (<{f.crawl_delay:g} s)",
           f"{f.identified}/{f.requests}"]
          for f in figs]))
     parts.append(
-        "  span = first request to last answer; rest = gap from the end of one answer to the\n"
-        "  start of the next request to that host; overlaps = requests in flight at the same\n"
-        "  time on one host; before robots = pages asked before robots.txt was answered;\n"
-        "  disallowed = requests robots.txt forbids the crawler's token (all but robots.txt\n"
-        "  when robots.txt answered 5xx); under Crawl-delay = rests shorter than the host's\n"
-        "  Crawl-delay for the token; identified = requests with the token and +URL."
+        "  overlaps = requests in flight at the same time on one host; before robots = pages\n"
+        "  asked before robots.txt was answered; disallowed = requests robots.txt forbids the\n"
+        "  crawler's token (all but robots.txt when robots.txt answered 5xx); under Crawl-delay\n"
+        "  = rests shorter than the host's Crawl-delay for the token; identified = requests\n"
+        "  with the token and +URL in the User-Agent."
     )
 
     parts.append("\nWhat the crawler did (its access log, feed export and page store):")

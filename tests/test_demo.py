@@ -236,8 +236,18 @@ def test_rests_under_crawl_delay_and_robots_outage_are_reported() -> None:
     assert figs[LIBRARY].crawl_delay == 1.0
     assert figs[LIBRARY].under_crawl_delay == 2  # 0.2 s and 0.4 s; 1.1 s is fine
     assert figs[LIBRARY].span == pytest.approx(2.1)
+    assert figs[LIBRARY].after_refusal is None
     assert figs[DOWN].stopped == "robots.txt unavailable (503 x2): held back"
     assert figs[NEWS].stopped == ""
+
+
+def test_rest_after_a_429_is_measured() -> None:
+    log = [_entry(BUSY, "/robots.txt", 0.0, 0.1), _entry(BUSY, "/", 0.3, 0.4, status=429),
+           _entry(BUSY, "/", 2.5, 2.6), _entry(BUSY, "/a", 2.8, 2.9, status=429),
+           _entry(BUSY, "/a", 6.0, 6.1)]
+    fig = next(f for f in host_figures(_records(log)) if f.address == BUSY)
+    assert fig.after_refusal == pytest.approx(2.1)
+    assert fig.gap_min == pytest.approx(0.2)
 
 
 def test_summary_says_what_is_missing_and_invents_nothing(tmp_path: Path) -> None:
