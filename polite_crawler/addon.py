@@ -48,6 +48,7 @@ COMPONENTS: dict[str, dict[str, int | None]] = {
         "scrapy.downloadermiddlewares.httpcompression.HttpCompressionMiddleware": None,
         "polite_crawler.middlewares.sizecap.SizeCapMiddleware": 590,  # decoding + size cap
         "polite_crawler.middlewares.addresses.AddressPolicyMiddleware": 50,  # SSRF guard, first
+        "polite_crawler.middlewares.settled.SettledFailureMiddleware": 40,  # no tracebacks
         "polite_crawler.middlewares.identity.IdentityMiddleware": 980,
         "polite_crawler.middlewares.gate.GateMiddleware": 990,  # last before the network
     },

@@ -105,6 +105,11 @@ class _CappedHeadParser(_LenientHTTPClientParser):
             raise HeadersTooLargeError(f"response head larger than {self._polite_cap} bytes")
         super().lineReceived(line)
 
+    def lineLengthExceeded(self, line: bytes) -> None:
+        # One line beyond LineReceiver.MAX_LENGTH (16 KiB): Twisted would only drop
+        # the connection, and the exchange would wait for its timeout.
+        raise HeadersTooLargeError(f"a response header line longer than {self.MAX_LENGTH} bytes")
+
 
 class _GuardedProtocol(_LenientHTTP11ClientProtocol):
     head_cap = 64 * 1024

@@ -40,7 +40,7 @@ logger = logging.getLogger(__name__)
 
 _ATTR = "_polite_address_policy"
 # Refusals that concern one URL, not its origin's address.
-PER_URL_REASONS = frozenset({"url-too-long"})
+PER_URL_REASONS = frozenset({"url-too-long", "userinfo"})
 
 
 class AddressRefusedError(AddressRefused, IgnoreRequest):
@@ -97,10 +97,10 @@ def record_refusal(crawler: Crawler, request: Request, refusal: AddressRefused) 
     logger.warning(
         "Refused %(url)s: %(reason)s%(address)s%(via)s; nothing was sent",
         {
-            "url": request.url,
+            "url": _short(request.url),
             "reason": refusal.reason,
             "address": f" (address {refusal.address})" if refusal.address else "",
-            "via": f" (redirected from {redirected[-1]})" if redirected else "",
+            "via": f" (redirected from {_short(redirected[-1])})" if redirected else "",
         },
     )
     ctx = polite_context(crawler)
@@ -115,6 +115,10 @@ def record_refusal(crawler: Crawler, request: Request, refusal: AddressRefused) 
     if origin and ctx.frontier is not None and refusal.reason not in PER_URL_REASONS:
         # The origin's address is refused: nothing from it can be fetched this run.
         ctx.frontier.stop(origin, f"refused:{refusal.reason}")
+
+
+def _short(url: str, limit: int = 200) -> str:
+    return url if len(url) <= limit else f"{url[:limit]}... ({len(url)} characters)"
 
 
 class AddressPolicyMiddleware:
