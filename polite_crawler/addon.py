@@ -48,6 +48,7 @@ COMPONENTS: dict[str, dict[str, int | None]] = {
         "scrapy.downloadermiddlewares.httpcompression.HttpCompressionMiddleware": None,
         "polite_crawler.middlewares.sizecap.SizeCapMiddleware": 590,  # decoding + size cap
         "polite_crawler.middlewares.addresses.AddressPolicyMiddleware": 50,  # SSRF guard, first
+        "polite_crawler.middlewares.traps.TrapStopMiddleware": 60,  # origins stopped for low yield
         "polite_crawler.middlewares.settled.SettledFailureMiddleware": 40,  # no tracebacks
         "polite_crawler.middlewares.identity.IdentityMiddleware": 980,
         "polite_crawler.middlewares.gate.GateMiddleware": 990,  # last before the network
@@ -55,6 +56,7 @@ COMPONENTS: dict[str, dict[str, int | None]] = {
     "SPIDER_MIDDLEWARES": {
         "polite_crawler.frontier.done.FrontierDoneMiddleware": 10,  # outermost
         "polite_crawler.middlewares.pagerules.PageRulesMiddleware": 60,  # meta robots, signals
+        "polite_crawler.middlewares.traps.TrapMiddleware": 70,  # trap rules, yield monitoring
     },
     "ITEM_PIPELINES": {},
     "EXTENSIONS": {

@@ -64,6 +64,13 @@ POLITE_DEFAULTS: dict[str, Any] = {
     "POLITE_MAX_SEGMENT_REPEATS": 3,
     "POLITE_STRIP_PARAMS": [],  # extra tracking parameters to strip
     "POLITE_MAX_LINKS_PER_PAGE": 5000,
+    # Yield monitoring (policy/traps.py): an origin is stopped when fewer than
+    # MIN_SHARE of its last WINDOW pages each brought MIN_NOVELTY new text.
+    "POLITE_YIELD_WINDOW": 30,
+    "POLITE_YIELD_MIN_SHARE": 0.1,
+    "POLITE_YIELD_MIN_NOVELTY": 0.2,
+    "POLITE_SITEMAP_MAX_BYTES": 50 * 1024 * 1024,  # sitemaps.org: uncompressed size
+    "POLITE_SITEMAP_MAX_URLS": 50_000,  # sitemaps.org: URLs per file
     # --- conditional requests (issue 7) -------------------------------------
     "POLITE_REVISIT_MIN": 3600.0,
     "POLITE_REVISIT_MAX": 30 * 24 * 3600.0,

@@ -2,18 +2,60 @@
 
 ``-a urls=FILE`` (one URL a line, ``#`` comments) crawls many sites at once.
 It stays inside the hosts it was given.
+
+Discovery, per origin (seed 003: "Fetch /sitemap.xml (and any Sitemap: lines
+in robots.txt, and sitemap indexes) first … Only spider links for what the
+sitemap does not cover, and stay within the host"):
+
+1. The ``Sitemap:`` lines of robots.txt. With polite_crawler's robots.txt
+   component the frontier fetches robots.txt before anything else of the
+   origin, and the spider reads the lines from the robots book
+   (``polite_context(crawler).robots.sitemaps(origin)``) when the origin's
+   first answer comes in; without it the spider fetches robots.txt itself
+   (a 404 is fine). None declared: ``/sitemap.xml``.
+2. Sitemap indexes (nested), gzipped sitemaps, text sitemaps, RSS and Atom
+   feeds, parsed by :mod:`polite_crawler.policy.sitemaps` (scope, limits,
+   safety). Every listed page is requested, with its ``lastmod``.
+3. Links found on pages are held until the origin's sitemaps are all read,
+   then followed when they are in-host and not already known: only what the
+   sitemaps did not list is spidered.
+
+Every fetch is a Scrapy request, so the frontier gates it. Every duplicate
+decision uses the canonical URL (:func:`polite_crawler.policy.urls.canonicalize`),
+which is also the URL requested; ``<link rel="canonical">`` on the same host
+is the page's identity (``canonical_url``) and is not fetched again.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+import logging
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-from urllib.parse import urlsplit
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urljoin, urlsplit
 
 import scrapy
+from scrapy import signals
+from scrapy.exceptions import DontCloseSpider
 from scrapy.http import Response, TextResponse
-from scrapy.linkextractors import LinkExtractor
+
+from polite_crawler.context import polite_context
+from polite_crawler.defaults import POLITE_DEFAULTS as _DEFAULT
+from polite_crawler.middlewares.traps import DEPTH, DISCOVERY, trap_limits, trap_reason
+from polite_crawler.policy.links import PageLinks, extract_links
+from polite_crawler.policy.sitemaps import parse_sitemap, scope_of
+from polite_crawler.policy.traps import TrapLimits
+from polite_crawler.policy.urls import URLError, canonicalize, host_of, origin_of
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Iterable, Iterator
+
+    from scrapy.crawler import Crawler
+    from twisted.python.failure import Failure
+
+logger = logging.getLogger(__name__)
+
+SITEMAP_PRIORITY = 100  # sitemaps before pages; pages by depth (see priority())
 
 
 class UsageError(ValueError):
@@ -29,17 +71,29 @@ def read_start_urls(url: str | None = None, urls: str | None = None) -> list[str
         path = Path(urls)
         if not path.is_file():
             raise UsageError(f"-a urls={urls}: no such file")
-        for line in path.read_text(encoding="utf-8").splitlines():
-            line = line.split("#", 1)[0].strip()
+        for raw in path.read_text(encoding="utf-8").splitlines():
+            line = raw.split("#", 1)[0].strip()
             if line:
                 found.append(line)
     if not found:
-        raise UsageError("give a site: scrapy crawl site -a url=https://example.org/ (or -a urls=FILE)")
+        raise UsageError(
+            "give a site: scrapy crawl site -a url=https://example.org/ (or -a urls=FILE)")
     for u in found:
         parts = urlsplit(u)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise UsageError(f"not an http(s) URL: {u!r}")
     return found
+
+
+@dataclass
+class _Discovery:
+    """One origin's sitemap phase."""
+
+    started: bool = False
+    done: bool = False
+    pending: int = 0  # sitemap files asked for and not answered yet
+    sitemaps: set[str] = field(default_factory=set)  # canonical URLs of files asked for
+    held: dict[str, scrapy.Request] = field(default_factory=dict)  # links waiting, by canonical
 
 
 class SiteSpider(scrapy.Spider):
@@ -48,21 +102,339 @@ class SiteSpider(scrapy.Spider):
     def __init__(self, url: str | None = None, urls: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.polite_start_urls = read_start_urls(url, urls)
-        self.allowed_hosts = {(urlsplit(u).hostname or "").lower() for u in self.polite_start_urls}
-        self._links = LinkExtractor(unique=True)
+        self.allowed_hosts = {host_of(u) for u in self.polite_start_urls}
+        self._seen: set[str] = set()  # canonical URLs requested (or known by rel=canonical)
+        self._discovery: dict[str, _Discovery] = {}
 
-    async def start(self) -> AsyncIterator[Any]:
-        for url in self.polite_start_urls:
-            yield scrapy.Request(url, callback=self.parse)
+    @classmethod
+    def from_crawler(cls, crawler: Crawler, *args: Any, **kwargs: Any) -> SiteSpider:
+        spider: SiteSpider = super().from_crawler(crawler, *args, **kwargs)
+        s = crawler.settings
+        spider.strip_params = s.getlist("POLITE_STRIP_PARAMS")
+        spider.max_links = s.getint("POLITE_MAX_LINKS_PER_PAGE",
+                                    _DEFAULT["POLITE_MAX_LINKS_PER_PAGE"])
+        spider.sitemap_max_bytes = s.getint("POLITE_SITEMAP_MAX_BYTES",
+                                            _DEFAULT["POLITE_SITEMAP_MAX_BYTES"])
+        spider.sitemap_max_urls = s.getint("POLITE_SITEMAP_MAX_URLS",
+                                           _DEFAULT["POLITE_SITEMAP_MAX_URLS"])
+        spider.trap_limits = trap_limits(s)
+        crawler.signals.connect(spider._on_idle, signal=signals.spider_idle)
+        return spider
+
+    # defaults for a spider built without a crawler (tests, scrapy check)
+    strip_params: list[str] = []
+    max_links: int = _DEFAULT["POLITE_MAX_LINKS_PER_PAGE"]
+    sitemap_max_bytes: int = _DEFAULT["POLITE_SITEMAP_MAX_BYTES"]
+    sitemap_max_urls: int = _DEFAULT["POLITE_SITEMAP_MAX_URLS"]
+    trap_limits: TrapLimits = TrapLimits()
+
+    # --- helpers ---------------------------------------------------------------
+    def _inc(self, key: str, n: int = 1) -> None:
+        stats = self.crawler.stats if hasattr(self, "crawler") else None
+        if stats is not None and n:
+            stats.inc_value(key, n)
+
+    def _robots_book(self) -> Any:
+        if not hasattr(self, "crawler"):
+            return None
+        book = polite_context(self.crawler).robots
+        return book if book is not None and hasattr(book, "sitemaps") else None
 
     def in_scope(self, url: str) -> bool:
-        return (urlsplit(url).hostname or "").lower() in self.allowed_hosts
+        return host_of(url) in self.allowed_hosts
 
+    def canonical(self, url: str) -> str | None:
+        try:
+            return canonicalize(url, strip_params=self.strip_params)
+        except URLError:
+            return None
+
+    def page_request(self, url: str, *, depth: int, source: str,
+                     lastmod: str | None = None) -> scrapy.Request | None:
+        """A request for a page not requested before (by canonical URL), or None."""
+        canon = self.canonical(url)
+        if canon is None:
+            self._inc("polite/discovery/invalid_url")
+            return None
+        if canon in self._seen:
+            self._inc("polite/discovery/duplicate")
+            return None
+        self._seen.add(canon)
+        meta: dict[str, Any] = {DEPTH: depth, "polite_source": source}
+        if lastmod:
+            meta["polite_lastmod"] = lastmod
+        if source != "link":
+            meta["polite_link"] = False  # listed by the site, not a link of a page
+        return scrapy.Request(canon, callback=self.parse, errback=self.page_failed, meta=meta,
+                              priority=self.priority(canon, depth))
+
+    @staticmethod
+    def priority(canonical_url: str, depth: int) -> int:
+        """Shallow pages first; at one depth, plain paths before parameterised URLs.
+
+        Faceted navigation, calendars and session variants live in query strings;
+        the pages they list mostly do not. Fetching the plain ones first means an
+        origin stopped for low yield has already given its real pages.
+        """
+        query = canonical_url.partition("?")[2]
+        params = query.count("&") + 1 if query else 0
+        return -4 * depth - min(params, 3)
+
+    # --- start -----------------------------------------------------------------
+    async def start(self) -> AsyncIterator[Any]:
+        for url in self.polite_start_urls:
+            origin = origin_of(url)
+            if origin not in self._discovery:
+                self._discovery[origin] = _Discovery()
+                if self._robots_book() is None:
+                    # No robots book to read Sitemap lines from: ask robots.txt ourselves.
+                    self._discovery[origin].started = True
+                    self._discovery[origin].pending = 1
+                    yield scrapy.Request(
+                        f"{origin}/robots.txt", callback=self.parse_robots,
+                        errback=self.robots_failed, dont_filter=True,
+                        priority=SITEMAP_PRIORITY + 1,
+                        meta={DISCOVERY: "robots", "polite_link": False, DEPTH: 0},
+                    )
+            request = self.page_request(url, depth=0, source="start")
+            if request is not None:
+                yield request
+
+    # --- discovery -------------------------------------------------------------
+    def _disc(self, url: str) -> _Discovery:
+        origin = origin_of(url)
+        disc = self._discovery.get(origin)
+        if disc is None:
+            disc = self._discovery[origin] = _Discovery()
+        return disc
+
+    def _start_discovery(self, origin: str, declared: Iterable[str] | None = None,
+                         ) -> list[scrapy.Request]:
+        disc = self._discovery.setdefault(origin, _Discovery())
+        if declared is None:
+            book = self._robots_book()
+            declared = book.sitemaps(origin) if book is not None else []
+        disc.started = True
+        out = []
+        listed = [urljoin(origin + "/", u.strip()) for u in declared if u and u.strip()]
+        for url in listed:
+            scope = self._scope(url, from_robots=True)
+            if scope is None or host_of(url) != host_of(origin):
+                self._inc("polite/discovery/sitemap_offsite")
+                continue
+            request = self._sitemap_request(disc, url, scope)
+            if request is not None:
+                out.append(request)
+        if not listed:
+            self._inc("polite/discovery/sitemap_default")
+            request = self._sitemap_request(disc, f"{origin}/sitemap.xml",
+                                            self._scope(f"{origin}/sitemap.xml") or origin)
+            if request is not None:
+                out.append(request)
+        if disc.pending == 0:
+            out.extend(self._finish_discovery(origin))
+        return out
+
+    @staticmethod
+    def _scope(url: str, *, from_robots: bool = False) -> str | None:
+        try:
+            return scope_of(url, from_robots=from_robots)
+        except URLError:
+            return None
+
+    def _sitemap_request(self, disc: _Discovery, url: str, scope: str) -> scrapy.Request | None:
+        canon = self.canonical(url)
+        if canon is None or canon in disc.sitemaps:
+            return None
+        disc.sitemaps.add(canon)
+        disc.pending += 1
+        return scrapy.Request(
+            canon, callback=self.parse_sitemap, errback=self.sitemap_failed, dont_filter=True,
+            priority=SITEMAP_PRIORITY,
+            meta={DISCOVERY: "sitemap", "polite_sitemap_scope": scope, "polite_link": False,
+                  "polite_max_bytes": self.sitemap_max_bytes, DEPTH: 0},
+        )
+
+    def _finish_discovery(self, origin: str) -> list[scrapy.Request]:
+        """The origin's sitemaps are read: follow the links held until now."""
+        disc = self._discovery.setdefault(origin, _Discovery())
+        if disc.done:
+            return []
+        disc.done = True
+        # Held links were deduplicated when made; a sitemap that listed one of them
+        # later found it known already, so each URL is requested once either way.
+        out, disc.held = list(disc.held.values()), {}
+        logger.debug("Discovery of %(origin)s done: %(n)d sitemap files, %(h)d held links",
+                     {"origin": origin, "n": len(disc.sitemaps), "h": len(out)})
+        return out
+
+    def _sitemap_answered(self, url: str) -> list[scrapy.Request]:
+        origin = origin_of(url)
+        disc = self._discovery.setdefault(origin, _Discovery())
+        disc.pending = max(0, disc.pending - 1)
+        if disc.pending == 0:
+            return self._finish_discovery(origin)
+        return []
+
+    def parse_robots(self, response: Response) -> Iterator[Any]:
+        origin = origin_of(response.url)
+        declared = []
+        for line in response.body.splitlines():
+            key, _, value = line.partition(b":")
+            if key.strip().lower() in (b"sitemap", b"site-map") and value.strip():
+                declared.append(value.strip().decode("utf-8", "replace"))
+        self._discovery.setdefault(origin, _Discovery()).pending -= 1
+        yield from self._start_discovery(origin, declared)
+
+    def robots_failed(self, failure: Failure) -> Iterator[Any]:
+        request = failure.request  # type: ignore[attr-defined]
+        origin = origin_of(request.url)
+        self._discovery.setdefault(origin, _Discovery()).pending -= 1
+        yield from self._start_discovery(origin, [])
+
+    def parse_sitemap(self, response: Response) -> Iterator[Any]:
+        scope = response.meta.get("polite_sitemap_scope")
+        result = parse_sitemap(response.body, response.url, scope=scope,
+                               max_urls=self.sitemap_max_urls, max_bytes=self.sitemap_max_bytes)
+        self._inc(f"polite/discovery/sitemap/{result.kind}")
+        for reason, n in result.dropped.items():
+            self._inc(f"polite/discovery/dropped/{reason}", n)
+        if result.error:
+            logger.info("Sitemap %(url)s: %(error)s", {"url": response.url, "error": result.error})
+        disc = self._disc(response.url)
+        for child in result.sitemaps:
+            # An index named in robots.txt speaks for the host, and so do its children.
+            root = isinstance(scope, str) and scope == origin_of(scope) + "/"
+            child_scope = scope if root else self._scope(child.url)
+            request = self._sitemap_request(disc, child.url, child_scope or child.url)
+            if request is not None:
+                yield request
+        listed = 0
+        for entry in result.pages:
+            if not self.in_scope(entry.url):
+                self._inc("polite/discovery/dropped/offsite")
+                continue
+            held = disc.held.pop(self.canonical(entry.url) or entry.url, None)
+            if held is not None:
+                # Linked before the sitemap listed it: it is a listed page after all.
+                listed += 1
+                held.meta.update({DEPTH: 0, "polite_source": "sitemap", "polite_link": False})
+                if entry.lastmod:
+                    held.meta["polite_lastmod"] = entry.lastmod
+                yield held.replace(priority=0)
+                continue
+            request = self.page_request(entry.url, depth=0, source="sitemap",
+                                        lastmod=entry.lastmod)
+            if request is not None:
+                listed += 1
+                yield request
+        self._inc("polite/discovery/listed", listed)
+        yield from self._sitemap_answered(response.url)
+
+    def sitemap_failed(self, failure: Failure) -> Iterator[Any]:
+        request = failure.request  # type: ignore[attr-defined]
+        self._inc("polite/discovery/sitemap/failed")
+        yield from self._sitemap_answered(request.url)
+
+    # --- pages -----------------------------------------------------------------
     def parse(self, response: Response, **kwargs: Any) -> Iterator[Any]:
+        origin = origin_of(response.url)
+        disc = self._disc(response.url)
+        if not disc.started:
+            yield from self._start_discovery(origin)
+        # A redirect's target is known now, under its own canonical URL.
+        final = self.canonical(response.url)
+        if final is not None:
+            self._seen.add(final)
+        if not self.in_scope(response.url):
+            if response.meta.get("polite_source") == "start" and response.meta.get("redirect_urls"):
+                # The site the operator named lives elsewhere (example.org -> www.example.org).
+                self.allowed_hosts.add(host_of(response.url))
+            else:
+                self._inc("polite/discovery/offsite_response")
+                return
         if not isinstance(response, TextResponse):
             return
-        title = response.css("title::text").get(default="").strip()
-        yield {"url": response.url, "status": response.status, "title": title}
-        for link in self._links.extract_links(response):
-            if self.in_scope(link.url):
-                yield response.follow(link.url, callback=self.parse)
+        page = extract_links(response.body, response.url, response.encoding,
+                             max_links=self.max_links)
+        if page.dropped:
+            self._inc("polite/discovery/links_over_cap", page.dropped)
+        yield self.build_item(response, page)
+        if response.meta.get("polite_nofollow"):
+            return  # the page's meta robots / X-Robots-Tag said nofollow
+        depth = int(response.meta.get(DEPTH, 0)) + 1
+        for link in page.links:
+            if link.nofollow:
+                self._inc("polite/discovery/rel_nofollow")
+                continue
+            if not self.in_scope(link.url):
+                self._inc("polite/discovery/offsite")
+                continue
+            request = self.page_request(link.url, depth=depth, source="link")
+            if request is None:
+                continue
+            if disc.done:
+                yield request
+            else:
+                disc.held[request.url] = request
+
+    def page_failed(self, failure: Failure) -> Iterator[Any]:
+        request = failure.request  # type: ignore[attr-defined]
+        disc = self._disc(request.url)
+        if not disc.started:
+            yield from self._start_discovery(origin_of(request.url))
+
+    def page_identity(self, response: Response, page: PageLinks | None) -> str:
+        """The page's canonical URL: its own, or its same-host ``rel=canonical``."""
+        own = self.canonical(response.url) or response.url
+        if page is not None and page.canonical:
+            declared = self.canonical(page.canonical)
+            if declared is not None and host_of(declared) == host_of(own):
+                if declared != own:
+                    self._inc("polite/discovery/rel_canonical")
+                    self._seen.add(declared)  # the same page: never fetched again under it
+                return declared
+        return own
+
+    def build_item(self, response: Response, page: PageLinks | None = None) -> dict[str, Any]:
+        """The item for one page. Extend it (call super) to add fields."""
+        if page is None and isinstance(response, TextResponse):
+            page = extract_links(response.body, response.url, response.encoding,
+                                 max_links=self.max_links)
+        return {
+            "url": response.url,
+            "canonical_url": self.page_identity(response, page),
+            "status": response.status,
+            "title": page.title if page is not None else "",
+            "lastmod": response.meta.get("polite_lastmod"),
+            "links": len(page.links) if page is not None else 0,
+        }
+
+    # --- the end -----------------------------------------------------------------
+    def _on_idle(self) -> None:
+        """Nothing queued: finish any origin whose discovery stalled.
+
+        A sitemap request can vanish without an answer (a scheduler that drops
+        it, robots.txt that disallows it). Discovery must not wait for it forever.
+        """
+        engine = self.crawler.engine
+        scheduled = 0
+        for origin, disc in list(self._discovery.items()):
+            if disc.done:
+                continue
+            if not disc.started:
+                requests = self._start_discovery(origin)
+            else:
+                disc.pending = 0
+                requests = self._finish_discovery(origin)
+            for request in requests:
+                if not request.meta.get(DISCOVERY):
+                    reason = trap_reason(request, int(request.meta.get(DEPTH, 0)),
+                                         self.trap_limits, self.strip_params)
+                    if reason is not None:
+                        self._inc(f"polite/traps/{reason}")
+                        continue
+                engine.crawl(request)
+                scheduled += 1
+        if scheduled:
+            raise DontCloseSpider

@@ -1,0 +1,277 @@
+"""Scenario sites for discovery and traps, served by :class:`~polite_crawler.web.server.TestWeb`.
+
+- :class:`DiscoverySite`: robots.txt names a sitemap index (a gzipped sitemap
+  and a text sitemap inside), an RSS feed and an Atom feed; the sitemaps also
+  list pages of other hosts (to be dropped); pages link to each other under
+  aliases and to one page no sitemap lists.
+- :class:`FallbackSite`: robots.txt is a 404 and ``/sitemap.xml`` lists the pages.
+- :class:`TrapSite`: a few real pages beside every classic trap: a calendar
+  with endless "next month" links, faceted navigation (5 filters x 6 options,
+  plus a sort link), session ids in paths, a ``/a/b/a/b/...`` loop, URLs that
+  grow on every page, and aliases of one page (tracking parameters, fragment,
+  parameter order, default port when served on port 80).
+
+Each site has ``real``: the paths a crawl must find, each fetched once.
+"""
+
+from __future__ import annotations
+
+import gzip
+import random
+import re
+from urllib.parse import parse_qsl, urlencode, urlsplit
+
+from polite_crawler.web.server import Req, Resp, Site, page
+
+_LOREM_TEXT = ("amber basil cobalt delta ember fjord granite harbor indigo juniper kestrel lagoon "
+               "marble nectar onyx pewter quartz russet saffron tundra umber velvet willow xenon "
+               "yarrow zephyr")
+_LOREM = _LOREM_TEXT.split(" ")
+
+
+def prose(seed: str, words: int = 80) -> str:
+    """Distinct, stable text for one page (so every real page brings new content)."""
+    rnd = random.Random(seed)
+    return " ".join(f"{rnd.choice(_LOREM)}{rnd.randrange(10_000)}" for _ in range(words))
+
+
+def _base(req: Req) -> str:
+    return f"http://{req.host}:{req.port}"
+
+
+def _xml(body: str) -> Resp:
+    return Resp(200, body.encode(), content_type="application/xml")
+
+
+def _urlset(base: str, paths: list[str], lastmod: str = "2026-05-01") -> str:
+    items = "".join(f"<url><loc>{base}{p}</loc><lastmod>{lastmod}</lastmod></url>" for p in paths)
+    return f'<?xml version="1.0"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">' \
+           f"{items}</urlset>"
+
+
+class DiscoverySite(Site):
+    """Sitemap index -> gzipped sitemap + text sitemap; RSS and Atom feeds; one unlisted page."""
+
+    GZ_PAGES = [f"/p/{i}" for i in range(1, 6)]
+    TEXT_PAGES = [f"/t/{i}" for i in range(1, 4)]
+    RSS_PAGES = ["/news/1", "/news/2"]
+    ATOM_PAGES = ["/posts/a", "/posts/b"]
+    UNLISTED = ["/hidden", "/hidden/deeper"]
+
+    def __init__(self, foreign_host: str = "127.0.0.9") -> None:
+        super().__init__()
+        self.foreign_host = foreign_host
+        self.real = ["/", *self.GZ_PAGES, *self.TEXT_PAGES, *self.RSS_PAGES, *self.ATOM_PAGES,
+                     *self.UNLISTED]
+        self.sitemap_files = ["/sitemap_index.xml", "/sitemaps/pages.xml.gz",
+                              "/sitemaps/more.txt", "/feed.rss", "/atom.xml"]
+
+    def handle(self, req: Req) -> Resp:
+        base = _base(req)
+        path = req.path.split("?", 1)[0]
+        foreign = f"http://{self.foreign_host}:{req.port}"
+        if path == "/robots.txt":
+            return Resp(200, (f"User-agent: *\nAllow: /\n\nSitemap: {base}/sitemap_index.xml\n"
+                              f"Sitemap: /feed.rss\nsitemap: {base}/atom.xml\n"
+                              f"Sitemap: {foreign}/sitemap.xml\n").encode(),
+                        content_type="text/plain")
+        if path == "/sitemap_index.xml":
+            return _xml('<?xml version="1.0"?><sitemapindex '
+                        'xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
+                        f"<sitemap><loc>{base}/sitemaps/pages.xml.gz</loc></sitemap>"
+                        f"<sitemap><loc>{base}/sitemaps/more.txt</loc></sitemap>"
+                        f"<sitemap><loc>{foreign}/elsewhere.xml</loc></sitemap>"
+                        "</sitemapindex>")
+        if path == "/sitemaps/pages.xml.gz":
+            body = _urlset(base, self.GZ_PAGES) + ""
+            body = body.replace("</urlset>", f"<url><loc>{foreign}/p/x</loc></url>"
+                                             f"<url><loc>http://other.invalid/p/y</loc></url>"
+                                             "</urlset>")
+            return Resp(200, gzip.compress(body.encode(), mtime=0),
+                        content_type="application/x-gzip", gzip_ok=False)
+        if path == "/sitemaps/more.txt":
+            lines = [f"{base}{p}?utm_source=sitemap" for p in self.TEXT_PAGES]
+            lines.append(f"{foreign}/t/9")
+            return Resp(200, "\n".join(lines).encode(), content_type="text/plain")
+        if path == "/feed.rss":
+            items = "".join(f"<item><title>{p}</title><link>{base}{p}</link>"
+                            f"<pubDate>Tue, 05 May 2026 10:00:00 GMT</pubDate></item>"
+                            for p in self.RSS_PAGES)
+            return Resp(200, f'<?xml version="1.0"?><rss version="2.0"><channel><title>N'
+                             f"</title>{items}</channel></rss>".encode(),
+                        content_type="application/rss+xml")
+        if path == "/atom.xml":
+            entries = "".join(f'<entry><title>{p}</title><link href="{p}"/>'
+                              f"<updated>2026-05-06T00:00:00Z</updated></entry>"
+                              for p in self.ATOM_PAGES)
+            return Resp(200, f'<?xml version="1.0"?><feed xmlns="http://www.w3.org/2005/Atom">'
+                             f"<title>B</title>{entries}</feed>".encode(),
+                        content_type="application/atom+xml")
+        if path in self.real:
+            # Every page links to the others under aliases, and to the unlisted pages.
+            links = [f"{p}?utm_medium=web#top" for p in self.GZ_PAGES] + \
+                    [f"{base.upper()}{p}" for p in self.TEXT_PAGES] + \
+                    [f"{p}?fbclid=XYZ" for p in self.RSS_PAGES + self.ATOM_PAGES]
+            if path == "/":
+                links.append("/hidden")
+            if path == "/hidden":
+                links.append("/hidden/deeper")
+            links.append(f"{foreign}/offsite")
+            return Resp(200, page(f"Page {path}", prose(path), links))
+        return Resp(404, b"<html><body>Not found</body></html>")
+
+
+class FallbackSite(Site):
+    """No robots.txt (404): ``/sitemap.xml`` is where discovery starts."""
+
+    PAGES = ["/one", "/two", "/three"]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.real = ["/", *self.PAGES]
+
+    def handle(self, req: Req) -> Resp:
+        path = req.path.split("?", 1)[0]
+        if path == "/sitemap.xml":
+            return _xml(_urlset(_base(req), self.PAGES))
+        if path in self.real:
+            return Resp(200, page(f"Page {path}", prose(path), ["/"]))
+        return Resp(404, b"<html><body>Not found</body></html>")
+
+
+FILTERS = {
+    "color": ["red", "green", "blue", "black", "white", "pink"],
+    "size": ["xs", "s", "m", "l", "xl", "xxl"],
+    "brand": ["acme", "globex", "initech", "umbrella", "hooli", "stark"],
+    "price": ["0-10", "10-20", "20-50", "50-100", "100-200", "200-"],
+    "rating": ["1", "2", "3", "4", "5", "any"],
+}
+PRODUCTS = 12
+# What every page of a shop carries: delivery terms, opening hours, the legal lines.
+SHOP_FOOTER = prose("shop-footer", 120)
+_SESSION = re.compile(r";jsessionid=[^/?]*|/\(S\([^)]*\)\)", re.IGNORECASE)
+
+
+class TrapSite(Site):
+    """Real pages beside the classic traps (seed 000, "Traps")."""
+
+    TRAPS = ("calendar", "facets", "paths")
+
+    def __init__(self, traps: tuple[str, ...] = TRAPS) -> None:
+        super().__init__()
+        rnd = random.Random(7)
+        self.traps = traps
+        self.products = {
+            n: {f: rnd.choice(opts) for f, opts in FILTERS.items()} for n in range(1, PRODUCTS + 1)
+        }
+        self.real = ["/", "/about"]
+        if "calendar" in traps:
+            self.real += ["/calendar?month=2026-01"]
+        if "facets" in traps:
+            self.real += ["/shop", *[f"/product/{n}" for n in self.products]]
+        if "paths" in traps:
+            self.real += ["/session/a", "/session/b", "/loop/", "/grow/x", "/alias",
+                          "/item?a=1&b=2"]
+
+    def _home_links(self) -> list[str]:
+        links = ["/about"]
+        if "calendar" in self.traps:
+            links += ["/calendar?month=2026-01"]
+        if "facets" in self.traps:
+            links += ["/shop", "/shop?color=red&size=m&brand=acme&price=0-10&rating=5&sort=price"]
+        if "paths" in self.traps:
+            links += [f"/session/a;jsessionid={rnd_id()}", f"/(S({rnd_id()}))/session/b",
+                      "/loop/", "/grow/x", "/alias?utm_source=home&utm_campaign=spring",
+                      "/item?b=2&a=1"]
+        return links
+
+    def _product_blurb(self, n: int) -> str:
+        attrs = ", ".join(f"{k} {v}" for k, v in self.products[n].items())
+        return f"Product {n}: {attrs}."
+
+    def handle(self, req: Req) -> Resp:
+        parts = urlsplit(req.path)
+        path = _SESSION.sub("", parts.path) or "/"
+        query = dict(parse_qsl(parts.query))
+        if path == "/robots.txt":
+            return Resp(404, b"")
+        if path == "/":
+            return Resp(200, page("Home", prose("home"), self._home_links()))
+        if path == "/about":
+            more = ["/alias#team", "/alias?gclid=123", "/item?a=1&b=2&fbclid=1"]
+            return Resp(200, page("About", prose("about"),
+                                  [*(more if "paths" in self.traps else []), "/"]))
+        if path == "/alias":
+            return Resp(200, page("Alias", prose("alias"), ["/alias?mc_eid=9#x", "/about"]))
+        if path == "/item":
+            return Resp(200, page("Item", prose("item"), ["/item?b=2&a=1&msclkid=5"]))
+        if path.startswith("/product/"):
+            n = int(path.rsplit("/", 1)[1])
+            text = f"{self._product_blurb(n)} {prose(f'product-{n}')} {SHOP_FOOTER}"
+            return Resp(200, page(f"Product {n}", text, ["/shop"]))
+        if path == "/shop":
+            return self._facets(query)
+        if path == "/calendar":
+            month = query.get("month", "2026-01")
+            y, m = (int(x) for x in month.split("-"))
+            nxt = f"{y + m // 12}-{m % 12 + 1:02d}"
+            prev = f"{y - (m == 1)}-{(m - 2) % 12 + 1:02d}"
+            body = "Events this month: none. " + "Monday Tuesday Wednesday Thursday Friday " * 5
+            return Resp(200, page(f"Calendar {month}", body,
+                                  [f"/calendar?month={nxt}", f"/calendar?month={prev}", "/"]))
+        if path.startswith("/session/"):
+            # Every visit hands out a fresh session id in every link.
+            return Resp(200, page(f"Session {path}", prose(path), [
+                f"/session/a;jsessionid={rnd_id()}", f"/(S({rnd_id()}))/session/b", "/"]))
+        if path.startswith("/loop/"):
+            return Resp(200, page("Loop", "The same page, again. " * 20, ["a/b/", "/"]))
+        if path.startswith("/grow/"):
+            # 250 more characters a page: the URL passes 2,000 (our limit) before
+            # Scrapy's own 2,083 and before depth 10.
+            return Resp(200, page("Grow", "Growing URLs. " * 20, [path + "-" + "y" * 249]))
+        return Resp(404, b"<html><body>Not found</body></html>")
+
+    def _facets(self, query: dict[str, str]) -> Resp:
+        chosen = {k: v for k, v in query.items() if k in FILTERS}
+        matches = [n for n, attrs in self.products.items()
+                   if all(attrs[k] == v for k, v in chosen.items())]
+        # Labelled as a shop labels them: the option, not the URL.
+        links = [(f"/product/{n}", f"Product {n}") for n in matches]
+        for f, opts in FILTERS.items():
+            if f in chosen:
+                continue
+            for o in opts:
+                links.append(("/shop?" + urlencode({**chosen, f: o}), o))
+        links.append(("/shop?" + urlencode({**chosen, "sort": "price"}), "Sort by price"))
+        desc = ", ".join(f"{k}={v}" for k, v in sorted(chosen.items())) or "none"
+        body = f"Filters: {desc}. " + " ".join(self._product_blurb(n) for n in matches) + \
+               ("" if matches else " No products match these filters.")
+        nav = "".join(f'<li><a href="{href}">{label}</a></li>' for href, label in links)
+        html = (f"<!doctype html><html><head><meta charset='utf-8'><title>Shop</title></head>"
+                f"<body><nav><ul>{nav}</ul></nav><main><h1>Shop</h1><p>{body}</p></main>"
+                f"<footer>{SHOP_FOOTER}</footer></body></html>")
+        return Resp(200, html.encode())
+
+
+_ids = random.Random(11)
+
+
+def rnd_id() -> str:
+    return "".join(_ids.choice("ABCDEF0123456789") for _ in range(16))
+
+
+class AliasPortSite(Site):
+    """Served on port 80: links spell the same pages with and without ``:80``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.real = ["/", "/x", "/y"]
+
+    def handle(self, req: Req) -> Resp:
+        path = req.path.split("?", 1)[0]
+        if path in self.real:
+            h = req.host
+            return Resp(200, page(f"Port {path}", prose(f"port{path}"), [
+                f"http://{h}:80/x", f"http://{h}/x", f"HTTP://{h}:80/y#f", f"http://{h}/y?utm_id=1",
+                f"http://{h}:80/"]))
+        return Resp(404, b"<html><body>Not found</body></html>")
