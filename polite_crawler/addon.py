@@ -58,7 +58,11 @@ COMPONENTS: dict[str, dict[str, int | None]] = {
         "polite_crawler.middlewares.pagerules.PageRulesMiddleware": 60,  # meta robots, signals
         "polite_crawler.middlewares.traps.TrapMiddleware": 70,  # trap rules, yield monitoring
     },
-    "ITEM_PIPELINES": {},
+    "ITEM_PIPELINES": {
+        "polite_crawler.pipelines.identity.PageIdentityPipeline": 100,  # canonical URL, hashes
+        "polite_crawler.pipelines.duplicates.DuplicatesPipeline": 200,  # aliases, near dups
+        "polite_crawler.pipelines.store.PageStorePipeline": 300,  # the page store
+    },
     "EXTENSIONS": {
         "scrapy.extensions.throttle.AutoThrottle": None,
         "polite_crawler.extensions.jobdir.JobDirExtension": -1000,  # first: settles JOBDIR

@@ -77,7 +77,7 @@ POLITE_DEFAULTS: dict[str, Any] = {
     "POLITE_REVISIT_DEFAULT": 24 * 3600.0,
     # --- storage (issue 8) --------------------------------------------------
     "POLITE_STORE": "",  # empty: SQLite in the state dir; or postgresql://...
-    "POLITE_SIMHASH_DISTANCE": 7,
+    "POLITE_SIMHASH_DISTANCE": 8,  # bits; measured: bench/simhash_tuning.py
     # --- hostile input (issue 10) -------------------------------------------
     "POLITE_ALLOW_NETWORKS": [],
     "POLITE_CONNECT_TIMEOUT": 10.0,

@@ -1,0 +1,37 @@
+"""Exact duplicates become aliases and are dropped; near duplicates are linked."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from scrapy.exceptions import DropItem
+
+from polite_crawler.items import PageItem
+from polite_crawler.pipelines import NOT_REQUESTED, PagePipeline
+from polite_crawler.store.aio import result
+
+logger = logging.getLogger(__name__)
+
+
+class DuplicatesPipeline(PagePipeline):
+    async def process_item(self, item: Any) -> Any:
+        if not isinstance(item, PageItem):
+            return item
+        revisit = item.get("revisit")
+        if revisit == "not_modified" or revisit in NOT_REQUESTED:
+            return item
+        simhash = item.get("simhash")
+        found = await result(self.store.dedupe(
+            item["canonical_url"], item.get("text_hash"),
+            int(simhash, 16) if simhash else None, int(item.get("words") or 0),
+            float(item.get("fetched_at") or self.ctx.clock())))
+        if found.duplicate_of is not None:
+            self.inc("duplicate")
+            logger.debug("%(url)s duplicates %(first)s: stored as an alias",
+                         {"url": item["canonical_url"], "first": found.duplicate_of})
+            raise DropItem(f"duplicate of {found.duplicate_of}", log_level="DEBUG")
+        item["near_duplicate_of"] = found.near_duplicate_of
+        if found.near_duplicate_of is not None:
+            self.inc("near_duplicate")
+        return item

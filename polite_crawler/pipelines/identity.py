@@ -1,0 +1,38 @@
+"""Canonical identity and content fingerprints of every page item."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from polite_crawler.items import PageItem
+from polite_crawler.pipelines import NOT_REQUESTED, PagePipeline
+from polite_crawler.policy.simhash import fingerprint
+from polite_crawler.policy.text import text_hash
+from polite_crawler.policy.urls import URLError, canonicalize
+
+
+class PageIdentityPipeline(PagePipeline):
+    """Fills ``canonical_url`` (when the spider did not), ``text_hash``, ``simhash``, ``words``."""
+
+    def process_item(self, item: Any) -> Any:
+        if not isinstance(item, PageItem):
+            return item
+        if not item.get("canonical_url"):
+            url = item.get("final_url") or item.get("url", "")
+            try:
+                item["canonical_url"] = canonicalize(url)
+            except URLError:
+                item["canonical_url"] = url
+        if item.get("revisit") == "not_modified" or item.get("revisit") in NOT_REQUESTED:
+            return item  # the stored copy: its fingerprints are stored already
+        text = item.get("text") or ""
+        if text.strip():
+            item["text_hash"] = text_hash(text)
+            h, n = fingerprint(text)
+            item["simhash"] = f"{h:016x}"
+            item["words"] = n
+        else:  # no text (or a noindex page): nothing to compare
+            item["text_hash"] = None
+            item["simhash"] = None
+            item["words"] = 0
+        return item

@@ -1,0 +1,100 @@
+"""Storage: the page, its copy and validators, and when to visit it again."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from polite_crawler.defaults import POLITE_DEFAULTS
+from polite_crawler.items import PageItem, page_copy
+from polite_crawler.pipelines import NOT_REQUESTED, PagePipeline
+from polite_crawler.policy.revisit import Bounds, freshness
+from polite_crawler.policy.urls import URLError, canonicalize
+from polite_crawler.store.aio import result
+from polite_crawler.store.pages import PageRecord
+
+if TYPE_CHECKING:
+    from scrapy.crawler import Crawler
+
+
+def revisit_bounds(settings: Any) -> Bounds:
+    def get(name: str) -> float:
+        return float(settings.getfloat(name, POLITE_DEFAULTS[name]))
+
+    return Bounds(get("POLITE_REVISIT_DEFAULT"), get("POLITE_REVISIT_MIN"),
+                  get("POLITE_REVISIT_MAX"))
+
+
+def aliases_of(item: PageItem) -> list[tuple[str, str]]:
+    """Other URLs of the page, as ``(canonical form, reason)``: the URL requested
+    (``redirect`` when it was redirected) and its own URL when rel=canonical named another."""
+    canonical = item["canonical_url"]
+    requested, final = item.get("url") or "", item.get("final_url") or ""
+    out: dict[str, str] = {}
+    for url, reason in ((requested, "redirect" if requested != final else "canonical"),
+                        (final, "canonical")):
+        try:
+            form = canonicalize(url)
+        except URLError:
+            continue
+        if form != canonical:
+            out.setdefault(form, reason)
+    return list(out.items())
+
+
+class PageStorePipeline(PagePipeline):
+    def __init__(self, crawler: Crawler) -> None:
+        super().__init__(crawler)
+        self.bounds = revisit_bounds(crawler.settings)
+
+    async def process_item(self, item: Any) -> Any:
+        if not isinstance(item, PageItem):
+            return item
+        revisit = item.get("revisit")
+        if revisit in NOT_REQUESTED:
+            self.inc(f"skipped/{revisit}")
+            return item
+        copy = page_copy(item)
+        headers = dict(copy.headers) if copy is not None else {}
+        fetched_at = float(item.get("fetched_at") or self.ctx.clock())
+        fresh = freshness(headers, fetched_at)
+        if revisit == "not_modified":
+            known = await result(self.store.record_not_modified(
+                item["canonical_url"], fetched_at=fetched_at, headers=headers,
+                fresh_until=fresh.fresh_until, bounds=self.bounds))
+            self.inc("not_modified" if known else "not_modified_unknown")
+            return item
+        simhash = item.get("simhash")
+        signals = item.get("polite_signals") or {}
+        rec = PageRecord(
+            canonical_url=item["canonical_url"],
+            url=item.get("url") or item["canonical_url"],
+            final_url=item.get("final_url") or item.get("url") or item["canonical_url"],
+            status=int(item.get("status") or 200),
+            fetched_at=fetched_at,
+            etag=item.get("etag"),
+            last_modified=item.get("last_modified"),
+            lastmod=item.get("lastmod"),
+            title=item.get("title") or "",
+            text=item.get("text") or "",
+            text_hash=item.get("text_hash"),
+            simhash=int(simhash, 16) if simhash else None,
+            words=int(item.get("words") or 0),
+            near_duplicate_of=item.get("near_duplicate_of"),
+            signals=dict(signals),
+            noindex=bool(item.get("polite_noindex")),
+            ai_input=item.get("polite_ai_input") is not False,
+            language=item.get("language"),
+            links=int(item.get("links") or 0),
+            headers=headers,
+            body=copy.body if copy is not None and fresh.store else None,
+            fresh_until=fresh.fresh_until,
+            no_store=not fresh.store,
+        )
+        outcome = await result(self.store.record_visit(rec, aliases_of(item), self.bounds))
+        item["revisit"] = outcome
+        self.inc(f"stored/{outcome}")
+        return item
+
+    async def close_spider(self) -> None:
+        if self.ctx.pages is not None:
+            await result(self.store.flush())

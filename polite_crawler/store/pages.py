@@ -1,0 +1,637 @@
+"""The page store: every page stored once, its validators, its copy, its revisit time.
+
+One interface, two backends: SQLite (default, the shared state database, no
+setup) and PostgreSQL (``POLITE_STORE=postgresql://...``), both through
+:class:`SQLPageBackend` and versioned migrations (:mod:`.migrations`).
+
+:class:`PageStore` is what the crawl uses: the backend lives on one thread of
+its own, so the reactor thread never waits for disk or network; writes are
+batched into one transaction per ``batch_size`` writes or ``flush_interval``
+seconds, and reads on that thread see the writes not committed yet. A crash
+loses at most the open batch, never a committed one. Each write runs under a
+savepoint, so one failing write does not undo the others of its batch.
+
+Lookups by canonical URL (what the conditional-request middleware and the
+frontier need): :meth:`PageStore.get` (async, sees pending writes) and
+:meth:`PageStore.lookup` (synchronous, committed data only, its own
+connection; cheap on SQLite).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import queue
+import threading
+import time
+from concurrent.futures import Future
+from dataclasses import dataclass, field, fields
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import zstandard
+
+from polite_crawler.policy.simhash import MIN_WORDS, SimHashIndex, from_signed, to_signed
+from polite_crawler.policy.urls import origin_of
+from polite_crawler.store.migrations import migrate
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator, Sequence
+
+    from scrapy.crawler import Crawler
+    from scrapy.settings import BaseSettings
+
+    from polite_crawler.policy.revisit import Bounds
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+ZSTD_LEVEL = 3
+
+
+@dataclass
+class PageRecord:
+    """One stored page (a row of ``pages``)."""
+
+    canonical_url: str
+    url: str
+    final_url: str
+    status: int
+    fetched_at: float
+    etag: str | None = None
+    last_modified: str | None = None
+    lastmod: str | None = None
+    title: str = ""
+    text: str = ""
+    text_hash: str | None = None
+    simhash: int | None = None  # unsigned 64-bit
+    words: int = 0
+    near_duplicate_of: str | None = None
+    signals: dict[str, Any] = field(default_factory=dict)
+    noindex: bool = False
+    ai_input: bool = True
+    language: str | None = None
+    links: int = 0
+    headers: dict[str, str] = field(default_factory=dict)  # lower-case names
+    body: bytes | None = None  # the copy, uncompressed; None: not loaded or not kept
+    body_length: int = 0
+    fresh_until: float | None = None
+    no_store: bool = False
+    revisit_interval: float = 0.0
+    due_at: float = 0.0
+    visits: int = 1
+    changes: int = 0
+    id: int | None = None
+
+    @property
+    def has_copy(self) -> bool:
+        return self.body_length > 0 or self.body is not None
+
+    @property
+    def has_validators(self) -> bool:
+        return bool(self.etag or self.last_modified)
+
+
+_COLUMNS = [f.name for f in fields(PageRecord) if f.name != "id"]
+_COLUMNS.insert(1, "origin")
+_LIGHT = [c for c in _COLUMNS if c != "body"]  # every column but the copy
+
+
+def _encode_row(rec: PageRecord, compress: Callable[[bytes], bytes]) -> tuple[Any, ...]:
+    values: list[Any] = []
+    for name in _COLUMNS:
+        if name == "origin":
+            values.append(origin_of(rec.canonical_url))
+        elif name == "body":
+            values.append(compress(rec.body) if rec.body is not None and not rec.no_store else None)
+        elif name in ("signals", "headers"):
+            values.append(json.dumps(getattr(rec, name), sort_keys=True))
+        elif name == "simhash":
+            values.append(None if rec.simhash is None else to_signed(rec.simhash))
+        elif name in ("noindex", "ai_input", "no_store"):
+            values.append(int(bool(getattr(rec, name))))
+        elif name == "body_length":  # of the copy kept (0: none)
+            kept = rec.body is not None and not rec.no_store
+            values.append(len(rec.body or b"") if kept else 0 if rec.no_store else rec.body_length)
+        else:
+            values.append(getattr(rec, name))
+    return tuple(values)
+
+
+def _decode_row(names: Sequence[str], row: Sequence[Any],
+                decompress: Callable[[bytes], bytes]) -> PageRecord:
+    data: dict[str, Any] = {}
+    for name, raw in zip(names, row, strict=True):
+        value = raw
+        if name == "origin":
+            continue
+        if name == "body":
+            value = decompress(bytes(raw)) if raw is not None else None
+        elif name in ("signals", "headers"):
+            value = json.loads(raw) if raw else {}
+        elif name == "simhash":
+            value = None if raw is None else from_signed(int(raw))
+        elif name in ("noindex", "ai_input", "no_store"):
+            value = bool(raw)
+        data[name] = value
+    return PageRecord(**data)
+
+
+class SQLPageBackend:
+    """The page store's SQL, shared by both dialects (``?`` placeholders here).
+
+    Not thread-safe: one thread uses one backend (see :class:`PageStore`).
+    """
+
+    dialect = "sqlite"
+
+    def __init__(self) -> None:
+        self._zc = zstandard.ZstdCompressor(level=ZSTD_LEVEL)
+        self._zd = zstandard.ZstdDecompressor()
+        self.in_transaction = False
+
+    # --- dialect hooks -------------------------------------------------------
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        raise NotImplementedError
+
+    def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        for row in rows:
+            self.execute(sql, row)
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def begin_sql(self) -> str:
+        return "BEGIN"
+
+    # --- transactions ----------------------------------------------------------
+    def migrate(self) -> list[int]:
+        return migrate(self.execute, self.dialect)
+
+    def begin(self) -> None:
+        if not self.in_transaction:
+            self.execute(self.begin_sql())
+            self.in_transaction = True
+
+    def commit(self) -> None:
+        if self.in_transaction:
+            self.execute("COMMIT")
+            self.in_transaction = False
+
+    def rollback(self) -> None:
+        if self.in_transaction:
+            self.execute("ROLLBACK")
+            self.in_transaction = False
+
+    # --- helpers ---------------------------------------------------------------
+    def _compress(self, data: bytes) -> bytes:
+        return self._zc.compress(data)
+
+    def _decompress(self, data: bytes) -> bytes:
+        return self._zd.decompress(data)
+
+    def _one(self, where: str, params: Sequence[Any], body: bool) -> PageRecord | None:
+        names = ["id", *(_COLUMNS if body else _LIGHT)]
+        rows = self.execute(f"SELECT {', '.join('p.' + n for n in names)} FROM pages p {where}",
+                            params)
+        if not rows:
+            return None
+        return _decode_row(names, rows[0], self._decompress)
+
+    # --- reads -------------------------------------------------------------------
+    def get(self, canonical_url: str, *, body: bool = False) -> PageRecord | None:
+        return self._one("WHERE p.canonical_url = ?", (canonical_url,), body)
+
+    def resolve(self, canonical_url: str, *, body: bool = False) -> PageRecord | None:
+        """The page stored under this canonical URL, or the one it is an alias of."""
+        rec = self.get(canonical_url, body=body)
+        if rec is not None:
+            return rec
+        return self._one("JOIN page_aliases a ON a.canonical_url = p.canonical_url "
+                         "WHERE a.alias_url = ?", (canonical_url,), body)
+
+    def alias_of(self, alias_url: str) -> tuple[str, str] | None:
+        rows = self.execute("SELECT canonical_url, reason FROM page_aliases WHERE alias_url = ?",
+                            (alias_url,))
+        return (rows[0][0], rows[0][1]) if rows else None
+
+    def first_with_text_hash(self, text_hash: str, exclude: str) -> str | None:
+        rows = self.execute("SELECT canonical_url FROM pages WHERE text_hash = ? "
+                            "AND canonical_url <> ? ORDER BY id LIMIT 1", (text_hash, exclude))
+        return rows[0][0] if rows else None
+
+    def fingerprints(self) -> Iterator[tuple[str, int, str | None]]:
+        rows = self.execute("SELECT canonical_url, simhash, near_duplicate_of FROM pages "
+                            "WHERE simhash IS NOT NULL AND words >= ? ORDER BY id", (MIN_WORDS,))
+        for canonical, h, root in rows:
+            yield canonical, from_signed(int(h)), root
+
+    def due_urls(self, origin: str, now: float, limit: int = 1000) -> list[str]:
+        rows = self.execute("SELECT canonical_url FROM pages WHERE origin = ? AND due_at <= ? "
+                            "AND (fresh_until IS NULL OR fresh_until <= ?) ORDER BY due_at LIMIT ?",
+                            (origin, now, now, limit))
+        return [r[0] for r in rows]
+
+    def iter_pages(self, batch: int = 500) -> Iterator[PageRecord]:
+        """Every stored page (without its copy), in the order stored."""
+        last = 0
+        names = ["id", *_LIGHT]
+        while True:
+            rows = self.execute(f"SELECT {', '.join(names)} FROM pages WHERE id > ? "
+                                "ORDER BY id LIMIT ?", (last, batch))
+            if not rows:
+                return
+            for row in rows:
+                rec = _decode_row(names, row, self._decompress)
+                last = rec.id or last
+                yield rec
+
+    def count(self) -> int:
+        return int(self.execute("SELECT COUNT(*) FROM pages")[0][0])
+
+    def count_aliases(self) -> int:
+        return int(self.execute("SELECT COUNT(*) FROM page_aliases")[0][0])
+
+    # --- writes (inside a transaction: call begin() first) ---------------------------
+    def put(self, rec: PageRecord) -> None:
+        """Insert or replace the page stored under ``rec.canonical_url``."""
+        cols = ", ".join(_COLUMNS)
+        marks = ", ".join("?" for _ in _COLUMNS)
+        updates = ", ".join(f"{c} = excluded.{c}" for c in _COLUMNS if c != "canonical_url")
+        self.execute(f"INSERT INTO pages ({cols}) VALUES ({marks}) "
+                     f"ON CONFLICT (canonical_url) DO UPDATE SET {updates}",
+                     _encode_row(rec, self._compress))
+        # A URL stored as a page of its own is no longer an alias of another.
+        self.execute("DELETE FROM page_aliases WHERE alias_url = ?", (rec.canonical_url,))
+
+    def revisited(self, canonical_url: str, *, fetched_at: float, headers: dict[str, str],
+                  etag: str | None, last_modified: str | None, fresh_until: float | None,
+                  revisit_interval: float, due_at: float) -> None:
+        """A visit that found the stored copy current (304, or the same text)."""
+        self.execute(
+            "UPDATE pages SET fetched_at = ?, headers = ?, etag = ?, last_modified = ?, "
+            "fresh_until = ?, revisit_interval = ?, due_at = ?, visits = visits + 1 "
+            "WHERE canonical_url = ?",
+            (fetched_at, json.dumps(headers, sort_keys=True), etag, last_modified, fresh_until,
+             revisit_interval, due_at, canonical_url))
+
+    def add_alias(self, alias_url: str, canonical_url: str, reason: str, seen_at: float) -> None:
+        if alias_url == canonical_url:
+            return
+        self.execute("INSERT INTO page_aliases (alias_url, canonical_url, reason, seen_at) "
+                     "VALUES (?, ?, ?, ?) ON CONFLICT (alias_url) DO UPDATE SET "
+                     "canonical_url = excluded.canonical_url, reason = excluded.reason, "
+                     "seen_at = excluded.seen_at", (alias_url, canonical_url, reason, seen_at))
+
+    def delete(self, canonical_url: str) -> None:
+        self.execute("DELETE FROM pages WHERE canonical_url = ?", (canonical_url,))
+
+
+# --------------------------------------------------------------------------------------
+# Near duplicates: the fingerprints of stored pages, searchable.
+
+
+class NearDuplicates:
+    """Stored pages' SimHashes and the first page of each one's cluster."""
+
+    def __init__(self, max_distance: int) -> None:
+        self.index = SimHashIndex(max_distance)
+        self._urls: list[str] = []
+        self._root: list[int] = []  # position of the first page of the cluster
+        self._pos: dict[str, int] = {}
+
+    def load(self, rows: Iterator[tuple[str, int, str | None]]) -> None:
+        for canonical, h, root in rows:
+            root_pos = self._pos.get(root) if root else None
+            self._add(canonical, h, root_pos)
+
+    def _add(self, canonical: str, h: int, root_pos: int | None) -> int:
+        old = self._pos.get(canonical)
+        if old is not None:
+            self.index.remove(old)
+        pos = self.index.add(h)
+        self._urls.append(canonical)
+        self._root.append(pos if root_pos is None else root_pos)
+        self._pos[canonical] = pos
+        return pos
+
+    def link(self, canonical: str, h: int) -> str | None:
+        """Add a page; returns the first page of the cluster it joins, or None."""
+        own = self._pos.get(canonical)
+        roots = {self._root[p] for p in self.index.near(h) if p != own}
+        # The first page of the cluster: the earliest stored (not this page itself).
+        roots = {r for r in roots if self._urls[r] != canonical}
+        root_pos = min(roots) if roots else None
+        self._add(canonical, h, root_pos)
+        return self._urls[root_pos] if root_pos is not None else None
+
+    def forget(self, canonical: str) -> None:
+        pos = self._pos.pop(canonical, None)
+        if pos is not None:
+            self.index.remove(pos)
+
+    def __len__(self) -> int:
+        return len(self._pos)
+
+
+@dataclass(frozen=True)
+class DedupeResult:
+    duplicate_of: str | None = None  # exact duplicate: an alias of this page now
+    near_duplicate_of: str | None = None  # first page of its near-duplicate cluster
+
+
+# --------------------------------------------------------------------------------------
+# The store a crawl uses: one backend on one thread.
+
+_STOP = object()
+
+
+class PageStore:
+    """A page backend on a thread of its own, with batched commits.
+
+    ``call(fn, *args)`` runs ``fn(backend, *args)`` on the store thread and
+    returns a :class:`concurrent.futures.Future`; ``write=True`` marks a write
+    (run under a savepoint, counted toward the batch). :mod:`.aio` awaits these.
+    """
+
+    def __init__(self, factory: Callable[[], SQLPageBackend], *, batch_size: int = 200,
+                 flush_interval: float = 1.0, max_distance: int = 8,
+                 reader_factory: Callable[[], SQLPageBackend] | None = None,
+                 on_commit: Callable[[int], None] | None = None) -> None:
+        self.batch_size = max(1, batch_size)
+        self.flush_interval = flush_interval
+        self.max_distance = max_distance
+        self.on_commit = on_commit
+        self._factory = factory
+        self._reader_factory = reader_factory or factory
+        self._reader: SQLPageBackend | None = None
+        self._reader_lock = threading.Lock()
+        self._jobs: queue.Queue[Any] = queue.Queue()
+        self._pending = 0
+        self._since = 0.0
+        self._committed = 0
+        self._near: NearDuplicates | None = None
+        self._claims: dict[str, str] = {}  # text hash -> canonical URL, not written yet
+        self._ready: Future[None] = Future()
+        self._thread = threading.Thread(target=self._run, name="polite-page-store", daemon=True)
+        self._closed = False
+        self._thread.start()
+        self._ready.result()  # open errors surface here
+
+    # --- the store thread ------------------------------------------------------------
+    def _run(self) -> None:
+        try:
+            backend = self._factory()
+            backend.migrate()
+        except BaseException as exc:
+            self._ready.set_exception(exc)
+            return
+        self._ready.set_result(None)
+        self.backend = backend
+        n = 0
+        while True:
+            timeout = None
+            if self._pending:
+                timeout = max(0.0, self._since + self.flush_interval - time.monotonic())
+            try:
+                job = self._jobs.get(timeout=timeout)
+            except queue.Empty:
+                self._commit(backend)
+                continue
+            if job is _STOP:
+                break
+            fn, args, write, future = job
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                if write:
+                    backend.begin()
+                    n += 1
+                    backend.execute(f"SAVEPOINT w{n % 2}")
+                    try:
+                        result = fn(backend, *args)
+                    except BaseException:
+                        backend.execute(f"ROLLBACK TO SAVEPOINT w{n % 2}")
+                        backend.execute(f"RELEASE SAVEPOINT w{n % 2}")
+                        raise
+                    backend.execute(f"RELEASE SAVEPOINT w{n % 2}")
+                    if not self._pending:
+                        self._since = time.monotonic()
+                    self._pending += 1
+                else:
+                    result = fn(backend, *args)
+            except BaseException as exc:
+                future.set_exception(exc)
+            else:
+                future.set_result(result)
+            if self._pending and (self._pending >= self.batch_size
+                                  or time.monotonic() - self._since >= self.flush_interval):
+                self._commit(backend)
+        self._commit(backend)
+        backend.close()
+
+    def _commit(self, backend: SQLPageBackend) -> None:
+        if not self._pending:
+            return
+        try:
+            backend.commit()
+        except Exception:
+            logger.exception("Page store commit failed; %(n)d writes lost", {"n": self._pending})
+            backend.rollback()
+            self._pending = 0
+            return
+        self._committed += self._pending
+        self._pending = 0
+        if self.on_commit is not None:
+            self.on_commit(self._committed)
+
+    # --- submitting --------------------------------------------------------------------
+    def call(self, fn: Callable[..., T], *args: Any, write: bool = False) -> Future[T]:
+        future: Future[T] = Future()
+        if self._closed:
+            future.set_exception(RuntimeError("page store closed"))
+            return future
+        self._jobs.put((fn, args, write, future))
+        return future
+
+    def flush(self) -> Future[None]:
+        """Commit the open batch now."""
+        def _flush(backend: SQLPageBackend) -> None:
+            self._commit(backend)
+        return self.call(_flush)
+
+    def close(self, timeout: float | None = 60.0) -> None:
+        """Commit what is pending and stop the thread (blocks: call off the reactor or at exit)."""
+        if self._closed:
+            return
+        self._closed = True
+        self._jobs.put(_STOP)
+        self._thread.join(timeout)
+        with self._reader_lock:
+            if self._reader is not None:
+                self._reader.close()
+                self._reader = None
+
+    @property
+    def committed(self) -> int:
+        return self._committed
+
+    # --- synchronous lookups (committed data; any thread) ----------------------------------
+    def lookup(self, canonical_url: str, *, body: bool = False) -> PageRecord | None:
+        """The committed record for a canonical URL (or its alias target), on this thread."""
+        with self._reader_lock:
+            if self._reader is None:
+                self._reader = self._reader_factory()
+            return self._reader.resolve(canonical_url, body=body)
+
+    # --- operations run on the store thread ----------------------------------------------
+    def get(self, canonical_url: str, *, body: bool = False) -> Future[PageRecord | None]:
+        return self.call(lambda b: b.resolve(canonical_url, body=body))
+
+    def dedupe(self, canonical_url: str, text_hash: str | None, simhash: int | None,
+               words: int, now: float) -> Future[DedupeResult]:
+        return self.call(self._dedupe, canonical_url, text_hash, simhash, words, now, write=True)
+
+    def _dedupe(self, backend: SQLPageBackend, canonical: str,  # noqa: PLR0917
+                text_hash: str | None, simhash: int | None, words: int,
+                now: float) -> DedupeResult:
+        if text_hash:
+            first = self._claims.get(text_hash)
+            if first is None or first == canonical:
+                first = backend.first_with_text_hash(text_hash, canonical)
+            if first is not None and first != canonical:
+                backend.add_alias(canonical, first, "duplicate", now)
+                backend.delete(canonical)
+                if self._near is not None:
+                    self._near.forget(canonical)
+                return DedupeResult(duplicate_of=first)
+            self._claims[text_hash] = canonical
+        if simhash is None or words < MIN_WORDS:
+            return DedupeResult()
+        if self._near is None:
+            self._near = NearDuplicates(self.max_distance)
+            self._near.load(backend.fingerprints())
+        return DedupeResult(near_duplicate_of=self._near.link(canonical, simhash))
+
+    def save(self, rec: PageRecord, aliases: Sequence[tuple[str, str]] = ()) -> Future[None]:
+        """Store a page (and the URLs that are aliases of it: ``(url, reason)``)."""
+        return self.call(self._save, rec, aliases, write=True)
+
+    def _save(self, backend: SQLPageBackend, rec: PageRecord,
+              aliases: Sequence[tuple[str, str]]) -> None:
+        backend.put(rec)
+        if rec.text_hash and self._claims.get(rec.text_hash) == rec.canonical_url:
+            del self._claims[rec.text_hash]
+        for url, reason in aliases:
+            if url != rec.canonical_url:
+                backend.add_alias(url, rec.canonical_url, reason, rec.fetched_at)
+
+    def record_visit(self, rec: PageRecord, aliases: Sequence[tuple[str, str]],
+                     bounds: Bounds) -> Future[str]:
+        """Store a fetched page, its revisit interval following its change.
+
+        Returns ``"new"``, ``"changed"`` or ``"unchanged"`` (same main text and title).
+        """
+        return self.call(self._record_visit, rec, aliases, bounds, write=True)
+
+    def _record_visit(self, backend: SQLPageBackend, rec: PageRecord,
+                      aliases: Sequence[tuple[str, str]], bounds: Bounds) -> str:
+        old = backend.get(rec.canonical_url)
+        changed: bool | None = None
+        if old is not None:
+            changed = (old.text_hash, old.title) != (rec.text_hash, rec.title)
+            rec.visits = old.visits + 1
+            rec.changes = old.changes + int(changed)
+        rec.revisit_interval = bounds.next(old.revisit_interval if old else None, changed)
+        rec.due_at = rec.fetched_at + rec.revisit_interval
+        self._save(backend, rec, aliases)
+        return "new" if changed is None else "changed" if changed else "unchanged"
+
+    def record_not_modified(self, canonical_url: str, *, fetched_at: float,
+                            headers: dict[str, str], fresh_until: float | None,
+                            bounds: Bounds) -> Future[bool]:
+        """A 304 for a stored page: a visit that found no change. False if nothing is stored."""
+        return self.call(self._record_not_modified, canonical_url, fetched_at, headers,
+                         fresh_until, bounds, write=True)
+
+    def _record_not_modified(self, backend: SQLPageBackend, canonical_url: str,  # noqa: PLR0917
+                             fetched_at: float, headers: dict[str, str],
+                             fresh_until: float | None, bounds: Bounds) -> bool:
+        old = backend.resolve(canonical_url)
+        if old is None:
+            return False
+        interval = bounds.next(old.revisit_interval, False)
+        backend.revisited(old.canonical_url, fetched_at=fetched_at, headers=headers,
+                          etag=headers.get("etag") or old.etag,
+                          last_modified=headers.get("last-modified") or old.last_modified,
+                          fresh_until=fresh_until, revisit_interval=interval,
+                          due_at=fetched_at + interval)
+        return True
+
+    def add_alias(self, alias_url: str, canonical_url: str, reason: str,
+                  seen_at: float) -> Future[None]:
+        return self.call(lambda b: b.add_alias(alias_url, canonical_url, reason, seen_at),
+                         write=True)
+
+
+# --------------------------------------------------------------------------------------
+# Opening the store for a crawl.
+
+
+def backend_factory(uri: str, sqlite_path: str) -> Callable[[], SQLPageBackend]:
+    """A factory of backends for POLITE_STORE ``uri`` (empty: SQLite at ``sqlite_path``)."""
+    if uri.startswith(("postgresql://", "postgres://")):
+        from polite_crawler.store.postgres import PostgresPageBackend
+
+        return lambda: PostgresPageBackend(uri)
+    from polite_crawler.store.sqlite import SQLitePageBackend
+
+    path = uri.removeprefix("sqlite:///") if uri.startswith("sqlite:///") else sqlite_path
+    return lambda: SQLitePageBackend(path)
+
+
+def open_store(settings: BaseSettings) -> PageStore:
+    from polite_crawler.store.paths import state_db_path
+
+    uri = settings.get("POLITE_STORE") or ""
+    factory = backend_factory(uri, str(state_db_path(settings)))
+    return PageStore(factory,
+                     batch_size=settings.getint("POLITE_STORE_BATCH", 200),
+                     flush_interval=settings.getfloat("POLITE_STORE_FLUSH", 1.0),
+                     max_distance=settings.getint("POLITE_SIMHASH_DISTANCE", 8))
+
+
+def page_store(crawler: Crawler) -> PageStore:
+    """The crawl's page store (``polite_context(crawler).pages``), opened on first use.
+
+    Closed (pending writes committed) when the spider closes.
+    """
+    from scrapy import signals
+
+    from polite_crawler.context import polite_context
+
+    ctx = polite_context(crawler)
+    if ctx.pages is None:
+        store = open_store(crawler.settings)
+        ctx.pages = store
+
+        async def _close() -> None:
+            from scrapy.utils.asyncio import run_in_thread
+
+            await run_in_thread(store.close)  # commits the open batch without blocking
+
+        crawler.signals.connect(_close, signal=signals.spider_closed, weak=False)
+    store_: PageStore = ctx.pages
+    return store_
+
+
+__all__ = [
+    "DedupeResult",
+    "NearDuplicates",
+    "PageRecord",
+    "PageStore",
+    "SQLPageBackend",
+    "backend_factory",
+    "open_store",
+    "page_store",
+]
