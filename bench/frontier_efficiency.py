@@ -175,6 +175,8 @@ class Result:
     min_gap: float
     median_gap: float
     p99_gap: float
+    ramp: float
+
 
     def line(self, rest: float, n: int) -> str:
         return (
@@ -183,7 +185,8 @@ class Result:
             f"first vs ideal {n / rest:.1f}/s -> efficiency {self.efficiency:.3f}; "
             f"violations: {self.overlaps} overlaps, {self.short} rests < R "
             f"({self.short_1pct} < 0.99 R); gaps min {self.min_gap:.3f} median "
-            f"{self.median_gap:.3f} p99 {self.p99_gap:.3f}s"
+            f"{self.median_gap:.3f} p99 {self.p99_gap:.3f}s; first requests spread over "
+            f"{self.ramp:.2f}s"
         )
 
 
@@ -210,6 +213,7 @@ def measure(name: str, lines: list[tuple[str, str, float, float]], n: int, rest:
         (len(lines) - len(by_host)) / span / (n / rest), overlaps, short, short_1pct,
         gaps[0] if gaps else 0.0, statistics.median(gaps) if gaps else 0.0,
         gaps[int(0.99 * (len(gaps) - 1))] if gaps else 0.0,
+        max(v[0][0] for v in by_host.values()) - min(v[0][0] for v in by_host.values()),
     )
 
 
@@ -237,6 +241,8 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--pages", type=int, default=5)
     ap.add_argument("--rest", type=float, default=2.0)
     ap.add_argument("--skip-stock", action="store_true")
+    ap.add_argument("-s", dest="extra", action="append", default=[],
+                    help="NAME=VALUE, an extra setting for the polite crawl")
     a = ap.parse_args(argv)
     _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
@@ -265,9 +271,13 @@ def main(argv: list[str]) -> int:
                 [py, "-m", "scrapy", "crawl", "site", "-a", f"urls={urls}",
                  "-s", f"POLITE_REST_PAGE={rest}", "-s", "POLITE_JITTER=0",
                  "-s", f"POLITE_STATE_DIR={tmp / 'state'}", "-s", "LOG_LEVEL=INFO",
-                 "-s", f"LOG_FILE={tmp / 'polite.log'}"],
+                 "-s", f"LOG_FILE={tmp / 'polite.log'}",
+                 *[x for kv in a.extra for x in ("-s", kv)]],
                 cwd=ROOT, env=env, check=True)
             runs.append(("polite_crawler", t0, time.time()))
+            for line in (tmp / "polite.log").read_text().splitlines():
+                if "'polite/frontier/" in line or "'scheduler/" in line:
+                    print("   ", line.strip(), flush=True)
             if not a.skip_stock:
                 t0 = time.time()
                 subprocess.run(

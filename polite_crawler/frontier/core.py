@@ -52,7 +52,9 @@ ROBOTS_FETCH_CAP = 20
 # An origin enters the heap this long after its eligible time: the server stamps the
 # end of an answer after its write returns, which can be a little after the crawler
 # has read it; a few milliseconds keep the rest the server sees whole.
-DISPATCH_MARGIN = 0.005
+DISPATCH_MARGIN = 0.02
+# An origin served this much after it became eligible counts as a late dispatch.
+LATE = 0.5
 # How long a settled request may wait for the spider to finish with it before the
 # frontier counts it done anyway (a path that never reports back).
 DONE_GRACE = 300.0
@@ -119,6 +121,7 @@ class Frontier:
         self.pending = 0  # queued rows plus transient objects, over origins not stopped
         self._settled_rows: dict[int, float] = {}  # row id -> settle time, until done
         self._floor_warned = False
+        self._opened = clock()
         self._public_params, raised = floor_params(config.params)
         self._raised = raised
 
@@ -218,11 +221,14 @@ class Frontier:
         now = self.clock()
         heap = self._heap
         while heap and heap[0][0] <= now:
-            _at, seq, origin = heapq.heappop(heap)
+            at, seq, origin = heapq.heappop(heap)
             rec = self._origins.get(origin)
             if rec is None or rec.heap_seq != seq:
                 continue
             rec.heap_seq = None
+            if now - at > LATE and at > self._opened:
+                # The process did not keep up (a blocked reactor, too many origins).
+                self.count("polite/frontier/late_dispatch", 1)
             found = self._dispatch(origin, rec, now)
             if found is not None:
                 return found

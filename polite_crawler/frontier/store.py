@@ -7,8 +7,11 @@ Two files, two owners:
   seen, and the origins it stopped. One open transaction, committed when a request is
   done (so a request's children and its own removal land together) and on every
   checkpoint. After a crash, rows that were in flight go back to the queue.
-* :class:`OriginStore`, in the shared state DB (``store.paths``): per-origin timing,
-  failure and budget state, and a lease with an expiry. Every job on the machine reads
+* :class:`OriginStore`, in the shared state directory (``store.paths.state_dir``, file
+  :data:`ORIGINS_DB`): per-origin timing, failure and budget state, and a lease with an
+  expiry. Its own file, not ``polite.sqlite3``: the reactor thread writes it on every
+  dispatch and settle, so no other writer may hold its lock for long (the page store
+  batches its writes in transactions of up to a second). Every job on the machine reads
   and writes the same rows, so one request in flight per origin and the rests hold
   across processes: a job takes the origin's lease (in one short transaction) before it
   dispatches, and gives it back with the new next-allowed time when the exchange ends.
@@ -32,6 +35,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
 
 QUEUED, IN_FLIGHT = 0, 1
+ORIGINS_DB = "polite-origins.sqlite3"
 
 _QUEUE_SCHEMA = """
 CREATE TABLE IF NOT EXISTS frontier_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
