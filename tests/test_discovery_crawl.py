@@ -175,3 +175,127 @@ async def test_rel_canonical_is_the_identity(web_factory, tmp_path) -> None:
     assert items[web.url(B, "/print")]["canonical_url"] == web.url(B, "/article")
     assert items[web.url(B, "/other")]["canonical_url"] == web.url(B, "/other")  # other host
     assert web.entries(B, "/article") == []
+
+
+@pytest_twisted.ensureDeferred
+async def test_host_case_aliases_fetched_once(web_factory, tmp_path) -> None:
+    # "localhost" is a name with letters to spell in other cases (served on 127.0.0.1).
+    def home(req: Any) -> Any:
+        from polite_crawler.web.server import Resp, page
+
+        port = req.port
+        return Resp(200, page("Home", "home text", [
+            f"http://LOCALHOST:{port}/x", f"http://LocalHost:{port}/x?utm_source=a",
+            f"HTTP://localhost.:{port}/x#frag", f"http://localhost:{port}/y"]))
+
+    from polite_crawler.web.server import page
+
+    web = web_factory({"127.0.0.1": Site({"/": home, "/x": page("X", "x text", ["/"]),
+                                          "/y": page("Y", "y text", ["/x"])})})
+    result = await run_crawl(SiteSpider, _settings(tmp_path, "frontier"),
+                             url=f"http://localhost:{web.port}/")
+    paths = Counter(e.path for e in web.entries("127.0.0.1"))
+    assert paths["/x"] == 1
+    assert paths["/y"] == 1
+    assert paths["/"] == 1
+    assert {i["url"] for i in result.items} == {
+        f"http://localhost:{web.port}{p}" for p in ("/", "/x", "/y")}
+
+
+@pytest_twisted.ensureDeferred
+async def test_sitemap_that_never_answers_does_not_stall_links(web_factory, tmp_path,
+                                                               scheduler) -> None:
+    # robots.txt disallows the sitemap it names: the request never leaves the frontier
+    # (stock: robots.txt is only read for Sitemap lines, so it is fetched and 404s).
+    from polite_crawler.web.server import page
+
+    web = web_factory({B: Site({
+        "/robots.txt": "User-agent: *\nDisallow: /private-sitemap.xml\n"
+                       "Sitemap: /private-sitemap.xml\n",
+        "/": page("Home", "home text", ["/a"]),
+        "/a": page("A", "a text", ["/b"]),
+        "/b": page("B", "b text", []),
+    })})
+    result = await run_crawl(SiteSpider, _settings(tmp_path, scheduler), url=web.url(B))
+    assert {i["url"] for i in result.items} == {web.url(B, p) for p in ("/", "/a", "/b")}
+    if scheduler == "frontier":
+        assert web.entries(B, "/private-sitemap.xml") == []
+
+
+# --- the trap middleware on its own --------------------------------------------------
+
+def _middleware(**settings: Any) -> Any:
+    from scrapy.utils.test import get_crawler
+
+    from polite_crawler.middlewares.traps import TrapMiddleware
+    from tests.crawl import project_settings_dict
+
+    crawler = get_crawler(SiteSpider, project_settings_dict(**settings))
+    crawler._apply_settings()
+    return TrapMiddleware.from_crawler(crawler), crawler
+
+
+def test_middleware_drops_by_reason_and_counts() -> None:
+    from scrapy import Request
+    from scrapy.http import HtmlResponse
+
+    mw, crawler = _middleware(POLITE_MAX_DEPTH=2, POLITE_STRIP_PARAMS=["ref"])
+    parent = HtmlResponse("http://e.org/p", body=b"<html><body>x</body></html>",
+                          request=Request("http://e.org/p", meta={"polite_depth": 2}))
+    ok = mw.get_processed_request(Request("http://e.org/q", meta={"polite_depth": 1}), parent)
+    assert ok is not None and ok.meta["polite_depth"] == 1
+    assert mw.get_processed_request(Request("http://e.org/deep"), parent) is None  # depth 3
+    parent.meta["polite_depth"] = 0
+    many = "&".join(f"p{i}=1" for i in range(6))
+    cases = {
+        "query_params": f"http://e.org/s?{many}",
+        "repeated_segment": "http://e.org/a/b/a/b/a",
+        "url_length": "http://e.org/" + "z" * 2000,
+    }
+    for url in cases.values():
+        assert mw.get_processed_request(Request(url), parent) is None
+    # Tracking and POLITE_STRIP_PARAMS parameters do not count.
+    tracked = "http://e.org/s?a=1&b=2&c=3&d=4&e=5&utm_source=x&ref=y"
+    assert mw.get_processed_request(Request(tracked), parent) is not None
+    # Discovery requests (sitemaps) skip the URL rules; start requests are depth 0.
+    sitemap = Request(f"http://e.org/s?{many}", meta={"polite_discovery": "sitemap"})
+    assert mw.get_processed_request(sitemap, parent) is not None
+    start = mw.get_processed_request(Request("http://e.org/a/a/a"), None)
+    assert start is not None and start.meta["polite_depth"] == 0
+    stats = crawler.stats.get_stats()
+    assert stats["polite/traps/depth"] == 1
+    for reason in cases:
+        assert stats[f"polite/traps/{reason}"] == 1
+
+
+def test_middleware_stops_an_origin_of_repeats() -> None:
+    from scrapy import Request
+    from scrapy.http import HtmlResponse
+
+    mw, crawler = _middleware(POLITE_YIELD_WINDOW=10)
+    body = b"<html><body><p>" + b"the same words on every page of this origin " * 20 + b"</p>"
+    for i in range(12):
+        response = HtmlResponse(f"http://loop.example/{i}", body=body,
+                                request=Request(f"http://loop.example/{i}"))
+        mw.process_spider_input(response)
+    assert mw.monitor.stopped("http://loop.example")
+    assert not mw.monitor.stopped("http://other.example")
+    assert mw.get_processed_request(Request("http://loop.example/new"), response) is None
+    stats = crawler.stats.get_stats()
+    assert stats["polite/traps/stopped/low_yield"] == 1
+    assert stats["polite/traps/low_yield"] == 1
+
+
+@pytest_twisted.ensureDeferred
+async def test_rel_nofollow_links_not_followed(web_factory, tmp_path) -> None:
+    from polite_crawler.web.server import page
+
+    home = page("Home", "home text", ["/a"]).replace(
+        b"</main>", b'<a href="/secret" rel="nofollow">s</a><a href="/b" rel="nofollow">b</a>'
+                    b'<a href="/b#again">b</a></main>')
+    web = web_factory({B: Site({"/": home, "/a": page("A", "a", []), "/b": page("B", "b", []),
+                                "/secret": page("S", "s", [])})})
+    result = await run_crawl(SiteSpider, _settings(tmp_path, "frontier"), url=web.url(B))
+    assert {i["url"] for i in result.items} == {web.url(B, p) for p in ("/", "/a", "/b")}
+    assert web.entries(B, "/secret") == []
+    assert result.stats["polite/discovery/rel_nofollow"] == 1

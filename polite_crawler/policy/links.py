@@ -26,7 +26,7 @@ _WS = re.compile(r"[\t\n\r]")
 
 @dataclass(frozen=True, slots=True)
 class Link:
-    """An absolute http(s) URL as the page wrote it (joined, not canonical)."""
+    """An absolute http(s) URL as the page wrote it (joined, fragment dropped, not canonical)."""
 
     url: str
     nofollow: bool = False  # every anchor to it had rel="nofollow"
@@ -70,7 +70,9 @@ class _Joiner:
     def __call__(self, href: str) -> str | None:
         if "\t" in href or "\n" in href or "\r" in href:
             href = _WS.sub("", href)
-        if not href or href[0] == "#":
+        if "#" in href:  # a fragment never reaches the server
+            href = href.split("#", 1)[0]
+        if not href:
             return None
         if href[0] == "/":
             if href.startswith("//"):
@@ -104,7 +106,7 @@ def extract_links(
     >>> got.title, got.canonical
     ('Hi', 'http://example.org/c')
     >>> for link in got.links: print(link.url, link.nofollow)
-    http://example.org/dir/b?x=1#f False
+    http://example.org/dir/b?x=1 False
     http://cdn.example/i True
     http://example.org/map False
     """

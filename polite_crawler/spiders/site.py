@@ -359,6 +359,7 @@ class SiteSpider(scrapy.Spider):
                              max_links=self.max_links)
         if page.dropped:
             self._inc("polite/discovery/links_over_cap", page.dropped)
+        self._share_rel_nofollow(response, page)
         yield self.build_item(response, page)
         if response.meta.get("polite_nofollow"):
             return  # the page's meta robots / X-Robots-Tag said nofollow
@@ -377,6 +378,23 @@ class SiteSpider(scrapy.Spider):
                 yield request
             else:
                 disc.held[request.url] = request
+
+    @staticmethod
+    def _share_rel_nofollow(response: Response, page: PageLinks) -> None:
+        """Hand the page-rules middleware the rel=nofollow-only URLs we already know.
+
+        It would otherwise parse the page a second time to find them
+        (``_polite_rel_nofollow`` is its cache on the response meta).
+        """
+        nofollow: set[str] = set()
+        followable: set[str] = set()
+        if any(link.nofollow for link in page.links):
+            for link in page.links:
+                try:
+                    (nofollow if link.nofollow else followable).add(canonicalize(link.url))
+                except URLError:
+                    continue
+        response.meta.setdefault("_polite_rel_nofollow", frozenset(nofollow - followable))
 
     def page_failed(self, failure: Failure) -> Iterator[Any]:
         request = failure.request  # type: ignore[attr-defined]
