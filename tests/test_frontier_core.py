@@ -110,7 +110,7 @@ def test_one_in_flight_and_rest_from_the_end(tmp_path: Path, clock: Clock) -> No
     assert env.f.next_eligible() == at(T0 + 0.4 + 2.0)
     clock.t += 1.99
     assert env.f.pop() is None
-    clock.t += 0.02
+    clock.t += 0.02 + DISPATCH_MARGIN
     d2 = env.f.pop()
     assert d2 is not None and d2.row is not None and d2.row.url == "http://127.0.0.1/2"
     env.close()

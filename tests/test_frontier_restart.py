@@ -63,7 +63,8 @@ def crawl_cmd(web: Any, tmp: Path) -> list[str]:
 
 
 def content(entries: list[Any]) -> list[Any]:
-    return [e for e in entries if e.path != "/robots.txt"]
+    """The pages (not robots.txt, not the sitemaps discovery asks for)."""
+    return [e for e in entries if e.path != "/robots.txt" and not e.path.startswith("/sitemap")]
 
 
 @pytest.mark.slow

@@ -52,7 +52,7 @@ ROBOTS_FETCH_CAP = 20
 # An origin enters the heap this long after its eligible time: the server stamps the
 # end of an answer after its write returns, which can be a little after the crawler
 # has read it; a few milliseconds keep the rest the server sees whole.
-DISPATCH_MARGIN = 0.02
+DISPATCH_MARGIN = 0.01
 # An origin served this much after it became eligible counts as a late dispatch.
 LATE = 0.5
 # How long a settled request may wait for the spider to finish with it before the
