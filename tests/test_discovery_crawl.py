@@ -299,3 +299,4 @@ async def test_rel_nofollow_links_not_followed(web_factory, tmp_path) -> None:
     assert {i["url"] for i in result.items} == {web.url(B, p) for p in ("/", "/a", "/b")}
     assert web.entries(B, "/secret") == []
     assert result.stats["polite/discovery/rel_nofollow"] == 1
+

@@ -90,6 +90,13 @@ def yield_monitor(crawler: Crawler) -> YieldMonitor:
     return monitor
 
 
+def _origin(url: str) -> str | None:
+    try:
+        return origin_of(url)
+    except ValueError:  # a port out of range, a broken IPv6 literal
+        return None
+
+
 def trap_reason(request: Request, depth: int, limits: TrapLimits,
                 strip_params: list[str]) -> str | None:
     """Why ``request`` is a trap (see the module docstring), or None."""
@@ -135,7 +142,10 @@ class TrapMiddleware(BaseSpiderMiddleware):
                 frontier.stop(origin, LOW_YIELD)
 
     def get_processed_request(self, request: Request, response: Response | None) -> Request | None:
-        if self.monitor.stopped(origin_of(request.url)):
+        origin = _origin(request.url)
+        if origin is None:
+            return self._drop(request, "bad_url")
+        if self.monitor.stopped(origin):
             return self._drop(request, LOW_YIELD)
         meta = request.meta
         if response is None:
@@ -171,7 +181,7 @@ class TrapStopMiddleware:
     def process_request(self, request: Request) -> None:
         if request.meta.get("polite_robots"):
             return
-        if self.monitor.stopped(origin_of(request.url)):
+        if self.monitor.stopped(_origin(request.url) or ""):
             if self.crawler.stats is not None:
                 self.crawler.stats.inc_value(f"polite/traps/{LOW_YIELD}")
             raise IgnoreRequest(f"origin stopped ({LOW_YIELD})")
