@@ -300,3 +300,19 @@ async def test_rel_nofollow_links_not_followed(web_factory, tmp_path) -> None:
     assert web.entries(B, "/secret") == []
     assert result.stats["polite/discovery/rel_nofollow"] == 1
 
+
+
+@pytest_twisted.ensureDeferred
+async def test_start_url_redirected_to_another_host(web_factory, tmp_path) -> None:
+    from polite_crawler.web.server import Resp
+
+    old, new = "127.0.6.20", "127.0.6.21"
+    web = web_factory({
+        old: Site({"/": lambda req: Resp(301, headers={"Location": f"http://{new}:{req.port}/"})}),
+        new: FallbackSite(),
+    })
+    result = await run_crawl(SiteSpider, _settings(tmp_path, "frontier", POLITE_ALLOW_NETWORKS=[
+        "127.0.6.21/32"]), url=web.url(old))
+    assert {i["url"] for i in result.items} == {web.url(new, p) for p in FallbackSite().real}
+    assert [e.path for e in web.entries(old) if e.path != "/robots.txt"] == ["/"]
+    _fetched_once(web, new)

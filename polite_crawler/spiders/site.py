@@ -340,6 +340,12 @@ class SiteSpider(scrapy.Spider):
     def parse(self, response: Response, **kwargs: Any) -> Iterator[Any]:
         origin = origin_of(response.url)
         disc = self._disc(response.url)
+        for hop in response.meta.get("redirect_urls") or ():
+            # An origin that redirects its pages elsewhere (http -> https) has its
+            # sitemaps there too: nothing to discover under the old one.
+            moved = self._discovery.get(origin_of(hop))
+            if origin_of(hop) != origin and moved is not None and not moved.started:
+                moved.started = moved.done = True
         if not disc.started:
             yield from self._start_discovery(origin)
         # A redirect's target is known now, under its own canonical URL.
