@@ -52,15 +52,16 @@ class ArticleSite(Site):
         path = req.path.split("?", 1)[0]
         if path == "/robots.txt":
             return Resp(200, b"User-agent: *\nAllow: /\n", content_type="text/plain")
-        if path == "/":
-            links = sorted(self.texts) + sorted(self.extra)
-            return Resp(200, article_html("Index", "The index of all articles.", links))
         if path in self.extra:
             route = self.extra[path]
             return route(req) if callable(route) else route
-        if path not in self.texts:
+        if path == "/":
+            links = sorted(self.texts) + sorted(self.extra)
+            body = article_html("Index", "The index of all articles.", links)
+        elif path in self.texts:
+            body = self.body(path)
+        else:
             return Resp(404, b"<html><body>Not found</body></html>")
-        body = self.body(path)
         mtime = self.mtime + 1000 * self.version.get(path, 0)
         etag = etag_for(body)
         return Resp(

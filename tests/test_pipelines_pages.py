@@ -30,8 +30,9 @@ class PageSpider(SiteSpider):
                          title=base.get("title"), links=base.get("links"))
 
 
-def _settings(tmp_path: Any, **extra: Any) -> dict[str, Any]:
-    return {"POLITE_STATE_DIR": str(tmp_path), "JOBDIR": str(tmp_path / "job"), **extra}
+def _settings(tmp_path: Any, job: str = "job", **extra: Any) -> dict[str, Any]:
+    """Shared state (the page store) in tmp_path; each crawl a job of its own."""
+    return {"POLITE_STATE_DIR": str(tmp_path), "JOBDIR": str(tmp_path / job), **extra}
 
 
 def _store(tmp_path: Any) -> Any:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from polite_crawler.items import PageItem
-from polite_crawler.pipelines import NOT_REQUESTED, PagePipeline
+from polite_crawler.pipelines import PagePipeline
 from polite_crawler.policy.simhash import fingerprint
 from polite_crawler.policy.text import text_hash
 from polite_crawler.policy.urls import URLError, canonicalize
@@ -23,8 +23,6 @@ class PageIdentityPipeline(PagePipeline):
                 item["canonical_url"] = canonicalize(url)
             except URLError:
                 item["canonical_url"] = url
-        if item.get("revisit") == "not_modified" or item.get("revisit") in NOT_REQUESTED:
-            return item  # the stored copy: its fingerprints are stored already
         text = item.get("text") or ""
         if text.strip():
             item["text_hash"] = text_hash(text)

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING, TypeVar
 
-from scrapy.utils.defer import maybe_deferred_to_future
 from twisted.internet.defer import Deferred
 from twisted.python.failure import Failure
 
@@ -14,10 +14,23 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
+def _in_asyncio_task() -> bool:
+    try:
+        return asyncio.current_task() is not None
+    except RuntimeError:  # no running event loop
+        return False
+
+
 async def result(future: Future[T]) -> T:
-    """The result of a store-thread future, awaited without blocking the reactor."""
+    """The result of a store-thread future, awaited without blocking the reactor.
+
+    Works in coroutines that asyncio runs (Scrapy's, with the asyncio reactor)
+    and in those Twisted runs (``Deferred.fromCoroutine``).
+    """
     if future.done():
         return future.result()
+    if _in_asyncio_task():
+        return await asyncio.wrap_future(future)
     from twisted.internet import reactor
 
     d: Deferred[T] = Deferred()
@@ -30,4 +43,4 @@ async def result(future: Future[T]) -> T:
             d.callback(f.result())
 
     future.add_done_callback(lambda f: reactor.callFromThread(_fire, f))
-    return await maybe_deferred_to_future(d)
+    return await d

@@ -1,0 +1,178 @@
+"""Conditional requests: a revisit costs the site a 304, or nothing at all.
+
+Downloader middleware, order 900 (seed 002: "When the store has a copy of a
+page, the request includes its ETag and its Last-Modified date. A site that
+answers 304 Not Modified sends no body, and the crawler reads the stored copy
+again."). For every GET of a page the store knows (by canonical URL, or an
+alias of it), :func:`polite_crawler.policy.revisit.decide` says:
+
+* ``conditional``: the request carries ``If-None-Match`` (the stored ETag,
+  strong or weak as stored) and ``If-Modified-Since`` (the stored
+  Last-Modified). A 304 comes back as the stored copy (status, headers updated
+  from the 304 as RFC 9111 section 4.3.4 says, body), marked
+  ``meta["polite_not_modified"] = True``, ``meta["polite_revisit"] =
+  "not_modified"``: the pipelines record the visit without storing the page
+  again, and the spider follows its links as usual. A 304 for which the store
+  has no copy leads to exactly one unconditional request (``meta
+  ["polite_unconditional"]``), never a loop.
+* ``fresh`` (Cache-Control max-age / Expires still running), ``not_due`` (its
+  revisit interval has not passed) or ``lastmod`` (the sitemap's lastmod is not
+  newer than the copy): the request is not sent at all. The stored copy is
+  handed to the spider instead (marked as above, ``polite_revisit`` the
+  reason), so discovery still walks through the page's links and a new crawl of
+  a known site sends only what is due. The gate sees a response it never
+  dispatched and frees the origin without a rest. Without a stored copy
+  (``no-store``) the request is dropped (IgnoreRequest), counted.
+* ``fetch``: nothing usable is stored; the request goes out unchanged.
+
+``-a recrawl=all`` (the spider's ``recrawl`` attribute, or POLITE_RECRAWL =
+"all") revisits every page, still conditionally.
+
+Stats: ``polite/conditional/<decision>`` for every decision,
+``polite/conditional/not_modified`` (304s), ``polite/conditional/modified``
+(a new body came), ``polite/conditional/bytes_saved`` (stored body bytes a 304
+or a skipped request did not transfer), ``polite/conditional/unconditional_retry``.
+``meta["polite_saved_bytes"]`` is the stored copy's size, for the access log.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from scrapy.exceptions import IgnoreRequest
+from scrapy.http import Headers
+from scrapy.responsetypes import responsetypes
+
+from polite_crawler.context import polite_context
+from polite_crawler.items import FETCHED_AT, LASTMOD, NOT_MODIFIED, REVISIT, copy_headers
+from polite_crawler.policy.revisit import Decision, Known, decide, parse_lastmod
+from polite_crawler.policy.urls import URLError, canonicalize
+from polite_crawler.store.aio import result
+from polite_crawler.store.pages import page_store
+
+if TYPE_CHECKING:
+    from scrapy import Request
+    from scrapy.crawler import Crawler
+    from scrapy.http import Response
+
+    from polite_crawler.store.pages import PageRecord, PageStore
+
+logger = logging.getLogger(__name__)
+
+CONDITIONAL = "polite_conditional"  # canonical URL of the stored page a request revalidates
+UNCONDITIONAL = "polite_unconditional"  # never add validators (the retry after a 304 without copy)
+SAVED_BYTES = "polite_saved_bytes"
+_CONDITIONAL_HEADERS = (b"If-None-Match", b"If-Modified-Since")
+# Headers a 304 updates in the stored copy (RFC 9111 section 4.3.4; the others stay).
+_UPDATED_BY_304 = ("cache-control", "expires", "date", "etag", "last-modified", "age", "vary")
+
+
+class ConditionalRequestMiddleware:
+    def __init__(self, crawler: Crawler) -> None:
+        self.crawler = crawler
+        self.ctx = polite_context(crawler)
+        self.recrawl_setting = str(crawler.settings.get("POLITE_RECRAWL", "") or "")
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> ConditionalRequestMiddleware:
+        return cls(crawler)
+
+    @property
+    def store(self) -> PageStore:
+        return page_store(self.crawler)
+
+    def _inc(self, key: str, n: int = 1) -> None:
+        if self.crawler.stats is not None and n:
+            self.crawler.stats.inc_value(f"polite/conditional/{key}", n)
+
+    def _force(self) -> bool:
+        spider = getattr(self.crawler, "spider", None)
+        value = getattr(spider, "recrawl", None) or self.recrawl_setting
+        return str(value).lower() == "all"
+
+    # --- requests ---------------------------------------------------------------
+    async def process_request(self, request: Request) -> Response | None:
+        meta = request.meta
+        if meta.pop(CONDITIONAL, None) is not None:
+            # A copy of a request revalidated before (a redirect, a retry): decide afresh,
+            # the validators were another URL's or another time's.
+            for h in _CONDITIONAL_HEADERS:
+                request.headers.pop(h, None)
+        if (request.method != "GET" or meta.get("polite_robots") or meta.get(UNCONDITIONAL)
+                or any(h in request.headers for h in _CONDITIONAL_HEADERS)):
+            return None
+        try:
+            canonical = canonicalize(request.url)
+        except URLError:
+            return None
+        rec = await result(self.store.get(canonical))
+        known = None
+        if rec is not None:
+            known = Known(fetched_at=rec.fetched_at, due_at=rec.due_at,
+                          fresh_until=rec.fresh_until, has_copy=rec.has_copy,
+                          has_validators=rec.has_validators)
+        decision = decide(known, self.ctx.clock(), lastmod=parse_lastmod(meta.get(LASTMOD)),
+                          force=self._force())
+        self._inc(decision.value)
+        if decision is Decision.FETCH or rec is None:
+            return None
+        meta[SAVED_BYTES] = rec.body_length
+        if decision is Decision.CONDITIONAL:
+            if rec.etag:
+                request.headers[b"If-None-Match"] = rec.etag
+            if rec.last_modified:
+                request.headers[b"If-Modified-Since"] = rec.last_modified
+            meta[CONDITIONAL] = rec.canonical_url
+            return None
+        full = await result(self.store.get(rec.canonical_url, body=True))
+        if full is None or full.body is None:
+            self._inc(f"dropped/{decision.value}")
+            raise IgnoreRequest(f"not requested ({decision.value}) and no stored copy")
+        self._inc("bytes_saved", full.body_length)
+        logger.debug("Not requesting %(url)s (%(why)s): the stored copy serves",
+                     {"url": request.url, "why": decision.value})
+        return self._stored_response(request, full, decision.value, full.headers,
+                                     fetched_at=full.fetched_at)
+
+    # --- responses --------------------------------------------------------------
+    async def process_response(self, request: Request, response: Response) -> Request | Response:
+        stored_url = request.meta.get(CONDITIONAL)
+        if not stored_url:
+            return response
+        if response.status != 304:
+            self._inc("modified")
+            return response
+        rec = await result(self.store.get(stored_url, body=True))
+        if rec is None or rec.body is None:
+            # A 304 with nothing to reuse: ask once without validators.
+            self._inc("unconditional_retry")
+            logger.info("304 for %(url)s but no stored copy: fetching it once unconditionally",
+                        {"url": request.url})
+            retry = request.replace(dont_filter=True)
+            for h in _CONDITIONAL_HEADERS:
+                retry.headers.pop(h, None)
+            retry.meta.pop(CONDITIONAL, None)
+            retry.meta[UNCONDITIONAL] = True
+            return retry
+        self._inc("not_modified")
+        self._inc("bytes_saved", rec.body_length)
+        headers = dict(rec.headers)
+        fresh = copy_headers(response.headers)
+        for name in _UPDATED_BY_304:
+            if name in fresh:
+                headers[name] = fresh[name]
+        return self._stored_response(request, rec, "not_modified", headers,
+                                     fetched_at=self.ctx.clock())
+
+    def _stored_response(self, request: Request, rec: PageRecord, revisit: str,
+                         headers: dict[str, str], *, fetched_at: float) -> Response:
+        assert rec.body is not None
+        request.meta[NOT_MODIFIED] = True
+        request.meta[REVISIT] = revisit
+        request.meta[FETCHED_AT] = fetched_at
+        hdrs = Headers({k: v for k, v in headers.items() if k != "content-encoding"})
+        cls: Any = responsetypes.from_args(headers=hdrs, url=rec.final_url, body=rec.body)
+        response: Response = cls(url=rec.final_url, status=rec.status, headers=hdrs,
+                                 body=rec.body, request=request, flags=["stored", revisit])
+        return response
