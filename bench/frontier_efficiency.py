@@ -225,6 +225,11 @@ def _read_log(path: Path) -> list[tuple[str, str, float, float]]:
     return out
 
 
+def _child_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -266,6 +271,7 @@ def main(argv: list[str]) -> int:
             assert server.stdout is not None
             assert server.stdout.readline().strip() == "ready"
             runs: list[tuple[str, float, float]] = []
+            cpu0 = _child_cpu()
             t0 = time.time()
             subprocess.run(
                 [py, "-m", "scrapy", "crawl", "site", "-a", f"urls={urls}",
@@ -275,6 +281,8 @@ def main(argv: list[str]) -> int:
                  *[x for kv in a.extra for x in ("-s", kv)]],
                 cwd=ROOT, env=env, check=True)
             runs.append(("polite_crawler", t0, time.time()))
+            print(f"    polite_crawler process CPU: {_child_cpu() - cpu0:.1f}s "
+                  f"over {runs[-1][2] - t0:.1f}s", flush=True)
             for line in (tmp / "polite.log").read_text().splitlines():
                 if "'polite/frontier/" in line or "'scheduler/" in line:
                     print("   ", line.strip(), flush=True)

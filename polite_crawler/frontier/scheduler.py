@@ -100,6 +100,7 @@ class FrontierScheduler:
         self.dupefilter: CanonicalDupeFilter | None = None
         self.spider: Spider | None = None
         self.codec = RequestCodec(None)
+        self._test_origins: dict[str, bool] = {}
         self._memory: dict[int, Request] = {}  # rows whose request cannot be serialised
         self._unserializable_warned = False
         self._timer: CallLaterResult | None = None
@@ -309,6 +310,13 @@ class FrontierScheduler:
         return f is not None and f.in_flight(origin, token)
 
     def is_test_origin(self, origin: str) -> bool:
+        """Loopback or in POLITE_TEST_NETWORKS: lower numbers than the public floor apply."""
+        known = self._test_origins.get(origin)
+        if known is None:
+            known = self._test_origins[origin] = self._is_test_host(origin)
+        return known
+
+    def _is_test_host(self, origin: str) -> bool:
         host = urlsplit(origin).hostname or ""
         return is_loopback_host(host) or in_networks(host, self.test_networks)
 
