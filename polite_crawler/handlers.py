@@ -2,7 +2,7 @@
 timeouts a site cannot stretch, and a cap on the response head.
 
 ``DOWNLOAD_HANDLERS`` for http and https (pinned by the add-on). It is Scrapy's
-HTTP/1.1 handler with four changes:
+HTTP/1.1 handler with these changes:
 
 * **The address actually connected to.** Every new connection's peer address
   is checked against the crawl's :class:`AddressPolicy` the moment the TCP
@@ -22,6 +22,10 @@ HTTP/1.1 handler with four changes:
   shorter, never longer: a site cannot stretch it by dribbling bytes.
 * **Head size cap** (POLITE_MAX_HEADER_BYTES): a status line and header block
   larger than this ends the exchange (``HeadersTooLargeError``).
+* **No silent re-send.** Twisted's pool re-sends a request that failed on a
+  reused keep-alive connection, at once and unseen by the gate; that is off
+  (``retryAutomatically = False``): every failure goes to the gate, which
+  decides on a retry behind the origin's rest.
 
 Each timeout raises a :class:`TimeoutError` subclass (also Scrapy's
 ``DownloadTimeoutError``), which :func:`polite_crawler.policy.verdicts.classify_exception`
@@ -245,6 +249,9 @@ class GuardedHTTPDownloadHandler(HTTP11DownloadHandler):
 
         pool = _GuardedPool(reactor, persistent=True)  # type: ignore[no-untyped-call]
         pool.maxPersistentPerHost = self._pool.maxPersistentPerHost
+        # Twisted re-sends an idempotent request that failed on a reused keep-alive
+        # connection, at once and unseen by the gate: a second request with no rest.
+        pool.retryAutomatically = False
         pool.guard = self.guard
         self._pool = pool
         self.resolver = ensure_resolver(crawler, self.policy)

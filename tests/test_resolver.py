@@ -243,6 +243,11 @@ async def test_connection_check_holds_without_the_resolver(web_factory) -> None:
     assert web.entries(INSIDE) == []  # ... and closed before a byte of the request
 
 
+def test_pool_never_resends_on_its_own() -> None:
+    handler = _handler()
+    assert handler._pool.retryAutomatically is False  # every failure goes to the gate
+
+
 @pytest_twisted.ensureDeferred
 async def test_resolver_installed_for_the_crawl_and_restored() -> None:
     before = reactor.nameResolver
