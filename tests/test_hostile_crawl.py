@@ -446,4 +446,3 @@ async def test_hostile_web(web_factory, tmp_path, caplog) -> None:
     print(f"hostile crawl: {took:.1f} s, peak RSS {memory.peak / 2**20:.0f} MiB, "
           f"longest reactor stall {stalls.worst:.2f} s, {len(entries)} requests served, "
           f"{len(lines)} access-log lines")
-
