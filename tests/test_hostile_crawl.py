@@ -102,7 +102,19 @@ def _ssrf(port: int) -> Site:
         "/to-name": f"http://inward.test:{port}/",
         "/to-port": f"http://{HOSTS['ssrf']}:22/",  # the start host, another service
     }
-    routes: dict[str, Any] = {"/robots.txt": ALLOW, "/": _index(list(targets))}
+    me = f"http://{HOSTS['ssrf']}:{port}"
+    # robots.txt and sitemaps may name other hosts; rel=canonical points inside.
+    robots = (ALLOW + "Sitemap: http://169.254.169.254/latest/sitemap.xml\n"
+              f"Sitemap: http://{INSIDE}:{port}/sitemap.xml\nSitemap: {me}/sitemap.xml\n")
+    sitemap = ('<?xml version="1.0"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
+               + "".join(f"<url><loc>{u}</loc></url>" for u in (
+                   f"http://{INSIDE}:{port}/from-sitemap", "http://10.0.0.1/from-sitemap",
+                   "http://2852039166/from-sitemap", f"{me}/listed"))
+               + "</urlset>")
+    index = _index(list(targets)).replace(
+        b"<head>", f'<head><link rel="canonical" href="http://{INSIDE}:{port}/">'.encode())
+    routes: dict[str, Any] = {"/robots.txt": robots, "/": index, "/sitemap.xml": sitemap,
+                              "/listed": page("listed")}
     routes.update({path: _redirect(to) for path, to in targets.items()})
     return Site(routes)
 
@@ -405,6 +417,7 @@ async def test_hostile_web(web_factory, tmp_path, caplog) -> None:
     assert any("169.254.169.254" in u or "2852039166" in u for u in refused)
     ssrf_paths = {e.path for e in entries if e.host == HOSTS["ssrf"]}
     assert "/to-metadata" in ssrf_paths and "/to-inside" in ssrf_paths
+    assert {"/sitemap.xml", "/listed"} <= ssrf_paths  # its own sitemap was read and followed
 
     # --- redirects: at most 5 hops ----------------------------------------------------------
     hops = [e.path for e in entries if e.host == HOSTS["redirects"] and e.path.startswith("/r")]
