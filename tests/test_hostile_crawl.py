@@ -19,6 +19,7 @@ and the crawler's log:
 
 from __future__ import annotations
 
+import gzip
 import logging
 import os
 import socket
@@ -142,6 +143,10 @@ def _malformed() -> Site:
     return Site(routes)
 
 
+# 100 MB of zeros in 100 KB: the body is cut at POLITE_MAX_BYTES of output, not inflated.
+_BOMB = gzip.compress(b"\0" * (100 * 1024 * 1024), compresslevel=9)
+
+
 def _text() -> Site:
     deep = b"<html><body>" + b"<div>" * 100_000 + b"deep" + b"</div>" * 100_000 + b"</body></html>"
     # Off-host links: extracted and dropped. (The number of links taken from a page is
@@ -163,6 +168,8 @@ def _text() -> Site:
                            content_type="text/html"),
         "/deep-nesting": Resp(200, deep, content_type="text/html"),
         "/many-links": Resp(200, many, content_type="text/html"),
+        "/gzip-bomb": Resp(200, _BOMB, content_type="text/html", gzip_ok=False,
+                           headers={"Content-Encoding": "gzip"}),
         "/meta-charset-lies": Resp(
             200, b'<html><head><meta charset="utf-32"></head><body>\x80\x81</body></html>',
             content_type="text/html"),
@@ -446,7 +453,8 @@ async def test_hostile_web(web_factory, tmp_path, caplog) -> None:
     # --- mislabelled text: decided, not crashed --------------------------------------------------
     text_seen = {e.path for e in entries if e.host == HOSTS["text"]}
     assert {"/invalid-utf8", "/binary-as-html", "/deep-nesting", "/many-links",
-            "/html-as-png"} <= text_seen
+            "/html-as-png", "/gzip-bomb"} <= text_seen
+    assert stats.get("polite/sizecap/cut/decoded", 0) >= 1  # the bomb stopped at the cap
 
     # --- no traceback, bounded memory, bounded time ---------------------------------------------
     tracebacks = [r for r in caplog.records
@@ -459,3 +467,26 @@ async def test_hostile_web(web_factory, tmp_path, caplog) -> None:
     print(f"hostile crawl: {took:.1f} s, peak RSS {memory.peak / 2**20:.0f} MiB, "
           f"longest reactor stall {stalls.worst:.2f} s, {len(entries)} requests served, "
           f"{len(lines)} access-log lines")
+
+
+class _SlotSpider(SiteSpider):
+    name = "slots"
+    slots: dict[str, str]
+
+    def parse(self, response: Any, **kwargs: Any) -> Any:
+        self.slots[response.url] = response.meta.get("download_slot")
+        yield from super().parse(response, **kwargs)
+
+
+@pytest_twisted.ensureDeferred
+async def test_redirect_to_another_host_is_keyed_by_its_own_origin(web_factory, tmp_path) -> None:
+    a, b = HOSTS["normal_a"], HOSTS["normal_b"]
+    web = web_factory({a: Site({"/robots.txt": ALLOW, "/": page("a", "", ["/go"])}),
+                       b: Site({"/robots.txt": ALLOW, "/": page("b"), "/landing": page("b")})})
+    web.sites[a].routes["/go"] = _redirect(web.url(b, "/landing"))
+    _SlotSpider.slots = {}
+    await run_crawl(_SlotSpider, {"POLITE_STATE_DIR": str(tmp_path)},
+                    url=f"{web.url(a)},{web.url(b)}")
+    landing = web.url(b, "/landing")
+    assert _SlotSpider.slots[landing] == f"http://{b}:{web.port}"  # not the old host's slot
+    assert [e.path for e in web.entries(b)].index("/robots.txt") == 0
