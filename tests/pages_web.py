@@ -5,6 +5,8 @@ from __future__ import annotations
 import html
 from typing import Any
 
+from polite_crawler.items import PageItem, page_item
+from polite_crawler.spiders.site import SiteSpider
 from polite_crawler.web.server import Req, Resp, Site, etag_for
 from tests.neardup_corpus import build_corpus
 
@@ -70,3 +72,16 @@ class ArticleSite(Site):
                   if self.validators == "weak" else None),
             last_modified=mtime if self.validators in ("lm", "etag", "weak") else None,
         )
+
+
+class PageSpider(SiteSpider):
+    """The site spider with page items (for as long as its build_item yields dicts)."""
+
+    name = "pages_test"
+
+    def build_item(self, response: Any, page: Any = None) -> Any:
+        base = super().build_item(response, page)
+        if isinstance(base, PageItem):
+            return base
+        return page_item(response, canonical_url=base.get("canonical_url"),
+                         title=base.get("title"), links=base.get("links"))

@@ -9,8 +9,8 @@ import pytest_twisted
 
 from polite_crawler.web.server import Req, Resp
 from tests.crawl import run_crawl
-from tests.pages_web import ArticleSite
-from tests.test_pipelines_pages import PageSpider, _settings, _store
+from tests.pages_web import ArticleSite, PageSpider
+from tests.test_pipelines_pages import _settings, _store
 
 HOST = "127.0.8.2"
 N = 6
@@ -148,3 +148,26 @@ async def test_304_without_stored_copy_is_fetched_once_unconditionally(web_facto
     assert second.stats["polite/conditional/unconditional_retry"] == 3  # /, /a/0, /a/1
     by_url = {i["canonical_url"]: i for i in second.items}
     assert by_url[web.url(HOST, "/a/1")]["revisit"] == "unchanged"
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_duplicate_alias_is_fetched_as_itself(web_factory, tmp_path) -> None:
+    """Two sites with the same index page: the second's index is a duplicate (an alias of
+    the first's). On a revisit it is fetched as itself, never answered with the first
+    site's copy, whose links would lead back to the first site."""
+    other = "127.0.8.4"
+    web = web_factory({HOST: ArticleSite(n=2, seed=1), other: ArticleSite(n=2, seed=2)})
+    urls = tmp_path / "urls.txt"
+    urls.write_text(f"{web.url(HOST)}\n{web.url(other)}\n")
+    first = await run_crawl(PageSpider, _settings(tmp_path), urls=str(urls))
+    assert first.stats["polite/pages/duplicate"] == 1
+    kept = {i["canonical_url"] for i in first.items}
+    dup_host = next(h for h in (HOST, other) if web.url(h) not in kept)  # whichever came second
+    before = len(web.entries())
+    await run_crawl(PageSpider, _settings(tmp_path, "job2"), urls=str(urls), recrawl="all")
+    again = [e for e in web.entries()[before:] if e.path == "/" or e.path.startswith("/a/")]
+    assert sorted((e.host, e.path) for e in again) == sorted(
+        (h, p) for h in (HOST, other) for p in ("/", "/a/0", "/a/1"))
+    dup_index = next(e for e in again if e.host == dup_host and e.path == "/")
+    assert "if-none-match" not in dup_index.headers and dup_index.status == 200
+    assert all(e.status == 304 for e in again if e is not dup_index)

@@ -12,8 +12,8 @@ import pytest_twisted
 
 from polite_crawler.web.server import Resp
 from tests.crawl import run_crawl
-from tests.pages_web import ArticleSite, article_html
-from tests.test_pipelines_pages import PageSpider, _settings
+from tests.pages_web import ArticleSite, PageSpider, article_html
+from tests.test_pipelines_pages import _settings
 
 HOST = "127.0.8.3"
 

@@ -23,7 +23,10 @@ alias of it), :func:`polite_crawler.policy.revisit.decide` says:
   a known site sends only what is due. The gate sees a response it never
   dispatched and frees the origin without a rest. Without a stored copy
   (``no-store``) the request is dropped (IgnoreRequest), counted.
-* ``fetch``: nothing usable is stored; the request goes out unchanged.
+* ``fetch``: nothing usable is stored; the request goes out unchanged. That
+  includes a URL stored only as an exact duplicate or a rel=canonical alias of
+  another page: the other page's validators and copy are not this URL's (a
+  redirect alias is followed: the redirect lands on the stored page).
 
 ``-a recrawl=all`` (the spider's ``recrawl`` attribute, or POLITE_RECRAWL =
 "all") revisits every page, still conditionally.
@@ -64,6 +67,10 @@ CONDITIONAL = "polite_conditional"  # canonical URL of the stored page a request
 UNCONDITIONAL = "polite_unconditional"  # never add validators (the retry after a 304 without copy)
 SAVED_BYTES = "polite_saved_bytes"
 _CONDITIONAL_HEADERS = (b"If-None-Match", b"If-Modified-Since")
+# Aliases whose page's copy and validators stand for the URL: a redirect lands on
+# that page. An exact duplicate or a rel=canonical alias is another resource (its
+# own validators, its own base for links): it is fetched as unknown.
+FOLLOW = ("redirect",)
 # Headers a 304 updates in the stored copy (RFC 9111 section 4.3.4; the others stay).
 _UPDATED_BY_304 = ("cache-control", "expires", "date", "etag", "last-modified", "age", "vary")
 
@@ -106,7 +113,7 @@ class ConditionalRequestMiddleware:
             canonical = canonicalize(request.url)
         except URLError:
             return None
-        rec = await result(self.store.get(canonical))
+        rec = await result(self.store.get(canonical, follow=FOLLOW))
         known = None
         if rec is not None:
             known = Known(fetched_at=rec.fetched_at, due_at=rec.due_at,

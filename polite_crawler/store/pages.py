@@ -202,13 +202,22 @@ class SQLPageBackend:
     def get(self, canonical_url: str, *, body: bool = False) -> PageRecord | None:
         return self._one("WHERE p.canonical_url = ?", (canonical_url,), body)
 
-    def resolve(self, canonical_url: str, *, body: bool = False) -> PageRecord | None:
-        """The page stored under this canonical URL, or the one it is an alias of."""
+    def resolve(self, canonical_url: str, *, body: bool = False,
+                follow: Sequence[str] | None = None) -> PageRecord | None:
+        """The page stored under this canonical URL, or the one it is an alias of.
+
+        ``follow`` limits the aliases followed to these reasons (None: all).
+        """
         rec = self.get(canonical_url, body=body)
-        if rec is not None:
+        if rec is not None or follow == ():
             return rec
-        return self._one("JOIN page_aliases a ON a.canonical_url = p.canonical_url "
-                         "WHERE a.alias_url = ?", (canonical_url,), body)
+        where = "WHERE a.alias_url = ?"
+        params: list[Any] = [canonical_url]
+        if follow is not None:
+            where += f" AND a.reason IN ({', '.join('?' for _ in follow)})"
+            params.extend(follow)
+        return self._one(f"JOIN page_aliases a ON a.canonical_url = p.canonical_url {where}",
+                         params, body)
 
     def alias_of(self, alias_url: str) -> tuple[str, str] | None:
         rows = self.execute("SELECT canonical_url, reason FROM page_aliases WHERE alias_url = ?",
@@ -477,16 +486,19 @@ class PageStore:
         return self._committed
 
     # --- synchronous lookups (committed data; any thread) ----------------------------------
-    def lookup(self, canonical_url: str, *, body: bool = False) -> PageRecord | None:
+    def lookup(self, canonical_url: str, *, body: bool = False,
+               follow: Sequence[str] | None = None) -> PageRecord | None:
         """The committed record for a canonical URL (or its alias target), on this thread."""
         with self._reader_lock:
             if self._reader is None:
                 self._reader = self._reader_factory()
-            return self._reader.resolve(canonical_url, body=body)
+            return self._reader.resolve(canonical_url, body=body, follow=follow)
 
     # --- operations run on the store thread ----------------------------------------------
-    def get(self, canonical_url: str, *, body: bool = False) -> Future[PageRecord | None]:
-        return self.call(lambda b: b.resolve(canonical_url, body=body))
+    def get(self, canonical_url: str, *, body: bool = False,
+            follow: Sequence[str] | None = None) -> Future[PageRecord | None]:
+        """The record of a canonical URL or of the page it is an alias of (see ``resolve``)."""
+        return self.call(lambda b: b.resolve(canonical_url, body=body, follow=follow))
 
     def dedupe(self, canonical_url: str, text_hash: str | None, simhash: int | None,
                words: int, now: float) -> Future[DedupeResult]:
