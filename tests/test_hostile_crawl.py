@@ -490,3 +490,25 @@ async def test_redirect_to_another_host_is_keyed_by_its_own_origin(web_factory, 
     landing = web.url(b, "/landing")
     assert _SlotSpider.slots[landing] == f"http://{b}:{web.port}"  # not the old host's slot
     assert [e.path for e in web.entries(b)].index("/robots.txt") == 0
+
+
+@pytest.mark.parametrize("markup", [
+    pytest.param(
+        b'<html><head><base href="http://["><title>t</title></head><a href="/a">a</a></html>',
+        marks=pytest.mark.xfail(reason="finding for policy/links.py (issue 6): <base "
+                                       "href='http://['> makes extract_links raise (urljoin's "
+                                       "ValueError): a spider error per page", strict=False)),
+    b'<html><head><link rel="canonical" href="http://[::1"></head><a href="/a">a</a></html>',
+    b'<html><body><a href="http://[oops/">x</a><a href="/a">a</a></body></html>',
+    b'<html><body><a href="http://%zz%00/">x</a><a href="\x00/a">y</a><a href="/a">a</a></body>',
+])
+@pytest_twisted.ensureDeferred
+async def test_hostile_markup_in_pages(web_factory, tmp_path, caplog, markup: bytes) -> None:
+    host = HOSTS["normal_a"]
+    web = web_factory({host: Site({"/robots.txt": ALLOW, "/": Resp(200, markup),
+                                   "/a": page("a")})})
+    caplog.set_level(logging.INFO)
+    result = await run_crawl(SiteSpider, {"POLITE_STATE_DIR": str(tmp_path)}, url=web.url(host))
+    assert web.url(host, "/a") in {dict(i)["url"] for i in result.items}
+    errors = [r for r in caplog.records if r.exc_info or r.levelno >= logging.ERROR]
+    assert errors == [], [f"{r.name}: {r.getMessage()[:200]}" for r in errors]
