@@ -253,8 +253,8 @@ def main(argv: list[str]) -> int:
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
     n, rest = a.origins, a.rest
-    print(f"N={n} origins, P={a.pages} pages each (+ robots.txt), R={rest}s, jitter 0; "
-          f"ideal {n / rest:.1f} req/s, {a.pages * rest:.0f}s per crawl", flush=True)
+    print(f"N={n} origins, P={a.pages} pages each (+ robots.txt and whatever discovery asks "
+          f"for, e.g. /sitemap.xml), R={rest}s, jitter 0; ideal {n / rest:.1f} req/s", flush=True)
     py = sys.executable
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     with tempfile.TemporaryDirectory(prefix="frontier-eff-") as tmp_name:
