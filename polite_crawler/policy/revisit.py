@@ -114,11 +114,22 @@ def parse_lastmod(value: str | float | None) -> float | None:
     return dt.timestamp()
 
 
+_DELTA_SECONDS = re.compile(r"[0-9]+")
+# RFC 9111 section 1.2.2: a delta-seconds value too large to represent counts as 2**31.
+_DELTA_MAX = 2**31
+
+
 def _seconds(arg: str | None) -> int | None:
-    # delta-seconds: 1*DIGIT (RFC 9111 1.2.2); anything else is invalid.
-    if arg is None or not arg.isdigit():
+    """delta-seconds (``1*DIGIT``, ASCII digits only); anything else is invalid (None).
+
+    >>> _seconds("60"), _seconds("\u00b2"), _seconds("-1"), _seconds("9" * 5000)
+    (60, None, None, 2147483648)
+    """
+    if arg is None or not _DELTA_SECONDS.fullmatch(arg):
         return None
-    return int(arg)
+    if len(arg.lstrip("0")) > 10:
+        return _DELTA_MAX
+    return min(int(arg), _DELTA_MAX)
 
 
 @dataclass(frozen=True)

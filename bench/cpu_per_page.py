@@ -1,0 +1,222 @@
+"""CPU seconds per page for the whole chain, on real HTML: the Python documentation.
+
+``apt-get install python3-doc`` installs /usr/share/doc/python3/html (530 pages,
+about 95 KiB of HTML each). A server in its own process serves that directory
+on loopback (its CPU is not counted); two crawls of it, each in its own process,
+report the crawling process's CPU time (user + system, all threads) per response:
+
+* stock Scrapy: a spider that only follows the site's links (LinkExtractor),
+  Scrapy's default settings;
+* polite_crawler, everything on: the add-on (frontier, robots.txt, verdicts,
+  page rules, traps, conditional requests), the ``site`` spider's discovery and
+  link parse, page items (main text), fingerprints, duplicates and the page
+  store (SQLite), with loopback-sized rests.
+
+Then the chain's stages alone, in this process, on the same files: link
+parse, main text (resiliparse), fingerprints (text hash + SimHash), and
+storage (zstd + SQLite through the store's writer thread).
+
+    .venv/bin/python -m bench.cpu_per_page [--docs DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = Path("/usr/share/doc/python3/html")
+
+
+def _cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+# --- the server (own process) ----------------------------------------------------------
+def serve_main(argv: list[str]) -> int:
+    from polite_crawler.web.server import Req, Resp, Site, TestWeb
+
+    docs = Path(argv[0]).resolve()
+
+    class Docs(Site):
+        def handle(self, req: Req) -> Resp:
+            path = req.path.split("?", 1)[0].split("#", 1)[0]
+            if path == "/robots.txt":
+                return Resp(200, b"User-agent: *\nAllow: /\n", content_type="text/plain")
+            target = (docs / path.lstrip("/")).resolve()
+            if path.endswith("/"):
+                target = target / "index.html"
+            if not target.is_relative_to(docs) or not target.is_file():
+                return Resp(404, b"not found")
+            ctype = "text/html; charset=utf-8" if target.suffix == ".html" else (
+                "text/plain; charset=utf-8" if target.suffix == ".txt" else
+                "application/octet-stream")
+            return Resp(200, target.read_bytes(), content_type=ctype)
+
+    web = TestWeb({"127.0.0.1": Docs()}).start()
+    print(web.port, flush=True)
+    sys.stdin.read()  # until the parent closes it
+    web.stop()
+    return 0
+
+
+# --- the crawls (own process each) ---------------------------------------------------------
+def crawl_main(argv: list[str]) -> int:
+    kind, url, state = argv
+    import scrapy
+    from scrapy import signals
+    from scrapy.crawler import CrawlerProcess
+    from scrapy.http import TextResponse
+    from scrapy.linkextractors import LinkExtractor
+
+    counts = {"responses": 0, "html": 0}
+
+    if kind == "stock":
+        host = url.split("/")[2]
+
+        class StockSpider(scrapy.Spider):
+            name = "stock"
+            start_urls = [url]
+            links = LinkExtractor()
+
+            def parse(self, response: Any, **kwargs: Any) -> Any:
+                if not isinstance(response, TextResponse):
+                    return
+                for link in self.links.extract_links(response):
+                    if link.url.split("/")[2] == host:
+                        yield response.follow(link.url)
+
+        process = CrawlerProcess({"LOG_LEVEL": "WARNING", "TELNETCONSOLE_ENABLED": False})
+        crawler = process.create_crawler(StockSpider)
+        args: dict[str, Any] = {}
+    else:
+        from tests.crawl import project_settings_dict
+        from tests.pages_web import PageSpider
+
+        process = CrawlerProcess(project_settings_dict(
+            POLITE_STATE_DIR=state, JOBDIR=f"{state}/job", LOG_LEVEL="WARNING",
+            POLITE_REST_PAGE=0.005, POLITE_REST_DURATION_FACTOR=1.0))
+        crawler = process.create_crawler(PageSpider)
+        args = {"url": url}
+
+    def on_response(response: Any, request: Any, spider: Any) -> None:
+        counts["responses"] += 1
+        counts["html"] += isinstance(response, TextResponse) and \
+            b"html" in (response.headers.get(b"Content-Type") or b"")
+
+    crawler.signals.connect(on_response, signal=signals.response_received)
+    profile = os.environ.get("BENCH_PROFILE")
+    profiler: Any = None
+    if profile:
+        import cProfile
+
+        profiler = cProfile.Profile()
+        profiler.enable()
+    cpu0, t0 = _cpu(), time.perf_counter()
+    process.crawl(crawler, **args)
+    process.start()
+    cpu, wall = _cpu() - cpu0, time.perf_counter() - t0
+    if profiler is not None:
+        profiler.disable()
+        profiler.dump_stats(f"{profile}.{kind}")
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    items = crawler.stats.get_value("item_scraped_count", 0) if crawler.stats else 0
+    print(json.dumps({"cpu": cpu, "wall": wall, "rss_mb": rss, "items": items, **counts}))
+    return 0
+
+
+# --- the stages alone ------------------------------------------------------------------
+def stages(files: list[Path]) -> list[tuple[str, float]]:
+    from polite_crawler.extract import main_text
+    from polite_crawler.policy.links import extract_links
+    from polite_crawler.policy.simhash import fingerprint
+    from polite_crawler.policy.text import text_hash
+    from polite_crawler.store.pages import PageRecord, PageStore
+    from polite_crawler.store.sqlite import SQLitePageBackend
+
+    bodies = [(f"http://127.0.0.1/{f.name}", f.read_bytes()) for f in files]
+    out: list[tuple[str, float]] = []
+
+    def timed(name: str, fn: Any) -> list[Any]:
+        cpu0 = _cpu()
+        res = [fn(u, b) for u, b in bodies]
+        out.append((name, (_cpu() - cpu0) / len(bodies) * 1000))
+        return res
+
+    timed("links (lxml, policy.links)", lambda u, b: extract_links(b, u, "utf-8"))
+    mains = timed("main text (resiliparse)", lambda u, b: main_text(b, "utf-8"))
+    texts = {u: m.text for (u, _), m in zip(bodies, mains, strict=True)}
+    timed("fingerprints (hash + SimHash)",
+          lambda u, b: (text_hash(texts[u]), fingerprint(texts[u])))
+    with tempfile.TemporaryDirectory() as tmp:
+        store = PageStore(lambda: SQLitePageBackend(f"{tmp}/s.sqlite3"))
+        cpu0 = _cpu()
+        futures = [store.save(PageRecord(u, u, u, 200, 0.0, text=texts[u], body=b,
+                                         revisit_interval=1, due_at=1)) for u, b in bodies]
+        for f in futures:
+            f.result()
+        store.close()
+        out.append(("storage (zstd + SQLite, writer thread)",
+                    (_cpu() - cpu0) / len(bodies) * 1000))
+    return out
+
+
+def main(argv: list[str]) -> int:
+    if argv[:1] == ["--serve"]:
+        return serve_main(argv[1:])
+    if argv[:1] == ["--crawl"]:
+        return crawl_main(argv[1:])
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--docs", type=Path, default=DOCS)
+    a = ap.parse_args(argv)
+    files = sorted(a.docs.resolve().rglob("*.html"))
+    if not files:
+        print(f"no HTML under {a.docs}: apt-get install python3-doc", file=sys.stderr)
+        return 1
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    server = subprocess.Popen([sys.executable, "-m", "bench.cpu_per_page", "--serve",
+                               str(a.docs)], cwd=ROOT, env=env, stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    results: dict[str, dict[str, Any]] = {}
+    try:
+        assert server.stdout is not None
+        port = int(server.stdout.readline())
+        url = f"http://127.0.0.1:{port}/index.html"
+        for kind in ("stock", "polite"):
+            with tempfile.TemporaryDirectory(prefix="cpu-") as state:
+                done = subprocess.run([sys.executable, "-m", "bench.cpu_per_page", "--crawl",
+                                       kind, url, state], cwd=ROOT, env=env, check=True,
+                                      capture_output=True, text=True)
+            results[kind] = json.loads(done.stdout.strip().splitlines()[-1])
+    finally:
+        if server.stdin is not None:
+            server.stdin.close()
+        server.wait(timeout=30)
+    kb = sum(f.stat().st_size for f in files) / len(files) / 1024
+    print(f"{len(files)} HTML files, {kb:.0f} KiB on average ({a.docs})")
+    print(f"{'crawl':<10}{'responses':>10}{'html':>6}{'items':>7}{'CPU s':>8}{'ms/resp':>9}"
+          f"{'resp/CPU-s':>11}{'wall s':>8}{'RSS MB':>8}")
+    for kind, r in results.items():
+        per = r["cpu"] / max(r["responses"], 1)
+        print(f"{kind:<10}{r['responses']:>10}{r['html']:>6}{r['items']:>7}{r['cpu']:>8.2f}"
+              f"{per * 1000:>9.2f}{1 / per:>11.1f}{r['wall']:>8.1f}{r['rss_mb']:>8.0f}")
+    s, p = results["stock"], results["polite"]
+    ratio = (p["responses"] / p["cpu"]) / (s["responses"] / s["cpu"])
+    print(f"polite_crawler / stock, responses per CPU-second: {ratio:.2f}x")
+    print("stages alone, ms CPU per page:")
+    for name, ms in stages(files):
+        print(f"  {name:<40}{ms:7.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
