@@ -39,16 +39,16 @@ POLITE_DEFAULTS: dict[str, Any] = {
     "POLITE_LATENCY_WINDOW_N": 20,
     "POLITE_CHECKPOINT_INTERVAL": 2.0,  # seconds between durable checkpoints
     # Shared durable state (origin state, robots cache, page store). Empty:
-    # JOBDIR/polite.sqlite3 when JOBDIR is set, else .scrapy/polite.sqlite3.
+    # .scrapy/polite, shared by every run whatever its JOBDIR.
     "POLITE_STATE_DIR": "",
     "POLITE_LEASE_TTL": 60.0,  # seconds a cross-process origin lease lives
     # --- robots.txt (issue 4) -----------------------------------------------
     "POLITE_ROBOTS_TTL": 24 * 3600.0,
     "POLITE_ROBOTS_MAX_BYTES": 512 * 1024,
     "POLITE_ROBOTS_MAX_REDIRECTS": 5,
-    # --- verdicts (issue 5) -------------------------------------------------
     "POLITE_ROBOTS_RETRY_MIN": 60.0,  # first retry of an unreachable robots.txt; doubles
     "POLITE_ROBOTS_RETRY_MAX": 3600.0,  # cap of that backoff
+    # --- verdicts (issue 5) -------------------------------------------------
     "POLITE_RETRY_TIMES": 3,  # retries per request (408/429/503/5xx/errors)
     "POLITE_BREAKER_FAILURES": 5,  # consecutive failures that stop an origin
     "POLITE_RETRY_AFTER_PARK": 24 * 3600.0,  # longer Retry-After parks the origin

@@ -66,7 +66,7 @@ def test_doctests() -> None:
         (451, Action.GIVE_UP, False),
         (408, Action.RETRY_LATER, False),
         (429, Action.RETRY_LATER, False),
-        (503, Action.RETRY_LATER, False),
+        (503, Action.RETRY_LATER, True),
         (500, Action.RETRY_LATER, True),
         (502, Action.RETRY_LATER, True),
         (504, Action.RETRY_LATER, True),
@@ -88,7 +88,7 @@ def test_429_and_503_carry_retry_after() -> None:
     date = email.utils.formatdate(NOW + 90, usegmt=True)
     v = classify_response(503, {"retry-after": date}, b"", NOW)
     assert v.wait == pytest.approx(90.0, abs=1.0)
-    assert not v.rate_limited and not v.failure
+    assert not v.rate_limited and v.failure
     assert classify_response(429, {"retry-after": "garbage"}, b"", NOW).wait is None
 
 
@@ -217,15 +217,25 @@ def test_retry_after_sets_wait_never_shortens() -> None:
 def test_backoff_without_header_grows() -> None:
     s = FailureState()
     waits = []
-    v = classify_response(503, {}, b"", NOW)
+    v = classify_response(429, {}, b"", NOW)
     for _ in range(8):
         s = apply_verdict(s, v, NOW, DEFAULT_PARAMS, _rng())
         waits.append(s.last_wait)
     assert waits == sorted(waits)
     assert waits[0] >= 4.0
     assert waits[-1] == 300.0
-    assert s.stopped is None  # 503 is not a breaker failure
+    assert s.stopped is None  # 429 is rate limiting, not a breaker failure
     assert s.consecutive_failures == 0
+
+
+def test_five_503s_in_a_row_stop_the_origin() -> None:
+    s = FailureState()
+    v = classify_response(503, {}, b"", NOW)
+    for i in range(5):
+        assert s.stopped is None, i
+        s = apply_verdict(s, v, NOW, DEFAULT_PARAMS, _rng())
+    assert s.stopped is not None
+    assert s.consecutive_failures == 5
 
 
 def test_three_429s_halve_the_rate() -> None:

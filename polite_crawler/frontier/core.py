@@ -46,9 +46,11 @@ logger = logging.getLogger(__name__)
 
 CONTENT, ROBOTS, TRANSIENT = "content", "robots", "transient"
 
-# A robots.txt that is fetched again and again without ever becoming usable (a
-# component that never records it) must not turn into a request loop.
-ROBOTS_FETCH_CAP = 20
+# robots.txt fetched this many times in a row without ever becoming usable (an
+# outage that does not end, a component that never records it) stops the origin
+# for the run: nothing else may be fetched from it, and the crawl must end.
+# Outages that count as failures (5xx) reach the circuit breaker first.
+ROBOTS_FETCH_CAP = 10
 # An origin enters the heap this long after its eligible time: the server stamps the
 # end of an answer after its write returns, which can be a little after the crawler
 # has read it; a few milliseconds keep the rest the server sees whole.
@@ -237,11 +239,13 @@ class Frontier:
     def _dispatch(self, origin: str, rec: _Origin, now: float) -> Dispatch | None:
         if rec.in_flight is not None or origin in self.stopped:
             return None
+        robots = self._robots()
+        if robots is not None:
+            self._learn_crawl_delay(origin, rec, robots)
         at = rec.state.eligible_at()
         if at > now:
             self._reheap(origin, rec, at)
             return None
-        robots = self._robots()
         kind = CONTENT
         row: Row | None = None
         if rec.transient:
@@ -249,7 +253,7 @@ class Frontier:
         elif robots is not None and robots.needs_fetch(origin):
             rec.robots_fetches += 1
             if rec.robots_fetches > ROBOTS_FETCH_CAP:
-                self.stop(origin, "robots-loop")
+                self.stop(origin, "robots_unreachable")
                 return None
             kind = ROBOTS
         elif robots is not None and not robots.ready(origin):
@@ -259,6 +263,7 @@ class Frontier:
             self._reheap(origin, rec, retry)
             return None
         else:
+            rec.robots_fetches = 0  # robots.txt is usable: the fetch streak ends
             if budget_left(rec.state, self.config.budget, now) <= 0:
                 self._drop_all(origin, rec, "budget_exhausted")
                 logger.info("Daily budget of %(origin)s is spent; its queue is dropped",
@@ -304,6 +309,22 @@ class Frontier:
             self.pending -= 1
         self.count(f"polite/frontier/dispatched/{kind}", 1)
         return Dispatch(kind, origin, token, row, obj)
+
+    def _learn_crawl_delay(self, origin: str, rec: _Origin, robots: Any) -> None:
+        """A Crawl-delay read since the last exchange settled lengthens the current rest.
+
+        The gate settles an exchange before the robots.txt middleware has recorded
+        the file it carried, so the rest after robots.txt itself is set without the
+        Crawl-delay; it is added here, before the first page goes.
+        """
+        delay = robots.crawl_delay(origin)
+        new = float(delay) if delay is not None else None
+        if new == rec.state.crawl_delay:
+            return
+        rec.state.crawl_delay = new
+        if new and rec.state.last_end:
+            rest = min(new, rec.params.crawl_delay_max)
+            rec.state.next_allowed = max(rec.state.next_allowed, rec.state.last_end + rest)
 
     def drop_dispatch(self, d: Dispatch, reason: str) -> None:
         """A dispatched request could not be sent at all (e.g. it cannot be deserialised)."""

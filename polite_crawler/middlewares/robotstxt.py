@@ -116,7 +116,7 @@ class RobotsTxtMiddleware:
         self._inc(f"polite/robots/status/{status}")
         location = response.headers.get(b"Location")
         if 300 <= status < 400 and status != 304 and location:
-            return self._follow(request, origin, location.decode("latin-1"))
+            return self._follow(request, origin, location.decode("latin-1"), status)
         retry_after = None
         if status in (429, 503):
             retry_after = parse_retry_after(response.headers.get(b"Retry-After"), time.time())
@@ -152,14 +152,22 @@ class RobotsTxtMiddleware:
         raise IgnoreRequest(f"robots.txt of {origin} unreachable ({kind})")
 
     # --- redirects -----------------------------------------------------------
-    def _follow(self, request: Request, origin: str, location: str) -> Request:
+    def _follow(self, request: Request, origin: str, location: str, status: int) -> Request:
         hops = int(request.meta.get(HOPS_KEY, 0)) + 1
         target = urljoin(request.url, safe_url_string(location))
         if urlsplit(target).scheme not in ("http", "https"):
             return self._give_up(origin, f"redirect to a non-HTTP URL ({target})")
-        if redirect_outcome(hops, self.max_redirects) is not Outcome.REDIRECT:
+        outcome = redirect_outcome(hops, self.max_redirects)
+        if outcome is not Outcome.REDIRECT:
+            # RFC 9309 2.3.1.2: the file is "unavailable" (no restrictions), not an outage.
             self._inc("polite/robots/too_many_redirects")
-            return self._give_up(origin, f"more than {self.max_redirects} redirects")
+            self._inc(f"polite/robots/outcome/{outcome.value}")
+            self.book.record_answer(origin, status, url=request.url,
+                                    outcome=outcome)
+            logger.info("robots.txt of %(origin)s: more than %(n)d redirects, read as "
+                        "unavailable (no restrictions, RFC 9309 2.3.1.2)",
+                        {"origin": origin, "n": self.max_redirects})
+            raise IgnoreRequest(f"robots.txt of {origin}: {outcome.value}")
         self._inc("polite/robots/redirect")
         self.book.record_redirect(origin, target)
         logger.debug("robots.txt of %(origin)s: redirect %(n)d to %(target)s",

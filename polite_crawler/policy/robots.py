@@ -64,7 +64,7 @@ _KNOWN = (
 class Outcome(enum.Enum):
     PARSE = "parse"  # 2xx: the body is the robots.txt
     ALLOW_ALL = "allow_all"  # 4xx but 429: "unavailable", no restrictions
-    UNREACHABLE = "unreachable"  # 429, 5xx, network errors, too many redirects: disallow all
+    UNREACHABLE = "unreachable"  # 429, 5xx, network errors: disallow all
     REDIRECT = "redirect"  # 3xx with a Location: follow it (up to the hop limit)
 
 
@@ -92,13 +92,15 @@ def fetch_outcome(status: int, has_location: bool = True) -> Outcome:
 def redirect_outcome(hops: int, max_hops: int = DEFAULT_MAX_REDIRECTS) -> Outcome:
     """``hops`` is the number of the redirect about to be followed (1 for the first).
 
-    RFC 9309 section 2.3.1.2 lets a crawler give up after five; this crawler
-    then treats the file as unreachable (fetch nothing), the stricter reading.
+    RFC 9309 section 2.3.1.2: after five consecutive redirects a crawler may
+    assume the file is unavailable, which section 2.3.1.3 reads as "no
+    restrictions" (as for a 4xx). A server error is an outage; a redirect loop
+    is the site's own answer that there is no file.
 
     >>> redirect_outcome(5).value, redirect_outcome(6).value
-    ('redirect', 'unreachable')
+    ('redirect', 'allow_all')
     """
-    return Outcome.REDIRECT if hops <= max_hops else Outcome.UNREACHABLE
+    return Outcome.REDIRECT if hops <= max_hops else Outcome.ALLOW_ALL
 
 
 def retry_delay(failures: int, base: float, cap: float, retry_after: float | None = None) -> float:

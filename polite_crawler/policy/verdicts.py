@@ -17,8 +17,8 @@ The rules (seeds 002 and 003):
   halve the origin's steady rate (``rate_factor`` 2).
 * 402, 403 and a challenge page (any status, see :mod:`.challenges`) stop the
   origin for the run.
-* 5xx other than 503, connection errors, timeouts, DNS and TLS failures back
-  off and count toward the circuit breaker: POLITE_BREAKER_FAILURES in a row
+* 5xx (503 included, after its Retry-After), connection errors, timeouts, DNS
+  and TLS failures back off and count toward the circuit breaker: POLITE_BREAKER_FAILURES in a row
   stop the origin. A success (2xx, 3xx, 304) or a plain 4xx resets the streak.
 * 408 is retried later with backoff; every other 4xx is never retried.
 """
@@ -241,8 +241,12 @@ def classify_response(
         return Verdict(Action.OK, reason)
     wait = parse_retry_after(headers.get("retry-after"), now)
     park = wait is not None and wait > params.park_after
-    if status in (429, 503):
-        return Verdict(Action.RETRY_LATER, reason, wait=wait, rate_limited=status == 429, park=park)
+    if status == 429:
+        return Verdict(Action.RETRY_LATER, reason, wait=wait, rate_limited=True, park=park)
+    if status == 503:
+        # Seed 002: "Five failures in sequence stop a host": a host that only
+        # answers 503 is down, and it stops like any failing host.
+        return Verdict(Action.RETRY_LATER, reason, wait=wait, failure=True, park=park)
     if status == 408:
         return Verdict(Action.RETRY_LATER, reason, wait=wait, park=park)
     if 500 <= status < 600:

@@ -2,7 +2,9 @@
 
 * The shared state directory (POLITE_STATE_DIR): per-origin state, the robots.txt
   cache and the page store. Shared by every job, so two jobs on the same hosts
-  coordinate through it. Default: JOBDIR when set, else ``.scrapy/polite``.
+  coordinate through it. Default: ``.scrapy/polite`` (as Scrapy's own
+  ``.scrapy/`` data dir), whatever JOBDIR is, so two runs on the same hosts
+  share one in flight and the rests even when each has its own JOBDIR.
 * The job directory (Scrapy's JOBDIR): this job's queued requests.
 """
 
@@ -19,7 +21,7 @@ STATE_DB = "polite.sqlite3"
 
 
 def state_dir(settings: BaseSettings) -> Path:
-    raw = settings.get("POLITE_STATE_DIR") or settings.get("JOBDIR") or ".scrapy/polite"
+    raw = settings.get("POLITE_STATE_DIR") or ".scrapy/polite"
     path = Path(raw).expanduser().resolve()
     path.mkdir(parents=True, exist_ok=True)
     return path

@@ -237,7 +237,7 @@ class RobotsBook:
 
     def record_answer(
         self, origin: str, status: int, body: bytes = b"", *, url: str | None = None,
-        retry_after: float | None = None, cut: bool = False,
+        retry_after: float | None = None, cut: bool = False, outcome: Outcome | None = None,
     ) -> Outcome:
         """Record the final answer to a robots.txt request (after any redirects).
 
@@ -245,7 +245,8 @@ class RobotsBook:
         else is an outage (:meth:`record_failure`). ``cut``: the body was cut
         on its way here (a size cap), so its last line may be incomplete.
         """
-        outcome = fetch_outcome(status, has_location=False)
+        if outcome is None:
+            outcome = fetch_outcome(status, has_location=False)
         if outcome is Outcome.UNREACHABLE:
             self.record_failure(origin, f"status {status}", retry_after=retry_after, url=url)
             return outcome
