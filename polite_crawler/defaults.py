@@ -78,6 +78,9 @@ POLITE_DEFAULTS: dict[str, Any] = {
     # --- storage (issue 8) --------------------------------------------------
     "POLITE_STORE": "",  # empty: SQLite in the state dir; or postgresql://...
     "POLITE_SIMHASH_DISTANCE": 8,  # bits; measured: bench/simhash_tuning.py
+    "POLITE_STORE_BATCH": 200,  # page-store writes per transaction (a crash loses one batch)
+    "POLITE_STORE_FLUSH": 1.0,  # seconds before an open batch is committed anyway
+    "POLITE_RECRAWL": "",  # "all": revisit every stored page (as -a recrawl=all), conditionally
     # --- hostile input (issue 10) -------------------------------------------
     "POLITE_ALLOW_NETWORKS": [],
     "POLITE_CONNECT_TIMEOUT": 10.0,
