@@ -255,9 +255,12 @@ def test_rfc9309_2_3_1_2_redirect_without_location_is_unreachable() -> None:
     assert fetch_outcome(304) is Outcome.UNREACHABLE
 
 
-def test_rfc9309_2_3_1_2_five_redirects_followed_the_sixth_is_unreachable() -> None:
+def test_rfc9309_2_3_1_2_five_redirects_followed_the_sixth_is_unavailable() -> None:
+    # "If there are more than five consecutive redirects, crawlers MAY assume that
+    # the robots.txt file is unavailable" (2.3.1.2), and unavailable means no
+    # restrictions (2.3.1.3).
     outcomes = [redirect_outcome(n) for n in range(1, 7)]
-    assert outcomes == [Outcome.REDIRECT] * 5 + [Outcome.UNREACHABLE]
+    assert outcomes == [Outcome.REDIRECT] * 5 + [Outcome.ALLOW_ALL]
 
 
 def test_retry_delay_backs_off_and_honours_retry_after() -> None:
