@@ -120,6 +120,14 @@ def test_decoded_head() -> None:
     assert decoded_head(page, "gzip", 64) == page[:64]  # already decoded
 
 
+def test_decoded_head_with_a_coding_latin1_cannot_hold() -> None:
+    # Fuzz finding: a str value outside latin-1 raised UnicodeEncodeError; it names
+    # no known coding, so the body comes back as it is.
+    page = b"<html><title>x</title>"
+    assert decoded_head(page, "\ufffd", 8) == page[:8]
+    assert decoded_head(gzip.compress(page), "\u0100, gzip", 8) == gzip.compress(page)[:8]
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.binary(max_size=5000), st.integers(min_value=1, max_value=6000),
        st.sampled_from(sorted(COMPRESS)))

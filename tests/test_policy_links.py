@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import doctest
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -25,7 +26,7 @@ def test_joins_every_href_shape() -> None:
     assert [link.url for link in got.links] == [
         "https://example.org/root", "https://example.org/d/rel/x", "https://example.org/up",
         "https://example.org/d/page.html?q=1", "https://other.example/p",
-        "HTTPS://Example.org/abs", "https://example.org/spaced", "https://example.org/tab",
+        "https://Example.org/abs", "https://example.org/spaced", "https://example.org/tab",
     ]
 
 
@@ -59,6 +60,53 @@ def test_cap_counts_the_rest() -> None:
     assert len(got.links) == 5000
     assert got.dropped == 195_000
     assert got.links[-1].url == "http://example.org/p4999"
+
+
+def test_past_the_cap_anchors_are_counted_not_resolved() -> None:
+    # Past the cap nothing is joined: a repeat, a mailto: or a javascript: href
+    # counts as dropped like any other (an empty href does not).
+    page = (b'<a href="/a">a</a><a href="/b">b</a><a href="/a">a</a><a href="mailto:x@y">m</a>'
+            b'<a href="">e</a><a>n</a><area href="javascript:x"><a href="/c">c</a>')
+    got = extract_links(page, "http://example.org/", max_links=2)
+    assert [link.url for link in got.links] == ["http://example.org/a", "http://example.org/b"]
+    assert got.dropped == 4
+    got = extract_links(page, "http://example.org/", max_links=0)
+    assert got.links == [] and got.dropped == 6
+
+
+@pytest.mark.parametrize("charset", ["utf\x008", "zlib", "rot13", "idna", "base64", "\x00"])
+def test_charset_that_is_not_a_text_encoding_is_ignored(charset: str) -> None:
+    # Fuzz finding: a NUL in the name made codecs.lookup raise ValueError.
+    got = extract_links(b"<a href='/a'>a</a>", "http://example.org/", charset)
+    assert [link.url for link in got.links] == ["http://example.org/a"]
+
+
+def test_unparseable_base_href_is_ignored() -> None:
+    # Fuzz finding: urljoin's ValueError on "http://[" escaped extract_links.
+    for base in ("http://[", "//[oops/", "\x01//[x"):
+        got = extract_links(b'<head><base href="%s"></head><a href="a">a</a>' % base.encode(),
+                            "http://example.org/d/p")
+        assert got.base == "http://example.org/d/p"
+        assert [link.url for link in got.links] == ["http://example.org/d/a"]
+
+
+@pytest.mark.parametrize("href", ["\x01javascript:x//", "https:rel", "//[oops", "mailto:a@b",
+                                  "\x01//[x"])
+def test_canonical_and_links_are_absolute_http_or_nothing(href: str) -> None:
+    # Fuzz finding: urljoin hands back what it cannot resolve as it came.
+    page = f'<link rel=canonical href="{href}"><a href="{href}">x</a><a href="/ok">ok</a>'
+    got = extract_links(page.encode(), "http://example.org/dir/page")
+    assert got.canonical is None  # checked to parse: there is one per page
+    # Links are only held to http(s) (a host like "[oops" is canonicalize's to refuse).
+    assert [link.url for link in got.links if "[" not in link.url] == ["http://example.org/ok"]
+    assert all(link.url.startswith(("http://", "https://")) for link in got.links)
+
+
+def test_scheme_is_lower_case_and_http_colon_path_is_relative() -> None:
+    page = b'<a href="HTTP://Example.org/A">1</a><a href="http:rel">2</a><a href="hTTps://x/">3</a>'
+    got = extract_links(page, "http://example.org/dir/page")
+    assert [link.url for link in got.links] == [
+        "http://Example.org/A", "http://example.org/dir/rel", "https://x/"]
 
 
 def test_encodings_and_title() -> None:

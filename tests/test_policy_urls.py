@@ -79,6 +79,34 @@ def test_garbage_raises_urlerror(bad: str) -> None:
         canonicalize(bad)
 
 
+@pytest.mark.parametrize(("url", "expected"), [
+    # Fuzz finding: w3lib cannot IDNA-encode "ü.." (empty label) and left it as
+    # written; the trailing dots then went, and a second pass encoded it.
+    ("http://\u00fc..", "http://xn--tda/"),
+    ("http://\u00dc./a", "http://xn--tda/a"),
+    ("http://u:p@\u00fc../x", "http://u:p@xn--tda/x"),
+    ("http://;jsessionid=\u00fc..", "http://xn--;jsessionid=-olb/"),
+])
+def test_idn_host_with_trailing_dots_is_encoded_once(url: str, expected: str) -> None:
+    assert canonicalize(url) == expected
+    assert canonicalize(expected) == expected
+    assert host_of(url) == host_of(expected)
+
+
+@pytest.mark.parametrize("url", ["http://[::FFFF:1.2.3.4]/", "http://[0:0::1]:8080/x",
+                                 "http://[FE80::1%25eth0]/"])
+def test_ipv6_host_is_spelled_as_canonicalize_spells_it(url: str) -> None:
+    canon = canonicalize(url)
+    assert host_of(url) == host_of(canon)
+    assert origin_of(url) == origin_of(canon)
+
+
+@pytest.mark.parametrize("bad", ["http://a..\u00fc/", "http://" + "\u00fc" * 70 + ".example/"])
+def test_idn_host_without_idna_form_raises(bad: str) -> None:
+    with pytest.raises(URLError):
+        canonicalize(bad)
+
+
 def test_origin_and_host() -> None:
     assert origin_of("HTTPS://WWW.Example.org:443/a") == "https://www.example.org"
     assert origin_of("http://127.0.0.3:8080/") == "http://127.0.0.3:8080"

@@ -181,7 +181,8 @@ def decoded_head(body: bytes, content_encoding: str | bytes | list[bytes] | None
     b'plain'
     """
     if isinstance(content_encoding, str):
-        content_encoding = content_encoding.encode("latin-1")
+        # A character latin-1 cannot hold names no coding: "?" is an unknown one.
+        content_encoding = content_encoding.encode("latin-1", "replace")
     if isinstance(content_encoding, bytes):
         content_encoding = [content_encoding]
     codings = split_encodings(content_encoding or [])

@@ -6,9 +6,15 @@ href is already absolute or root-relative (most are), :func:`urljoin` only for
 the rest. Measured against Scrapy's LinkExtractor and a Lexbor-based parser
 in ``bench/links.py``.
 
-Bounded work (issue 10): at most ``max_links`` links are returned (the rest
-are counted), libxml2 keeps its nesting-depth and text-size limits
-(``huge_tree`` off), and nothing is fetched (``no_network``).
+Bounded work (issue 10): at most ``max_links`` links are returned; the anchors
+after the cap is reached are counted, not resolved, so a page of 200,000 links
+costs one parse and a count. libxml2 keeps its nesting-depth and text-size
+limits (``huge_tree`` off), and nothing is fetched (``no_network``).
+
+Every URL that comes out (links, ``<base href>``, rel=canonical) is an absolute
+http(s) URL with a lower-case scheme; anything else (``javascript:``, an href
+:func:`urljoin` cannot parse, a charset Python does not know) is ignored, never
+raised.
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ from __future__ import annotations
 import codecs
 import re
 from dataclasses import dataclass, field
-from urllib.parse import urljoin
+from urllib.parse import urljoin, urlsplit
 
 from lxml import etree
 
@@ -40,7 +46,7 @@ class PageLinks:
     title: str = ""
     canonical: str | None = None  # <link rel="canonical" href>, absolute
     base: str = ""  # the base URL links were joined to (<base href> honoured)
-    dropped: int = 0  # links over the cap
+    dropped: int = 0  # anchors with an href after the cap was reached (not resolved)
 
 
 def _utf8(encoding: str | None) -> str | None:
@@ -49,9 +55,21 @@ def _utf8(encoding: str | None) -> str | None:
         return None
     try:
         name = codecs.lookup(encoding).name
-    except LookupError:
+    except (LookupError, ValueError):  # ValueError: a NUL in the name
         return None
     return "utf-8" if name == "utf-8" else name
+
+
+def _with_host(url: str | None) -> str | None:
+    """``url`` if it parses and names a host (checked for the one base and canonical)."""
+    if url is None:
+        return None
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError on a port that is no number
+    except ValueError:
+        return None
+    return url if parts.hostname else None
 
 
 def _rel_tokens(value: str | None) -> list[str]:
@@ -59,13 +77,13 @@ def _rel_tokens(value: str | None) -> list[str]:
 
 
 class _Joiner:
-    """urljoin with fast paths for the common href shapes."""
+    """urljoin with fast paths for the common href shapes; None for all but http(s)."""
 
     def __init__(self, base: str) -> None:
         self.base = base
         scheme, _, rest = base.partition("://")
         self.scheme = scheme.lower()
-        self.root = f"{scheme}://{rest.split('/', 1)[0].split('?', 1)[0].split('#', 1)[0]}"
+        self.root = f"{self.scheme}://{rest.split('/', 1)[0].split('?', 1)[0].split('#', 1)[0]}"
 
     def __call__(self, href: str) -> str | None:
         if "\t" in href or "\n" in href or "\r" in href:
@@ -81,10 +99,22 @@ class _Joiner:
         m = _SCHEME.match(href)
         if m is not None:
             scheme = m.group(1).lower()
-            if scheme in ("http", "https"):
-                return href
-            return None  # mailto:, javascript:, tel:, data: ...
-        return urljoin(self.base, href)
+            if scheme not in ("http", "https"):
+                return None  # mailto:, javascript:, tel:, data: ...
+            if href.startswith("//", m.end()):
+                return scheme + href[m.end() - 1 :]
+            # "http:x" without "//" is relative to a base of the same scheme
+            # (RFC 3986 section 5.2.2, the non-strict reading browsers follow).
+        return self._join(href)
+
+    def _join(self, href: str) -> str | None:
+        try:
+            joined = urljoin(self.base, href)
+        except ValueError:  # "//[oops" and the like: no URL at all
+            return None
+        # urljoin hands back what it cannot resolve as it came ("\x01javascript:x",
+        # "https:x" under an http base): only an absolute http(s) URL is a link.
+        return joined if joined.startswith(("http://", "https://")) else None
 
 
 def extract_links(
@@ -97,7 +127,9 @@ def extract_links(
     """The links, title and rel=canonical of an HTML page served at ``url``.
 
     Links are unique by URL, in page order; ``nofollow`` is true when every
-    anchor to the URL says ``rel="nofollow"``. Never raises on bad HTML.
+    anchor to the URL (up to the cap) says ``rel="nofollow"``. At most
+    ``max_links`` links; from the first anchor after that, anchors are only
+    counted in ``dropped``. Never raises on bad HTML.
 
     >>> page = b'''<html><head><title> Hi </title><link rel="canonical" href="/c">
     ... </head><body><a href="b?x=1#f">b</a> <a href="//cdn.example/i" rel="nofollow">i</a>
@@ -116,8 +148,13 @@ def extract_links(
     encoding = _utf8(encoding)
     if encoding is not None and encoding != "utf-8":
         # libxml2 knows fewer codec names than Python: transcode here.
-        body = body.decode(encoding, "replace").encode("utf-8")
-        encoding = "utf-8"
+        try:
+            body = body.decode(encoding, "replace").encode("utf-8")
+            encoding = "utf-8"
+        except (LookupError, UnicodeError):
+            # Not a text encoding ("zlib", "rot13"), or one that refuses "replace"
+            # ("idna"): as if no charset were declared.
+            encoding = None
     parser = etree.HTMLParser(
         encoding=encoding,
         no_network=True,
@@ -138,31 +175,33 @@ def extract_links(
     scope = head if head is not None else root
     base_el = scope.find(".//base[@href]")
     if base_el is not None:
-        joined = urljoin(url, (base_el.get("href") or "").strip())
-        if joined.lower().startswith(("http://", "https://")):
-            result.base = joined
+        base = _with_host(_Joiner(url)((base_el.get("href") or "").strip()))
+        if base is not None:
+            result.base = base
     join = _Joiner(result.base)
     title = scope.find(".//title")
     if title is not None:
         result.title = " ".join(str(title.xpath("string()")).split())
     for link_el in scope.iter("link"):
         if "canonical" in _rel_tokens(link_el.get("rel")) and link_el.get("href"):
-            result.canonical = join((link_el.get("href") or "").strip())
+            result.canonical = _with_host(join((link_el.get("href") or "").strip()))
             break
     found: dict[str, bool] = {}
-    for el in root.iter("a", "area"):
+    anchors = root.iter("a", "area")
+    for el in anchors:
         href = el.get("href")
         if not href:
             continue
+        if len(found) >= max_links:
+            # The cap is reached: count the rest, resolve none of them.
+            result.dropped = 1 + sum(1 for rest in anchors if rest.get("href"))
+            break
         target = join(href.strip())
         if target is None:
             continue
         nofollow = "nofollow" in _rel_tokens(el.get("rel"))
         seen = found.get(target)
         if seen is None:
-            if len(found) >= max_links:
-                result.dropped += 1
-                continue
             found[target] = nofollow
         elif seen and not nofollow:
             found[target] = False

@@ -45,7 +45,9 @@ MAX_BYTES = 50 * 1024 * 1024  # sitemaps.org: 50 MB uncompressed
 URLSET, INDEX, TEXT, RSS, ATOM, UNKNOWN = "urlset", "sitemapindex", "text", "rss", "atom", "unknown"
 _GZIP_MAGIC = b"\x1f\x8b"
 _LINE = re.compile(rb"[^\r\n]+")
-_INTERNAL_DTD = re.compile(rb"<!DOCTYPE[^>\[]*\[", re.IGNORECASE)
+_DOCTYPE = re.compile(rb"<!DOCTYPE", re.IGNORECASE)
+_DOCTYPE_END = re.compile(rb"[>\[]")
+_ENTITY_DECL = re.compile(rb"<!ENTITY", re.IGNORECASE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,7 +118,7 @@ def _add(result: SitemapResult, raw: str | None, lastmod: str | None, base: str,
         return
     try:
         url = canonicalize(urljoin(base, raw.strip()))
-    except URLError:
+    except ValueError:  # URLError, or urljoin's own ("http://["): this entry only
         result.drop("invalid")
         return
     if not _in_scope(url, scope, result, hosts_only=hosts_only):
@@ -136,6 +138,30 @@ def _child_text(elem: etree._Element, *names: str) -> str | None:
         if _local(child.tag) in names and child.text:
             return str(child.text)
     return None
+
+
+def _declares_dtd(body: bytes) -> bool:
+    """Whether the file declares entities or opens an internal DTD subset.
+
+    Linear in the body whatever it holds: a regex search for ``<!DOCTYPE
+    [^>[]*[`` restarting at every ``<!DOCTYPE`` is quadratic on a file of
+    them. The first ``>`` or ``[`` after a ``<!DOCTYPE`` is also the first after
+    every later ``<!DOCTYPE`` before it, so the scan resumes there. Quotes are
+    not read (a recovering parser may not honour them either); a ``<!ENTITY``
+    anywhere refuses the file, so a ``>`` inside a quoted system identifier
+    hides nothing.
+    """
+    if _ENTITY_DECL.search(body) is not None:
+        return True
+    pos = 0
+    while (decl := _DOCTYPE.search(body, pos)) is not None:
+        end = _DOCTYPE_END.search(body, decl.end())
+        if end is None:
+            return False
+        if end.group() == b"[":
+            return True
+        pos = end.end()
+    return False
 
 
 def _xml_events(body: bytes) -> Iterator[tuple[str, etree._Element]]:
@@ -252,7 +278,7 @@ def parse_sitemap(
     elif len(body) > max_bytes:
         body, result.truncated = body[:max_bytes], True
     head = body[:512].lstrip(b"\xef\xbb\xbf \t\r\n")
-    if head.startswith(b"<") and _INTERNAL_DTD.search(body):
+    if head.startswith(b"<") and _declares_dtd(body):
         # Entity declarations have no place in a sitemap or feed; they are how
         # billion-laughs and external-entity files are built. Refuse the file.
         result.error = "internal DTD subset (entity declarations) refused"

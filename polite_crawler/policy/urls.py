@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+from ipaddress import IPv6Address, ip_address
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
 
@@ -76,6 +77,14 @@ def _host_port(scheme: str, netloc: str) -> str:
     host = host.lower().rstrip(".")
     if not host or host == "[]":
         raise URLError("no host")
+    if not host.isascii():
+        # w3lib leaves a host it cannot IDNA-encode as written ("ü.." has an empty
+        # label); with the dots gone it may encode, and then it must, or a second
+        # pass would give another form. One that still cannot has no DNS name.
+        try:
+            host = host.encode("idna").decode("ascii")
+        except UnicodeError as exc:
+            raise URLError(f"host {host!r} has no IDNA form") from exc
     if port:
         if not port.isdigit() or int(port) > 65535:
             raise URLError(f"bad port {port!r}")
@@ -184,6 +193,8 @@ def host_of(url: str) -> str:
 
     >>> host_of("http://WWW.Example.org.:8080/")
     'www.example.org'
+    >>> host_of("http://[::FFFF:127.0.0.1]/") == host_of(canonicalize("http://[::FFFF:127.0.0.1]/"))
+    True
     """
     try:
         host = (urlsplit(url).hostname or "").lower().rstrip(".")
@@ -192,7 +203,14 @@ def host_of(url: str) -> str:
     if host and not host.isascii():
         with contextlib.suppress(UnicodeError):
             host = host.encode("idna").decode("ascii")
-    return f"[{host}]" if ":" in host else host
+    if ":" in host:
+        # An IPv6 literal in the form w3lib gives it ("::FFFF:1.2.3.4" -> "::ffff:102:304").
+        with contextlib.suppress(ValueError):
+            address = ip_address(host)
+            if isinstance(address, IPv6Address):
+                host = str(address)
+        return f"[{host}]"
+    return host
 
 
 def origin_of(url: str) -> str:
