@@ -233,11 +233,21 @@ def ensure_resolver(crawler: Crawler, policy: AddressPolicy) -> PolicyResolver:
     from twisted.internet import reactor
 
     current: Any = getattr(reactor, "nameResolver", None)
-    resolver = current if isinstance(current, PolicyResolver) else None
-    if resolver is None:
-        resolver = PolicyResolver.from_crawler(crawler, reactor)
-        resolver.install_on_reactor()
+    fresh = PolicyResolver.from_crawler(crawler, reactor)
+    if not isinstance(current, PolicyResolver):
+        fresh.install_on_reactor()
         logger.debug("Installed the address-checking name resolver")
+        resolver = fresh
+    else:
+        # One process, one resolver: the newest crawl's lookup and networks rule it
+        # (a crawl that ended without closing its handler must not leave its own).
+        resolver = current
+        if resolver.lookup is not fresh.lookup:
+            resolver.lookup = fresh.lookup
+            resolver._cache.clear()
+            resolver._refusals.clear()
+        resolver.base = fresh.base
+        resolver.cache_size = fresh.cache_size
     resolver.attach(policy)
     return resolver
 

@@ -160,9 +160,6 @@ async def test_nothing_after_a_refusal(web_factory, tmp_path, caplog) -> None:
         assert [w for w in warnings if host in w and why in w], (host, warnings)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "the gate counts polite/gate/verdict/<action>; issue 5 asks for "
-    "polite/verdicts/<reason> (one line in GateMiddleware._settle)"))
 @pytest_twisted.ensureDeferred
 async def test_stats_per_reason(web_factory, tmp_path) -> None:
     web = web_factory({"127.0.0.1": _site(Resp(200, page("fine")),
@@ -185,10 +182,6 @@ async def test_breaker_after_five_500s(web_factory, tmp_path) -> None:
     assert len(_content(web, "127.0.0.2")) == 6
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "Twisted's HTTPConnectionPool re-sends a GET that failed on a reused keep-alive "
-    "connection, at once and unseen by the gate: the server sees six requests. "
-    "Fix: retryAutomatically = False on the pool in polite_crawler/handlers.py"))
 @pytest_twisted.ensureDeferred
 async def test_breaker_after_five_resets(web_factory, tmp_path) -> None:
     web = web_factory({"127.0.0.1": _site(Resp(reset=True))})
@@ -293,9 +286,6 @@ async def test_access_log_agrees_with_server(web_factory, tmp_path) -> None:
     assert all(x["rest"] is not None and x["rest"] > 0 for x in lines)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "the gate turns every 4xx verdict on robots.txt into 'no restrictions' (RFC 9309), "
-    "a challenge page included; a challenge is a refusal whatever it answers"))
 @pytest_twisted.ensureDeferred
 async def test_challenge_on_robots_txt_stops(web_factory, tmp_path) -> None:
     class _Challenged(Site):
