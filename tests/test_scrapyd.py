@@ -312,7 +312,8 @@ def test_cancelled_job_resumes_with_the_same_job_id(
     assert len(second_paths) == len(set(second_paths))
     # Resumed: nothing fetched before is fetched again, the rest is fetched once.
     assert not set(first_paths) & set(second_paths), sorted(set(first_paths) & set(second_paths))
-    assert set(first_paths) | set(second_paths) == every
+    # (the spider's /sitemap.xml probe, a 404 here, is a request like any other: once)
+    assert (set(first_paths) | set(second_paths)) - {"/sitemap.xml"} == every
     assert len(second) < len(every)
     problems = _violations(web.entries(d))
     assert not problems, problems
@@ -344,7 +345,11 @@ def test_recrawl_with_a_new_job_id_is_conditional(
     pytest.importorskip("polite_crawler.middlewares.conditional",
                         reason="conditional requests not built yet")
     host = "127.0.0.26"
-    bodies = {f"/v/{i}": page(f"v{i}") for i in range(4)}
+    # Distinct texts: pages that differ only by a digit are one page to the
+    # duplicate detection (digits are normalised), and a duplicate is not stored.
+    topics = ["otters and rivers", "granite quarries", "lighthouse keepers", "beekeeping"]
+    bodies = {f"/v/{i}": page(f"v{i}", f"A long article about {t}, unlike the others.")
+              for i, t in enumerate(topics)}
     routes: dict[str, Any] = {
         "/": Resp(200, page("home", links=list(bodies)), etag=etag_for(b"home")),
         "/robots.txt": "User-agent: *\nAllow: /\n",

@@ -9,7 +9,6 @@ import time
 import zlib
 from typing import Any
 
-import pytest
 import pytest_twisted
 
 from polite_crawler.extensions.accesslog import read_access_log

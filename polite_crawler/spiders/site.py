@@ -249,7 +249,9 @@ class SiteSpider(scrapy.Spider):
         disc.sitemaps.add(canon)
         disc.pending += 1
         return scrapy.Request(
-            canon, callback=self.parse_sitemap, errback=self.sitemap_failed, dont_filter=True,
+            # Filtered like any URL: a resumed job (same JOBDIR) does not read its
+            # sitemaps again; what they listed is in its queue already.
+            canon, callback=self.parse_sitemap, errback=self.sitemap_failed,
             priority=SITEMAP_PRIORITY,
             meta={DISCOVERY: "sitemap", "polite_sitemap_scope": scope, "polite_link": False,
                   "polite_max_bytes": self.sitemap_max_bytes, DEPTH: 0},
