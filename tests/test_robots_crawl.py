@@ -13,7 +13,10 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 import pytest_twisted
+import scrapy
 
+from polite_crawler.defaults import POLITE_DEFAULTS
+from polite_crawler.frontier.core import ROBOTS_FETCH_CAP
 from polite_crawler.spiders.site import SiteSpider
 from polite_crawler.store.paths import state_db_path
 from polite_crawler.store.robots import RobotsBook
@@ -21,15 +24,21 @@ from polite_crawler.web.server import LogEntry, Req, Resp, Site, TestWeb, overla
 from tests.crawl import run_crawl
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator
     from pathlib import Path
+
+    from scrapy.http import Response
 
     from tests.crawl import CrawlResult
 
 pytestmark = pytest.mark.slow
 
 ROBOTS = "/robots.txt"
+# With no Sitemap line in robots.txt the site spider reads /sitemap.xml first
+# (seed 003: sitemaps first); it is a request like any other, after robots.txt.
+SITEMAP = "/sitemap.xml"
 CONTENT = ("/", "/a", "/secret")
+BREAKER = POLITE_DEFAULTS["POLITE_BREAKER_FAILURES"]
 
 
 def _settings(tmp_path: Path, **extra: Any) -> dict[str, Any]:
@@ -129,6 +138,8 @@ async def test_every_status_class(web_factory: type[TestWeb], tmp_path: Path) ->
         # asked for, again and again with a backoff, until the breaker stops the origin
         "127.0.0.18": Resp(500, b"User-agent: *\nAllow: /\n"),
         "127.0.0.20": Resp(502, b"bad gateway"),
+        # 429 for good: no failure for the breaker, but robots.txt never becomes usable
+        "127.0.0.21": Resp(429, b"slow down", headers={"Retry-After": "1"}),
         # 429 and 503: unreachable until robots.txt can be read again
         "127.0.0.17": failing_then(Resp(429, b"slow down", headers={"Retry-After": "1"}), 2, rules),
         "127.0.0.19": failing_then(Resp(503, b"User-agent: *\nAllow: /\n"), 3, rules),
@@ -138,22 +149,28 @@ async def test_every_status_class(web_factory: type[TestWeb], tmp_path: Path) ->
     for host in answers:
         assert_robots_first(web, host)
     for host in ("127.0.0.11", "127.0.0.12"):  # 2xx: parsed and obeyed
-        assert set(paths(web, host)) == {ROBOTS, "/", "/a"}
+        assert set(paths(web, host)) == {ROBOTS, SITEMAP, "/", "/a"}
     for host in ("127.0.0.13", "127.0.0.14", "127.0.0.15", "127.0.0.16"):  # 4xx: no rules
-        assert set(paths(web, host)) == {ROBOTS, *CONTENT}
-    for host in ("127.0.0.18", "127.0.0.20"):  # unreachable for good
+        assert set(paths(web, host)) == {ROBOTS, SITEMAP, *CONTENT}
+    for host in ("127.0.0.18", "127.0.0.20", "127.0.0.21"):  # unreachable for good
         assert_only_robots(web, host)
-        assert len(paths(web, host)) >= 2, "robots.txt is asked for again after a backoff"
+    # asked for again after each backoff, until the origin is stopped: a 5xx is a
+    # failure (five in a row trip the breaker); 429 is none, and the frontier gives
+    # up after ten robots.txt fetches in a row that never made it usable
+    assert len(paths(web, "127.0.0.18")) == len(paths(web, "127.0.0.20")) == BREAKER
+    assert len(paths(web, "127.0.0.21")) == ROBOTS_FETCH_CAP
     for host, failures in (("127.0.0.17", 2), ("127.0.0.19", 3)):  # unreachable, then back
         assert before_first_good_robots(web, host) == [ROBOTS] * (failures + 1)
-        assert set(paths(web, host)) == {ROBOTS, "/", "/a"}
+        assert set(paths(web, host)) == {ROBOTS, SITEMAP, "/", "/a"}
     assert not overlaps(web.log)
     stats = result.stats
     assert result.stats["finish_reason"] == "finished"
     assert stats["polite/robots/outcome/parse"] == 4
     assert stats["polite/robots/outcome/allow_all"] == 4
     assert stats["polite/robots/outage_without_copy"] >= 9
-    assert stats["polite/robots/status/429"] == 2
+    assert stats["polite/robots/status/429"] == 2 + ROBOTS_FETCH_CAP
+    assert stats["polite/origin/stopped/breaker"] == 2
+    assert stats["polite/origin/stopped/robots_unreachable"] == 1
     urls = {i["url"] for i in result.items}
     assert web.url("127.0.0.11", "/secret") not in urls
     assert web.url("127.0.0.13", "/secret") in urls
@@ -198,18 +215,18 @@ async def test_redirect_chains_of_1_5_and_6_hops(
         hop_paths = (ROBOTS, *(f"/r{i}" for i in range(1, n + 1)))
         assert_robots_first(web, host, hop_paths)
         assert paths(web, host)[: n + 1] == list(hop_paths)  # every hop, in order
-        assert set(paths(web, host)) == {*hop_paths, "/", "/a"}  # and the rules obeyed
+        assert set(paths(web, host)) == {*hop_paths, SITEMAP, "/", "/a"}  # and the rules obeyed
     # six redirects: the sixth is not followed. RFC 9309 2.3.1.2 lets the crawler
     # read the file as unavailable, which 2.3.1.3 makes "no restrictions" (as a 4xx).
     six_paths = [ROBOTS, *(f"/r{i}" for i in range(1, 6))]
     got = paths(web, six)
     assert got[:6] == six_paths
     assert "/r6" not in got
-    assert sorted(got[6:]) == ["/", "/a", "/secret"]
+    assert sorted(got[6:]) == sorted([SITEMAP, *CONTENT])
     assert result.stats.get("polite/robots/outcome/allow_all", 0) >= 1
     # across hosts: the file found on the other host rules the first one
     assert_robots_first(web, cross)
-    assert set(paths(web, cross)) == {ROBOTS, "/", "/a"}
+    assert set(paths(web, cross)) == {ROBOTS, SITEMAP, "/", "/a"}
     assert set(paths(web, target)) == {"/shared-robots.txt"}
     assert not overlaps(web.log)
     stats = result.stats
@@ -239,7 +256,7 @@ async def test_refused_reset_and_timeout(web_factory: type[TestWeb], tmp_path: P
     # (the timed-out exchange itself may be missing from the log: the server
     # only logs a request once it has answered, and the client had gone)
     assert set(before_first_good_robots(web, slow)) == {ROBOTS}
-    assert set(paths(web, slow)) == {ROBOTS, "/", "/a"}
+    assert set(paths(web, slow)) == {ROBOTS, SITEMAP, "/", "/a"}
     stats = result.stats
     assert stats.get("polite/robots/error/refused", 0) >= 1
     # the reset (no answer, RST) is a lost or failed connection, whatever its label
@@ -263,7 +280,7 @@ async def test_two_megabyte_robots_txt_is_cut_not_rejected(
     result = await crawl(web, [host], tmp_path)
     assert_robots_first(web, host)
     # /secret (before the cut) is obeyed; /a (after 2 MB) was never read
-    assert set(paths(web, host)) == {ROBOTS, "/", "/a"}
+    assert set(paths(web, host)) == {ROBOTS, SITEMAP, "/", "/a"}
     assert result.stats["polite/robots/truncated"] == 1
 
 
@@ -292,9 +309,9 @@ async def test_bom_crlf_garbage_utf16_and_token_group(
     for host in answers:
         assert_robots_first(web, host)
     for host in ("127.0.0.61", "127.0.0.63", "127.0.0.64", "127.0.0.65"):
-        assert set(paths(web, host)) == {ROBOTS, "/", "/a"}, host
+        assert set(paths(web, host)) == {ROBOTS, SITEMAP, "/", "/a"}, host
     for host in ("127.0.0.62", "127.0.0.66"):
-        assert set(paths(web, host)) == {ROBOTS, *CONTENT}, host
+        assert set(paths(web, host)) == {ROBOTS, SITEMAP, *CONTENT}, host
 
 
 # ---------------------------------------------------------------------------
@@ -312,7 +329,7 @@ async def test_crawl_delay_reaches_the_rest(web_factory: type[TestWeb], tmp_path
     await crawl(web, [host], tmp_path)
     entries = web.entries(host)
     assert next(e.path for e in entries) == ROBOTS
-    assert len(entries) == 5
+    assert sorted(e.path for e in entries[1:]) == sorted([SITEMAP, "/", "/a", "/b", "/c"])
     content = entries[1:]
     gaps = [b.started - a.finished for a, b in itertools.pairwise(content)]
     assert min(gaps) >= 0.6 - 0.02, gaps  # not the 0.05 s base rest
@@ -359,9 +376,11 @@ async def test_durable_cache_refresh_and_outage_with_a_copy(
     first = await crawl(web, [fresh, stale, down], tmp_path)
     for host in (fresh, stale, down):
         assert_robots_first(web, host)
-    assert set(paths(web, fresh)) == {ROBOTS, "/", "/a"}
-    assert set(paths(web, stale)) == {ROBOTS, "/", "/a"}  # refetched: the new Disallow holds
-    assert set(paths(web, down)) == {ROBOTS, "/", "/a"}  # the old copy rules during the outage
+    assert set(paths(web, fresh)) == {ROBOTS, SITEMAP, "/", "/a"}
+    # refetched: the new Disallow holds
+    assert set(paths(web, stale)) == {ROBOTS, SITEMAP, "/", "/a"}
+    # the old copy rules during the outage
+    assert set(paths(web, down)) == {ROBOTS, SITEMAP, "/", "/a"}
     assert first.stats["polite/robots/outage_with_copy"] >= 1
     # A second run within the day: the cache survived, robots.txt is not fetched again.
     robots_before = len(web.entries(path=ROBOTS))
@@ -375,14 +394,38 @@ async def test_durable_cache_refresh_and_outage_with_a_copy(
 # Page-level rules and content signals
 
 
+def _sitemap(*locs: str) -> bytes:
+    urls = "".join(f"<url><loc>{loc}</loc></url>" for loc in locs)
+    return ('<?xml version="1.0"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
+            f"{urls}</urlset>").encode()
+
+
 def html(title: str, links: list[tuple[str, str]] = (), head: str = "") -> bytes:  # type: ignore[assignment]
     anchors = "".join(f'<a href="{href}"{attrs}>{href}</a>' for href, attrs in links)
     return (f"<!doctype html><html><head><title>{title}</title>{head}</head>"
             f"<body><p>{title}</p>{anchors}</body></html>").encode()
 
 
+class EveryLinkSpider(scrapy.Spider):
+    """A naive spider that follows every link: the page rules must hold it back."""
+
+    name = "every_link"
+
+    def __init__(self, url: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.start_urls = [url]
+
+    def parse(self, response: Response, **kwargs: Any) -> Iterator[Any]:
+        yield {"url": response.url, "title": response.css("title::text").get()}
+        for href in response.css("a::attr(href)").getall():
+            yield response.follow(href)
+
+
+@pytest.mark.parametrize("spider", [SiteSpider, EveryLinkSpider])
 @pytest_twisted.ensureDeferred
-async def test_meta_and_header_rules(web_factory: type[TestWeb], tmp_path: Path) -> None:
+async def test_meta_and_header_rules(
+    web_factory: type[TestWeb], tmp_path: Path, spider: type[scrapy.Spider]
+) -> None:
     host = "127.0.0.91"
     routes: dict[str, Any] = {
         ROBOTS: text("User-agent: *\nAllow: /\n"),
@@ -396,11 +439,17 @@ async def test_meta_and_header_rules(web_factory: type[TestWeb], tmp_path: Path)
         "/xo": Resp(200, html("xo", [("/xo-child", "")]),
                     headers={"X-Robots-Tag": "otherbot: nofollow, noindex"}),
         "/xn": Resp(200, html("xn"), headers={"X-Robots-Tag": "noindex"}),
+        # The site spider holds the links of / until this sitemap is read, and
+        # releases them from its callback: the sitemap's own nofollow is not the
+        # rule of the page they came from.
+        SITEMAP: Resp(200, _sitemap("/"), content_type="application/xml",
+                      headers={"X-Robots-Tag": "noindex, nofollow"}),
     }
     for p in ("/nf-child", "/ni-child", "/xr-child", "/xo-child", "/relnf", "/both"):
         routes[p] = html(p)
     web = web_factory({host: Site(routes)})
-    result = await crawl(web, [host], tmp_path)
+    result = await run_crawl(spider, _settings(tmp_path), url=web.url(host, "/"))
+    assert_robots_first(web, host)
     got = set(paths(web, host))
     assert {"/ni-child", "/xo-child", "/both"} <= got
     assert not got & {"/nf-child", "/xr-child", "/relnf"}
@@ -415,8 +464,17 @@ async def test_meta_and_header_rules(web_factory: type[TestWeb], tmp_path: Path)
     assert items["/xr"]["polite_nofollow"] is True
     assert items["/xo"]["polite_nofollow"] is False
     stats = result.stats
-    assert stats["polite/robots/nofollow_dropped"] == 2
-    assert stats["polite/robots/rel_nofollow_dropped"] == 1
+    assert stats["polite/robots/page/nofollow"] == 2  # /nf and /xr; the sitemap is no page
+    assert stats["polite/robots/page/noindex"] == 2
+    if spider is EveryLinkSpider:
+        # the page rules middleware drops what the naive spider yields
+        assert stats["polite/robots/nofollow_dropped"] == 2
+        assert stats["polite/robots/rel_nofollow_dropped"] == 1
+    else:
+        # the site spider reads the same rules and never yields those links
+        assert stats["polite/discovery/rel_nofollow"] == 1
+        assert SITEMAP in got
+        assert stats.get("polite/robots/nofollow_dropped", 0) == 0
 
 
 @pytest_twisted.ensureDeferred

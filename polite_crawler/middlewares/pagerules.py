@@ -36,6 +36,11 @@ on every item the page yields):
     be held back from any AI-input export. (``ai_train`` is only recorded: the
     crawler trains no model.)
 
+A response to a discovery request (``meta["polite_discovery"]``: a sitemap the
+spider reads) is no page: it is not counted, and its own X-Robots-Tag does not
+judge what its callback yields (pages the sitemap lists, and links the spider
+held back until the sitemaps were read, judged by their own page's rules).
+
 Stats: ``polite/robots/page/noindex``, ``polite/robots/page/nofollow``,
 ``polite/robots/page/ai_input_refused``, ``polite/robots/nofollow_dropped``,
 ``polite/robots/rel_nofollow_dropped``, ``polite/robots/item_unmarked``.
@@ -51,6 +56,7 @@ from scrapy.http import HtmlResponse, TextResponse
 from scrapy.spidermiddlewares.base import BaseSpiderMiddleware
 
 from polite_crawler.context import polite_context
+from polite_crawler.middlewares.traps import DISCOVERY
 from polite_crawler.policy.robots import NO_SIGNALS, ContentSignals, PageRules, page_rules
 from polite_crawler.policy.urls import canonicalize
 
@@ -116,6 +122,8 @@ class PageRulesMiddleware(BaseSpiderMiddleware):
         meta[NOFOLLOW] = rules.nofollow
         meta[SIGNALS] = rules.signals.as_dict()
         meta[AI_INPUT] = rules.signals.ai_input_allowed
+        if meta.get(DISCOVERY):
+            return rules  # a sitemap (or robots.txt) the spider read: not a page
         if rules.noindex:
             self._inc("polite/robots/page/noindex")
         if rules.nofollow:
@@ -152,6 +160,11 @@ class PageRulesMiddleware(BaseSpiderMiddleware):
 
     def get_processed_request(self, request: Request, response: Response | None) -> Request | None:
         if response is None or request.meta.get("polite_link") is False:
+            return request
+        if response.meta.get(DISCOVERY):
+            # What a sitemap's callback yields is listed by the site, or a link held
+            # back until the sitemaps were read and judged by the rules of the page
+            # it came from: the sitemap's own X-Robots-Tag is not that page's rule.
             return request
         rules = self.rules_for(response)
         if rules.nofollow:
