@@ -47,6 +47,7 @@ COMPONENTS: dict[str, dict[str, int | None]] = {
         "polite_crawler.middlewares.robotstxt.RobotsTxtMiddleware": 100,  # robots.txt answers
         "scrapy.downloadermiddlewares.httpcompression.HttpCompressionMiddleware": None,
         "polite_crawler.middlewares.sizecap.SizeCapMiddleware": 590,  # decoding + size cap
+        "polite_crawler.middlewares.charset.CharsetMiddleware": 585,  # unusable charset labels
         "polite_crawler.middlewares.addresses.AddressPolicyMiddleware": 50,  # SSRF guard, first
         "polite_crawler.middlewares.traps.TrapStopMiddleware": 60,  # origins stopped for low yield
         "polite_crawler.middlewares.settled.SettledFailureMiddleware": 40,  # no tracebacks

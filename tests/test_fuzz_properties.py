@@ -24,14 +24,9 @@ from hypothesis import strategies as st
 
 from tests.fuzz.targets import MISSING, TARGETS
 
-# Fuzz findings in modules owned elsewhere, tolerated by the generic target runs
-# below (each has its own xfail regression test): (target, exception type, where).
-KNOWN = [
-    ("charset", LookupError, "w3lib/encoding.py"),  # charset=uu: not a text encoding
-    ("charset", UnicodeError, "w3lib/encoding.py"),  # charset=idna: refuses "replace"
-    ("cache_control", ValueError, "policy/revisit.py"),  # max-age=² / 5000 digits
-    ("cache_control", OverflowError, "policy/revisit.py"),  # max-age=<400 digits>
-]
+# Fuzz findings not fixed yet, tolerated by the generic target runs below (each
+# with its own xfail regression test): (target, exception type, where). None now.
+KNOWN: list[tuple[str, type[BaseException], str]] = []
 
 
 def _known(name: str, exc: BaseException) -> bool:
@@ -197,8 +192,6 @@ def test_cache_control_round_trip(directives: list[tuple[str, str | None]]) -> N
 
 
 @pytest.mark.skipif("cache_control" in MISSING, reason=MISSING.get("cache_control", ""))
-@pytest.mark.xfail(reason="finding for policy/revisit.py (issue 7): a hostile max-age or Age "
-                          "raises instead of counting as invalid", strict=False)
 @pytest.mark.parametrize("headers", [
     {"cache-control": "max-age=\u00b2"},  # latin-1 0xB2: isdigit() but not int()
     {"cache-control": "max-age=" + "9" * 400},  # OverflowError
@@ -300,20 +293,21 @@ def test_text_response_decodes_any_body_under_any_label(charset: str, body: byte
     response.css("title::text").get()
 
 
-@pytest.mark.xfail(reason="finding (charset target): a charset label naming a codec that is "
-                          "not a text encoding (uu, base64, zlib, rot13, hex) or that refuses "
-                          "errors='replace' (idna) makes w3lib's html_to_unicode, hence Scrapy's "
-                          "TextResponse.text/.css/.xpath, raise: such a page is lost without a "
-                          "log line (middlewares/pagerules.py calls response.xpath in "
-                          "process_spider_input). policy/links.py ignores the label.",
-                   strict=False)
 @pytest.mark.parametrize("charset", ["uu", "base64", "zlib", "rot13", "hex", "idna"])
 def test_text_response_with_a_codec_that_is_not_a_text_encoding(charset: str) -> None:
     from scrapy.http import HtmlResponse
+    from scrapy.utils.test import get_crawler
 
+    from polite_crawler.middlewares.charset import CharsetMiddleware
+
+    crawler = get_crawler()
+    crawler._apply_settings()
     response = HtmlResponse("http://example.org/", body=b"<title>t</title>",
                             headers={"Content-Type": f"text/html; charset={charset}"})
+    response = CharsetMiddleware(crawler).process_response(None, response)  # type: ignore[arg-type]
     assert response.css("title::text").get() == "t"
+    assert crawler.stats is not None
+    assert crawler.stats.get_value("polite/charset/unusable_label") == 1
 
 
 def test_links_charset_with_nul() -> None:

@@ -493,13 +493,7 @@ async def test_redirect_to_another_host_is_keyed_by_its_own_origin(web_factory, 
 
 
 @pytest.mark.parametrize("markup", [
-    pytest.param(
-        b'<html><head><base href="http://["><title>t</title></head><a href="/a">a</a></html>',
-        marks=pytest.mark.xfail(reason="finding for middlewares/pagerules.py: response.xpath "
-                                       "builds Scrapy's Selector, whose get_base_url raises "
-                                       "ValueError on <base href='http://['>; the page goes to "
-                                       "the errback (extract_links itself is fixed)",
-                                strict=False)),
+    b'<html><head><base href="http://["><title>t</title></head><a href="/a">a</a></html>',
     b'<html><head><link rel="canonical" href="http://[::1"></head><a href="/a">a</a></html>',
     b'<html><body><a href="http://[oops/">x</a><a href="/a">a</a></body></html>',
     b'<html><body><a href="http://%zz%00/">x</a><a href="\x00/a">y</a><a href="/a">a</a></body>',

@@ -51,6 +51,8 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
+import lxml.etree
+import lxml.html
 from itemadapter import ItemAdapter
 from scrapy.http import HtmlResponse, TextResponse
 from scrapy.spidermiddlewares.base import BaseSpiderMiddleware
@@ -110,7 +112,7 @@ class PageRulesMiddleware(BaseSpiderMiddleware):
         }
         metas: list[tuple[str, str]] = []
         if isinstance(response, HtmlResponse):
-            for node in response.xpath("//meta[@name][@content]"):
+            for node in self._select(response, "//meta[@name][@content]", css=False):
                 metas.append((node.attrib.get("name", ""), node.attrib.get("content", "")))
         robots = self.ctx.robots
         from_robots: ContentSignals = NO_SIGNALS
@@ -132,6 +134,30 @@ class PageRulesMiddleware(BaseSpiderMiddleware):
             self._inc("polite/robots/page/ai_input_refused")
         return rules
 
+    def _select(self, response: HtmlResponse, query: str, *, css: bool) -> list[Any]:
+        """Nodes of the page, or none when Scrapy cannot build its selector.
+
+        Hostile markup (``<base href="http://[">``) makes Scrapy's selector raise
+        while it works out the base URL; the page then has no meta rules or
+        rel=nofollow links to read, and the decision is counted.
+        """
+        try:
+            return list(response.css(query) if css else response.xpath(query))
+        except (ValueError, LookupError, UnicodeError) as exc:
+            self._inc("polite/robots/page/unparseable")
+            logger.debug("Cannot read the markup of %(url)s: %(exc)s",
+                         {"url": response.url, "exc": exc})
+        if css:
+            return []
+        # The meta rules matter most (noindex): read them from the bytes with lxml,
+        # which needs no base URL.
+        try:
+            root = lxml.html.fromstring(response.body)
+        except (ValueError, TypeError, lxml.etree.ParserError):
+            return []
+        found = root.xpath(query)
+        return list(found) if isinstance(found, list) else []
+
     def _rel_nofollow_only(self, response: Response) -> frozenset[str]:
         """Canonical URLs the page links only with ``rel="nofollow"``."""
         cached = response.meta.get(_NOFOLLOW_ONLY)
@@ -140,7 +166,7 @@ class PageRulesMiddleware(BaseSpiderMiddleware):
         nofollow: set[str] = set()
         followable: set[str] = set()
         if isinstance(response, TextResponse) and isinstance(response, HtmlResponse):
-            for node in response.css("a[href], area[href]"):
+            for node in self._select(response, "a[href], area[href]", css=True):
                 href = node.attrib.get("href", "").strip()
                 if not href or href.startswith(("#", "javascript:", "mailto:")):
                     continue

@@ -206,6 +206,7 @@ _CHARSETS = ("utf-8", "UTF8", "latin-1", "iso-8859-1", "windows-1252", "utf-16",
 def charset(data: bytes) -> None:
     from w3lib.encoding import html_to_unicode
 
+    from polite_crawler.policy.charset import strip_unusable_charset
     from polite_crawler.policy.links import extract_links
     from polite_crawler.policy.traps import html_text
 
@@ -213,6 +214,9 @@ def charset(data: bytes) -> None:
     declared = inp.pick(_CHARSETS) if inp.byte() % 4 else inp.text(12)
     ctype = f"text/html; charset={declared}"
     body = inp.rest()
+    # What the crawler does first (middlewares/charset.py): drop a label that
+    # cannot decode text, then let w3lib decode.
+    ctype = strip_unusable_charset(ctype) or ctype
     encoding, text = html_to_unicode(ctype, body)
     assert isinstance(text, str) and isinstance(encoding, str)
     html_text(body, "utf-8")
