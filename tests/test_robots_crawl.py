@@ -18,7 +18,7 @@ import scrapy
 from polite_crawler.defaults import POLITE_DEFAULTS
 from polite_crawler.frontier.core import ROBOTS_FETCH_CAP
 from polite_crawler.spiders.site import SiteSpider
-from polite_crawler.store.paths import state_db_path
+from polite_crawler.store.paths import origins_db_path
 from polite_crawler.store.robots import RobotsBook
 from polite_crawler.web.server import LogEntry, Req, Resp, Site, TestWeb, overlaps, page
 from tests.crawl import run_crawl
@@ -351,7 +351,7 @@ async def test_crawl_delay_applies_right_after_robots_txt(
 def _seed(tmp_path: Path, origin: str, body: bytes, age: float) -> None:
     from scrapy.settings import Settings
 
-    db = state_db_path(Settings({"POLITE_STATE_DIR": str(tmp_path)}))
+    db = origins_db_path(Settings({"POLITE_STATE_DIR": str(tmp_path)}))
     book = RobotsBook(db, "PoliteCrawler", clock=lambda: time.time() - age)
     book.record_answer(origin, 200, body)
     book.close()

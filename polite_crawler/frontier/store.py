@@ -35,7 +35,6 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
 
 QUEUED, IN_FLIGHT = 0, 1
-ORIGINS_DB = "polite-origins.sqlite3"
 
 _QUEUE_SCHEMA = """
 CREATE TABLE IF NOT EXISTS frontier_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);

@@ -18,6 +18,9 @@ if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
 
 STATE_DB = "polite.sqlite3"
+# Per-origin state, leases and the robots.txt cache: written from the reactor
+# thread, so kept apart from the page store's batched transactions.
+ORIGINS_DB = "polite-origins.sqlite3"
 
 
 def state_dir(settings: BaseSettings) -> Path:
@@ -29,6 +32,10 @@ def state_dir(settings: BaseSettings) -> Path:
 
 def state_db_path(settings: BaseSettings) -> Path:
     return state_dir(settings) / STATE_DB
+
+
+def origins_db_path(settings: BaseSettings) -> Path:
+    return state_dir(settings) / ORIGINS_DB
 
 
 def connect(path: Path | str) -> sqlite3.Connection:

@@ -36,7 +36,7 @@ from polite_crawler.policy.robots import (
     retry_delay,
 )
 from polite_crawler.policy.urls import origin_of
-from polite_crawler.store.paths import connect, state_db_path
+from polite_crawler.store.paths import connect, origins_db_path
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -144,7 +144,7 @@ class RobotsBook:
         cls, settings: BaseSettings, clock: Callable[[], float] = time.time
     ) -> RobotsBook:
         return cls(
-            state_db_path(settings),
+            origins_db_path(settings),
             settings.get("POLITE_BOT_NAME", "PoliteCrawler"),
             ttl=settings.getfloat("POLITE_ROBOTS_TTL", 24 * 3600.0),
             max_bytes=settings.getint("POLITE_ROBOTS_MAX_BYTES", DEFAULT_MAX_BYTES),
