@@ -121,7 +121,8 @@ def page_item(response: Response, *, canonical_url: str | None = None, title: st
         final_url=response.url,
         canonical_url=canonical_url,
         status=response.status,
-        fetched_at=float(meta.get(FETCHED_AT) or time.time()),
+        # The exchange's end as the gate measured it, else now.
+        fetched_at=float(meta.get(FETCHED_AT) or meta.get("polite_end") or time.time()),
         etag=_header(headers, "etag"),
         last_modified=_header(headers, "last-modified"),
         lastmod=meta.get(LASTMOD),
