@@ -199,7 +199,7 @@ _WRITER = textwrap.dedent("""
     from polite_crawler.store.pages import PageStore, backend_factory
     from tests.test_store_pages import _rec
     store = PageStore(backend_factory(sys.argv[1], ""), batch_size=10, flush_interval=3600,
-                      on_commit=lambda n: print(n, flush=True))
+                      idle_commit=False, on_commit=lambda n: print(n, flush=True))
     i = 0
     while True:
         store.save(_rec(i)).result()
@@ -232,3 +232,22 @@ def test_kill_in_the_middle_of_a_batch_loses_nothing_committed(store_uri: str) -
             assert store.call(lambda b: b.execute("PRAGMA integrity_check")).result() == [("ok",)]
     finally:
         store.close()
+
+
+def test_idle_store_commits_at_once_and_shares_the_file(tmp_path: Any) -> None:
+    """With nothing more queued the batch is committed: another job's store (another
+    connection to the same file) reads it and writes at once, never waiting a flush
+    interval for the write lock."""
+    uri = f"sqlite:///{tmp_path / 'polite.sqlite3'}"
+    one = _store(uri, flush_interval=3600)
+    two = _store(uri, flush_interval=3600)
+    try:
+        one.save(_rec(1)).result()
+        one.call(lambda b: None).result()  # the job after the save: the commit is done
+        assert two.lookup(_rec(1).canonical_url) is not None
+        two.save(_rec(2)).result()
+        two.call(lambda b: None).result()
+        assert one.get(_rec(2).canonical_url).result() is not None
+    finally:
+        one.close()
+        two.close()

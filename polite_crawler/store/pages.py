@@ -6,9 +6,11 @@ setup) and PostgreSQL (``POLITE_STORE=postgresql://...``), both through
 
 :class:`PageStore` is what the crawl uses: the backend lives on one thread of
 its own, so the reactor thread never waits for disk or network; writes are
-batched into one transaction per ``batch_size`` writes or ``flush_interval``
-seconds, and reads on that thread see the writes not committed yet. A crash
-loses at most the open batch, never a committed one. Each write runs under a
+batched into one transaction (up to ``batch_size`` writes or ``flush_interval``
+seconds, committed early when no more work is queued, so the write lock other
+jobs share is held only while writes keep coming), and reads on that thread see
+the writes not committed yet. A crash loses at most the open batch, never a
+committed one. Each write runs under a
 savepoint, so one failing write does not undo the others of its batch.
 
 Lookups by canonical URL (what the conditional-request middleware and the
@@ -364,11 +366,14 @@ class PageStore:
     """
 
     def __init__(self, factory: Callable[[], SQLPageBackend], *, batch_size: int = 200,
-                 flush_interval: float = 1.0, max_distance: int = 8,
+                 flush_interval: float = 1.0, idle_commit: bool = True, max_distance: int = 8,
                  reader_factory: Callable[[], SQLPageBackend] | None = None,
                  on_commit: Callable[[int], None] | None = None) -> None:
         self.batch_size = max(1, batch_size)
         self.flush_interval = flush_interval
+        # Commit as soon as no more work is queued: the write lock (shared with other jobs
+        # on the same state directory) is held only while writes keep coming.
+        self.idle_commit = idle_commit
         self.max_distance = max_distance
         self.on_commit = on_commit
         self._factory = factory
@@ -434,7 +439,8 @@ class PageStore:
             else:
                 future.set_result(result)
             if self._pending and (self._pending >= self.batch_size
-                                  or time.monotonic() - self._since >= self.flush_interval):
+                                  or time.monotonic() - self._since >= self.flush_interval
+                                  or (self.idle_commit and self._jobs.empty())):
                 self._commit(backend)
         self._commit(backend)
         backend.close()
