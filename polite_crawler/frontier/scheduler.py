@@ -38,12 +38,12 @@ from polite_crawler.context import polite_context
 from polite_crawler.frontier.core import CONTENT, ROBOTS, Dispatch, Frontier, FrontierConfig
 from polite_crawler.frontier.dupefilter import CanonicalDupeFilter
 from polite_crawler.frontier.serialize import RequestCodec
-from polite_crawler.frontier.store import ORIGINS_DB, OriginStore, QueueStore, process_owner
+from polite_crawler.frontier.store import OriginStore, QueueStore, process_owner
 from polite_crawler.policy.identity import is_loopback_host
 from polite_crawler.policy.network import in_networks, parse_networks
 from polite_crawler.policy.rest import Rest, RestParams
 from polite_crawler.policy.urls import origin_of
-from polite_crawler.store.paths import state_dir
+from polite_crawler.store.paths import origins_db_path, state_dir
 
 if TYPE_CHECKING:
     from scrapy import Spider
@@ -128,7 +128,7 @@ class FrontierScheduler:
         self.spider = spider
         self.codec = RequestCodec(spider)
         queue = QueueStore(self._queue_path())
-        origins_db = state_dir(self.crawler.settings) / ORIGINS_DB
+        origins_db = origins_db_path(self.crawler.settings)
         origins = OriginStore(origins_db, process_owner(), queue.run_id)
         self.frontier = Frontier(
             queue, origins, self.config, clock=self.clock, rng=self.rng,

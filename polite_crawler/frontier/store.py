@@ -8,7 +8,7 @@ Two files, two owners:
   done (so a request's children and its own removal land together) and on every
   checkpoint. After a crash, rows that were in flight go back to the queue.
 * :class:`OriginStore`, in the shared state directory (``store.paths.state_dir``, file
-  :data:`ORIGINS_DB`): per-origin timing, failure and budget state, and a lease with an
+  ``store.paths.ORIGINS_DB``): per-origin timing, failure and budget state, and a lease with an
   expiry. Its own file, not ``polite.sqlite3``: the reactor thread writes it on every
   dispatch and settle, so no other writer may hold its lock for long (the page store
   batches its writes in transactions of up to a second). Every job on the machine reads
