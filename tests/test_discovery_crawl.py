@@ -161,7 +161,8 @@ async def test_rel_canonical_is_the_identity(web_factory, tmp_path) -> None:
     from polite_crawler.web.server import page
 
     def with_canonical(href: str) -> bytes:
-        return page("P", "text", ["/print", "/other"]).replace(
+        # distinct texts: the same text twice is one page to the duplicate detection
+        return page("P", f"text of the page that names {href}", ["/print", "/other"]).replace(
             b"</head>", f'<link rel="canonical" href="{href}"></head>'.encode())
 
     web = web_factory({B: Site({
@@ -313,6 +314,8 @@ async def test_start_url_redirected_to_another_host(web_factory, tmp_path) -> No
     })
     result = await run_crawl(SiteSpider, _settings(tmp_path, "frontier", POLITE_ALLOW_NETWORKS=[
         "127.0.6.21/32"]), url=web.url(old))
-    assert {i["url"] for i in result.items} == {web.url(new, p) for p in FallbackSite().real}
+    # url is what was requested, final_url where it landed
+    assert {i["final_url"] for i in result.items} == {web.url(new, p) for p in FallbackSite().real}
+    assert web.url(old) in {i["url"] for i in result.items}
     assert [e.path for e in web.entries(old) if e.path != "/robots.txt"] == ["/"]
     _fetched_once(web, new)

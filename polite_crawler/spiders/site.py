@@ -41,6 +41,7 @@ from scrapy.http import Response, TextResponse
 
 from polite_crawler.context import polite_context
 from polite_crawler.defaults import POLITE_DEFAULTS as _DEFAULT
+from polite_crawler.items import PageItem, page_item
 from polite_crawler.middlewares.traps import DEPTH, DISCOVERY, trap_limits, trap_reason
 from polite_crawler.policy.links import PageLinks, extract_links
 from polite_crawler.policy.sitemaps import parse_sitemap, scope_of
@@ -422,19 +423,21 @@ class SiteSpider(scrapy.Spider):
                 return declared
         return own
 
-    def build_item(self, response: Response, page: PageLinks | None = None) -> dict[str, Any]:
-        """The item for one page. Extend it (call super) to add fields."""
+    def build_item(self, response: Response, page: PageLinks | None = None) -> PageItem:
+        """The stored item for one page (:class:`polite_crawler.items.PageItem`).
+
+        Extend it (call super) to add fields; the pipelines give it its
+        fingerprints, decide duplicates and store it.
+        """
         if page is None and isinstance(response, TextResponse):
             page = extract_links(response.body, response.url, response.encoding,
                                  max_links=self.max_links)
-        return {
-            "url": response.url,
-            "canonical_url": self.page_identity(response, page),
-            "status": response.status,
-            "title": page.title if page is not None else "",
-            "lastmod": response.meta.get("polite_lastmod"),
-            "links": len(page.links) if page is not None else 0,
-        }
+        return page_item(
+            response,
+            canonical_url=self.page_identity(response, page),
+            title=page.title if page is not None and page.title else None,
+            links=len(page.links) if page is not None else 0,
+        )
 
     # --- the end -----------------------------------------------------------------
     def _on_idle(self) -> None:

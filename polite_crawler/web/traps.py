@@ -196,10 +196,13 @@ class TrapSite(Site):
         if path == "/robots.txt":
             return Resp(404, b"")
         if path == "/":
-            return Resp(200, page("Home", prose("home"), self._home_links()))
+            # Each site its own text: the same home page on two hosts is one page
+            # to the duplicate detection.
+            site = "-".join(self.traps)
+            return Resp(200, page("Home", prose(f"home-{site}"), self._home_links()))
         if path == "/about":
             more = ["/alias#team", "/alias?gclid=123", "/item?a=1&b=2&fbclid=1"]
-            return Resp(200, page("About", prose("about"),
+            return Resp(200, page("About", prose(f"about-{'-'.join(self.traps)}"),
                                   [*(more if "paths" in self.traps else []), "/"]))
         if path == "/alias":
             return Resp(200, page("Alias", prose("alias"), ["/alias?mc_eid=9#x", "/about"]))
