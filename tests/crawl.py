@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -50,7 +51,11 @@ class _Collector:
 
 async def run_crawl(spidercls: type, settings: dict[str, Any] | None = None, **spider_args: Any) -> CrawlResult:
     """Crawl with the project's settings (plus ``settings``) and collect items."""
-    crawler = get_crawler(spidercls, project_settings_dict(**(settings or {})))
+    settings = dict(settings or {})
+    # Every crawl its own durable state unless the test shares one on purpose:
+    # the default (.scrapy/polite) would carry pages and robots.txt across tests.
+    settings.setdefault("POLITE_STATE_DIR", tempfile.mkdtemp(prefix="polite-state-"))
+    crawler = get_crawler(spidercls, project_settings_dict(**settings))
     result = CrawlResult(crawler)
     collector = _Collector(result)
     crawler.signals.connect(collector.item_scraped, signal=signals.item_scraped)
