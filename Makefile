@@ -33,6 +33,7 @@ lint: $(STAMP)
 	$(BIN)/mypy
 
 bench: $(STAMP)
+	bash scripts/system-deps.sh bench
 	$(BIN)/python -m bench
 
 fuzz: $(STAMP)

@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
-# Debian packages for servers the tests start on loopback (PostgreSQL).
-# Installs only what is missing, and only as root; otherwise says what is missing.
+# Debian packages the tests and benchmarks use: PostgreSQL (a real server the
+# store tests start on loopback) and, with "bench", python3-doc (530 real HTML
+# pages for bench/cpu_per_page.py). Installs only what is missing, and only as
+# root; otherwise says what is missing (tests that need it skip with a reason).
 set -euo pipefail
 need=()
-command -v pg_ctlcluster >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || need+=(postgresql)
+ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || need+=(postgresql)
+if [ "${1:-}" = "bench" ] && [ ! -d /usr/share/doc/python3/html ]; then need+=(python3-doc); fi
 if [ ${#need[@]} -eq 0 ]; then exit 0; fi
 if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
   echo "installing Debian packages: ${need[*]}"
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
 else
-  echo "missing Debian packages (tests needing them will skip): ${need[*]}" >&2
+  echo "missing Debian packages (what needs them will skip): ${need[*]}" >&2
 fi
