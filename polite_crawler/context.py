@@ -9,10 +9,11 @@ nothing of this kind themselves, so every component sees the same state.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from scrapy.crawler import Crawler
 
 _ATTR = "_polite_context"

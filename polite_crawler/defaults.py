@@ -52,7 +52,8 @@ POLITE_DEFAULTS: dict[str, Any] = {
     "POLITE_RETRY_TIMES": 3,  # retries per request (408/429/503/5xx/errors)
     "POLITE_BREAKER_FAILURES": 5,  # consecutive failures that stop an origin
     "POLITE_RETRY_AFTER_PARK": 24 * 3600.0,  # longer Retry-After parks the origin
-    "POLITE_BACKOFF_BASE": 4.0,  # first backoff is uniform in [base, 2 x base), doubling per failure
+    # First backoff uniform in [base, 2 x base), doubling per failure.
+    "POLITE_BACKOFF_BASE": 4.0,
     "POLITE_TEST_WAIT_SCALE": 1.0,  # tests only: scales Retry-After/backoff on loopback origins
     "POLITE_MAX_BYTES": 5 * 1024 * 1024,  # body cap, decompressed size included
     "POLITE_ACCESS_LOG": "",  # path; empty: <state dir>/access-<start>.jsonl

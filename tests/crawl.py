@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from scrapy import signals
-from scrapy.crawler import Crawler
 from scrapy.utils.test import get_crawler
 
 from polite_crawler import settings as project_settings
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from scrapy.crawler import Crawler
 
 # Loopback rests: the rules are the same, the numbers small.
 FAST: dict[str, Any] = {
@@ -49,7 +52,9 @@ class _Collector:
         self.result.items.append(item)
 
 
-async def run_crawl(spidercls: type, settings: dict[str, Any] | None = None, **spider_args: Any) -> CrawlResult:
+async def run_crawl(
+    spidercls: type, settings: dict[str, Any] | None = None, **spider_args: Any
+) -> CrawlResult:
     """Crawl with the project's settings (plus ``settings``) and collect items."""
     settings = dict(settings or {})
     # Every crawl its own durable state unless the test shares one on purpose:

@@ -57,7 +57,8 @@ class IdentityMiddleware:
         self.has_bot_url = bool(settings.get("POLITE_BOT_URL"))
         self.test_networks = parse_networks(settings.getlist("POLITE_TEST_NETWORKS"))
         ua_priority = settings.getpriority("USER_AGENT") or 0
-        configured = settings.get("USER_AGENT") if ua_priority > SETTINGS_PRIORITIES["default"] else None
+        user_set = ua_priority > SETTINGS_PRIORITIES["default"]
+        configured = settings.get("USER_AGENT") if user_set else None
         spider = crawler.spider
         spider_ua = getattr(spider, "user_agent", None) if spider is not None else None
         for candidate in (configured, spider_ua):
@@ -76,7 +77,8 @@ class IdentityMiddleware:
 
     def _needs_bot_url(self, url: str) -> bool:
         host = urlsplit(url).hostname or ""
-        return not (self.has_bot_url or is_loopback_host(host) or in_networks(host, self.test_networks))
+        local = is_loopback_host(host) or in_networks(host, self.test_networks)
+        return not (self.has_bot_url or local)
 
     def _check_bot_url(self, url: str) -> None:
         if self._needs_bot_url(url):

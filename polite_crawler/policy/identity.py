@@ -79,7 +79,8 @@ def check_user_agent(configured: str | None, identity: Identity) -> None:
             f"refusing to crawl with a browser User-Agent ({configured!r}); "
             f"the crawler always identifies itself as {identity.user_agent!r}"
         )
-    if not configured.startswith(f"{identity.bot_name}/") or f"+{identity.bot_url}" not in configured:
+    has_token = configured.startswith(f"{identity.bot_name}/")
+    if not has_token or f"+{identity.bot_url}" not in configured:
         raise IdentityError(
             f"User-Agent {configured!r} drops the product token or the +URL; "
             f"the crawler always sends {identity.user_agent!r}"

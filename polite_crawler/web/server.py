@@ -11,14 +11,17 @@ from __future__ import annotations
 import email.utils
 import gzip
 import hashlib
+import itertools
 import socket
 import socketserver
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Iterator
 
 
 @dataclass
@@ -318,13 +321,15 @@ def overlaps(entries: list[LogEntry]) -> list[tuple[LogEntry, LogEntry]]:
         by_origin.setdefault(e.origin, []).append(e)
     for items in by_origin.values():
         items.sort(key=lambda e: e.started)
-        for a, b in zip(items, items[1:], strict=False):
+        for a, b in itertools.pairwise(items):
             if b.started < a.finished:
                 bad.append((a, b))
     return bad
 
 
-def short_rests(entries: list[LogEntry], rest: float, slack: float = 0.0) -> list[tuple[LogEntry, LogEntry, float]]:
+def short_rests(
+    entries: list[LogEntry], rest: float, slack: float = 0.0
+) -> list[tuple[LogEntry, LogEntry, float]]:
     """Pairs of consecutive requests to one origin whose gap (end to start) is below ``rest``."""
     bad = []
     by_origin: dict[str, list[LogEntry]] = {}
@@ -332,7 +337,7 @@ def short_rests(entries: list[LogEntry], rest: float, slack: float = 0.0) -> lis
         by_origin.setdefault(e.origin, []).append(e)
     for items in by_origin.values():
         items.sort(key=lambda e: e.started)
-        for a, b in zip(items, items[1:], strict=False):
+        for a, b in itertools.pairwise(items):
             gap = b.started - a.finished
             if gap < rest - slack:
                 bad.append((a, b, gap))
