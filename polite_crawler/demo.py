@@ -16,6 +16,7 @@ import argparse
 import itertools
 import json
 import os
+import re
 import shutil
 import signal
 import sqlite3
@@ -45,7 +46,7 @@ DEMO_SETTINGS: dict[str, Any] = {
     "POLITE_REST_API": 0.1,
     "POLITE_JITTER": 0.25,  # up to 0.05 s extra
     "POLITE_BACKOFF_MAX": 10.0,  # backoff without Retry-After; the server's own waits still hold
-    "POLITE_ROBOTS_RETRY_MIN": 10.0,  # first retry of an unreachable robots.txt (doubles)
+    "POLITE_ROBOTS_RETRY_MIN": 2.0,  # first retry of an unreachable robots.txt (doubles)
     "POLITE_CONTACT": "demo-operator@example.org",
     "LOG_LEVEL": "INFO",
 }
@@ -77,6 +78,21 @@ class Records:
     store_note: str
     token: str
     port: int
+    # origin -> reason, from the frontier's "Stopped <origin> for this run (<reason>)"
+    stops: dict[str, str] = field(default_factory=dict)
+
+
+_STOPPED = re.compile(r"Stopped (\S+) for this run \(([^)]+)\)")
+
+
+def read_stops(log: Path) -> dict[str, str]:
+    """Origins the frontier stopped for the run, and why, from the crawl log."""
+    if not log.is_file():
+        return {}
+    found: dict[str, str] = {}
+    for match in _STOPPED.finditer(log.read_text(encoding="utf-8", errors="replace")):
+        found[match.group(1)] = match.group(2)
+    return found
 
 
 # --- the records ------------------------------------------------------------------------
@@ -247,6 +263,10 @@ def host_figures(rec: Records) -> list[HostFigures]:
             fig.logged = len(lines)
             fig.verdicts = Counter(str(ln.get("verdict")) for ln in lines)
             fig.stopped = _stop_reason(lines)
+        origin = f"http://{host.address}:{rec.port}"
+        if origin in rec.stops:
+            why = f"stopped: {rec.stops[origin]}"
+            fig.stopped = f"{why}; {fig.stopped}" if fig.stopped else why
         if rec.items is not None:
             fig.items = sum(1 for it in rec.items if _host_of(it) == host.address)
         if rec.store is not None:
@@ -530,6 +550,7 @@ def run_demo(
         store_note=note,
         token=token,
         port=web.port,
+        stops=read_stops(out / "crawl.log"),
     )
     text = summary(rec, run, out)
     failed = []
