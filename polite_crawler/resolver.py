@@ -19,6 +19,12 @@ attaches its own :class:`AddressPolicy` (its start hosts differ); an address is
 passed on when any attached policy allows it for that name. The handler's
 connection check then holds each crawl to its own policy, on the address the
 connection actually reached.
+
+A crawl that fails while Scrapy builds its engine (a component refusing to
+start after the download handler was made) never closes its handler. Its
+policy is dropped the next time the resolver is used (:meth:`PolicyResolver.prune`),
+so its allowances do not widen a later crawl's filter; when no crawl is left,
+the previous resolver is put back.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from __future__ import annotations
 import ipaddress
 import logging
 import socket
+import weakref
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
@@ -102,6 +109,7 @@ class PolicyResolver:
         self._cache: OrderedDict[str, tuple[float, list[str]]] = OrderedDict()
         self._refusals: OrderedDict[str, str] = OrderedDict()
         self._policies: list[AddressPolicy] = []
+        self._owners: dict[int, weakref.ref[Crawler]] = {}  # id(policy) -> its crawler
         self._previous: Any = None
         self.lookups = 0  # calls of the lookup function (cache misses)
 
@@ -130,14 +138,31 @@ class PolicyResolver:
         self._previous = None
 
     # --- crawls --------------------------------------------------------------------
-    def attach(self, policy: AddressPolicy) -> None:
+    def attach(self, policy: AddressPolicy, owner: Crawler | None = None) -> None:
+        """Add a crawl's policy; ``owner``, its crawler, lets :meth:`prune` drop it."""
         if not any(p is policy for p in self._policies):
             self._policies.append(policy)
+            if owner is not None:
+                self._owners[id(policy)] = weakref.ref(owner)
 
     def detach(self, policy: AddressPolicy) -> bool:
         """Forget a crawl's policy; True when no crawl uses the resolver any more."""
         self._policies = [p for p in self._policies if p is not policy]
+        self._owners.pop(id(policy), None)
         return not self._policies
+
+    def prune(self) -> bool:
+        """Detach the policies of crawls that will never close their handler.
+
+        True when some were dropped and no crawl uses the resolver any more.
+        """
+        gone = [p for p in self._policies if _abandoned(self._owners.get(id(p)))]
+        for policy in gone:
+            self.detach(policy)
+        if gone:
+            logger.debug("Dropped the address policies of %(n)d crawls that never ran",
+                         {"n": len(gone)})
+        return bool(gone) and not self._policies
 
     def refusal_for(self, name: str) -> str | None:
         """Why ``name`` last resolved to nothing, if the policy was the reason."""
@@ -181,6 +206,12 @@ class PolicyResolver:
         addressTypes: Sequence[type[IAddress]] | None = None,
         transportSemantics: str = "TCP",
     ) -> Any:  # IHostResolution
+        previous = self._previous
+        if self.prune() and previous is not None and self.reactor.nameResolver is self:
+            # Left behind by crawls that never ran: not this resolution's business.
+            self.uninstall()
+            return previous.resolveHostName(resolutionReceiver, hostName, portNumber,
+                                            addressTypes, transportSemantics)
         resolution = _Resolution(hostName)
         resolutionReceiver.resolutionBegan(resolution)
         literal = _literal(hostName)
@@ -228,11 +259,26 @@ class PolicyResolver:
             receiver.resolutionComplete()
 
 
+def _abandoned(owner: weakref.ref[Crawler] | None) -> bool:
+    """The crawl is gone, or failed before its engine existed (nothing will close its handler)."""
+    if owner is None:
+        return False
+    crawler = owner()
+    if crawler is None:
+        return True
+    # Scrapy documents the underscore attribute for code that runs before the crawl starts.
+    return (crawler.spider is not None and not crawler.crawling
+            and getattr(crawler, "_engine", None) is None)
+
+
 def ensure_resolver(crawler: Crawler, policy: AddressPolicy) -> PolicyResolver:
     """The reactor's PolicyResolver (installed now if another one is), with ``policy`` attached."""
     from twisted.internet import reactor
 
     current: Any = getattr(reactor, "nameResolver", None)
+    if isinstance(current, PolicyResolver) and current.prune():
+        current.uninstall()  # only crawls that never ran used it: start afresh
+        current = getattr(reactor, "nameResolver", None)
     fresh = PolicyResolver.from_crawler(crawler, reactor)
     if not isinstance(current, PolicyResolver):
         fresh.install_on_reactor()
@@ -248,7 +294,7 @@ def ensure_resolver(crawler: Crawler, policy: AddressPolicy) -> PolicyResolver:
             resolver._refusals.clear()
         resolver.base = fresh.base
         resolver.cache_size = fresh.cache_size
-    resolver.attach(policy)
+    resolver.attach(policy, crawler)
     return resolver
 
 

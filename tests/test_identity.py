@@ -53,18 +53,19 @@ def test_loopback() -> None:
     assert not is_loopback_host("example.org")
 
 
-def _site() -> Site:
+def _site(host: str = "") -> Site:
+    # Each host its own text: pages with the same main text are one page (an alias).
     return Site({
-        "/": page("Home", "welcome", ["/a", "/b"]),
-        "/a": page("A", "alpha", ["/", "/b"]),
-        "/b": page("B", "beta", ["/a"]),
+        "/": page("Home", f"welcome {host}", ["/a", "/b"]),
+        "/a": page("A", f"alpha {host}", ["/", "/b"]),
+        "/b": page("B", f"beta {host}", ["/a"]),
         "/robots.txt": "User-agent: *\nAllow: /\n",
     })
 
 
 @pytest_twisted.ensureDeferred
 async def test_every_request_identified(web_factory) -> None:
-    web = web_factory({"127.0.0.1": _site(), "127.0.0.2": _site()})
+    web = web_factory({"127.0.0.1": _site("one"), "127.0.0.2": _site("two")})
     result = await run_crawl(
         SiteSpider,
         {"POLITE_CONTACT": "ops@example.org"},

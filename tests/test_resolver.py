@@ -32,6 +32,7 @@ from polite_crawler.handlers import (
 )
 from polite_crawler.middlewares.addresses import AddressRefusedError, address_policy
 from polite_crawler.policy.addresses import AddressPolicy
+from polite_crawler.policy.identity import IdentityError
 from polite_crawler.policy.verdicts import Action, classify_exception
 from polite_crawler.resolver import PolicyResolver, release_resolver, system_lookup
 from polite_crawler.spiders.site import SiteSpider
@@ -42,6 +43,7 @@ from tests.netguard import LOOPBACK, guard_connections
 START = "127.0.0.1"
 INSIDE = "127.0.0.3"  # loopback, never named by the operator
 BOT_URL = "https://bot.example/"  # names that are not loopback need a bot page
+BROWSER = "Mozilla/5.0 (X11; Linux x86_64) Gecko/20100101 Firefox/128.0"  # refused at start
 
 
 class FakeDNS:
@@ -227,12 +229,14 @@ async def test_handler_refuses_name_resolving_inward(web_factory) -> None:
 
 
 @pytest_twisted.ensureDeferred
-async def test_connection_check_holds_without_the_resolver(web_factory) -> None:
+async def test_connection_check_holds_without_the_resolver(web_factory, monkeypatch) -> None:
     """Even if a resolver hands out an internal address, nothing is written to it."""
     web = web_factory({START: Site({"/": page("start")}), INSIDE: Site({"/": page("secret")})})
     handler = _handler(start=web.url(START), dns=FakeDNS({"evil.test": [[INSIDE]]}))
-    # A resolver that filters nothing (another resolver installed, a bug ...).
-    handler.resolver.filter = lambda name, addresses, port: list(addresses)  # type: ignore[method-assign]
+    # A resolver that filters nothing (another resolver installed, a bug ...); undone after
+    # the test, as the resolver may outlive it.
+    monkeypatch.setattr(handler.resolver, "filter",
+                        lambda name, addresses, port: list(addresses))
     with guard_connections(LOOPBACK) as netguard:
         refused, _ = await _fails(handler, f"http://evil.test:{web.port}/", AddressRefusedError)
     assert refused.reason == "dns-loopback"
@@ -246,6 +250,50 @@ async def test_connection_check_holds_without_the_resolver(web_factory) -> None:
 def test_pool_never_resends_on_its_own() -> None:
     handler = _handler()
     assert handler._pool.retryAutomatically is False  # every failure goes to the gate
+
+
+@pytest_twisted.ensureDeferred
+async def test_crawl_that_never_ran_leaves_no_allowance_behind(web_factory, tmp_path) -> None:
+    """A crawl refused at start (after its download handler was made) never closes it.
+
+    Its policy, which named INSIDE, must not let a later crawl's name resolve there.
+    """
+    before = reactor.nameResolver
+    web = web_factory({
+        START: Site({"/robots.txt": "User-agent: *\nAllow: /\n",
+                     "/": page("home", "the start page", links=["/to-evil"])}),
+        INSIDE: Site({"/": page("secret")}),
+    })
+    web.sites[START].routes["/to-evil"] = _redirect(f"http://evil.test:{web.port}/")
+    with pytest.raises(IdentityError):
+        await run_crawl(SiteSpider, {"POLITE_STATE_DIR": str(tmp_path / "refused"),
+                                     "USER_AGENT": BROWSER}, url=web.url(INSIDE))
+    dns = FakeDNS({"evil.test": [[INSIDE]]})
+    with guard_connections(LOOPBACK) as netguard:
+        result = await run_crawl(
+            SiteSpider,
+            {"POLITE_STATE_DIR": str(tmp_path / "crawl"), "POLITE_DNS_LOOKUP": dns,
+             "DNSCACHE_ENABLED": False, "POLITE_BOT_URL": BOT_URL},
+            url=web.url(START),
+        )
+    assert result.stats.get("polite/addresses/refused/dns-loopback", 0) >= 1
+    assert netguard.escapes == []
+    assert INSIDE not in netguard.hosts()  # the resolver dropped it: not even a TCP connect
+    assert web.entries(INSIDE) == []
+    assert reactor.nameResolver is before  # the last crawl out put the old resolver back
+
+
+@pytest_twisted.ensureDeferred
+async def test_resolver_left_by_a_crawl_that_never_ran_steps_aside(web_factory) -> None:
+    """A plain resolution after such a crawl is the previous resolver's, not a refusal."""
+    before = reactor.nameResolver
+    web = web_factory({START: Site({"/": page("home")})})
+    with pytest.raises(IdentityError):
+        await run_crawl(SiteSpider, {"USER_AGENT": BROWSER}, url=web.url(START))
+    assert isinstance(reactor.nameResolver, PolicyResolver)  # left behind by the refused crawl
+    # 127.0.0.3 was never named by anyone: a PolicyResolver would refuse it.
+    assert await resolve(reactor.nameResolver, INSIDE) == [INSIDE]
+    assert reactor.nameResolver is before
 
 
 @pytest_twisted.ensureDeferred
