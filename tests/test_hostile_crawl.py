@@ -73,8 +73,9 @@ def _normal(name: str) -> Site:
     })
 
 
-def _index(paths: list[str]) -> bytes:
-    return page("index", "hostile cases", paths)
+def _index(name: str, paths: list[str]) -> bytes:
+    # Every page its own text: pages with the same main text are one page (an alias).
+    return page(f"{name} index", "hostile cases", paths)
 
 
 def _redirect(to: str) -> Resp:
@@ -112,7 +113,7 @@ def _ssrf(port: int) -> Site:
                    f"http://{INSIDE}:{port}/from-sitemap", "http://10.0.0.1/from-sitemap",
                    "http://2852039166/from-sitemap", f"{me}/listed"))
                + "</urlset>")
-    index = _index(list(targets)).replace(
+    index = _index("ssrf", list(targets)).replace(
         b"<head>", f'<head><link rel="canonical" href="http://{INSIDE}:{port}/">'.encode())
     routes: dict[str, Any] = {"/robots.txt": robots, "/": index, "/sitemap.xml": sitemap,
                               "/listed": page("listed")}
@@ -138,7 +139,7 @@ def _malformed() -> Site:
                              b"Content-Type: text/html\r\nContent-Length: 17\r\n\r\n"
                              b"<html>fine</html>"),
     }
-    routes: dict[str, Any] = {"/robots.txt": ALLOW, "/": _index(list(cases))}
+    routes: dict[str, Any] = {"/robots.txt": ALLOW, "/": _index("malformed", list(cases))}
     routes.update({path: Resp(raw=raw) for path, raw in cases.items()})
     return Site(routes)
 
@@ -174,26 +175,26 @@ def _text() -> Site:
             200, b'<html><head><meta charset="utf-32"></head><body>\x80\x81</body></html>',
             content_type="text/html"),
     }
-    routes: dict[str, Any] = {"/robots.txt": ALLOW, "/": _index(list(cases))}
+    routes: dict[str, Any] = {"/robots.txt": ALLOW, "/": _index("text", list(cases))}
     routes.update(cases)
     return Site(routes)
 
 
-def _robots(body: bytes, ctype: str = "text/plain") -> Site:
+def _robots(name: str, body: bytes, ctype: str = "text/plain") -> Site:
     return Site({
         "/robots.txt": Resp(200, body, content_type=ctype),
-        "/": page("home", "", ["/p1"]),
-        "/p1": page("p1"),
+        "/": page(f"{name} home", "", ["/p1"]),
+        "/p1": page(f"{name} p1"),
     })
 
 
 def _slow() -> Site:
     return Site({
         "/robots.txt": ALLOW,
-        "/": _index(["/dribble", "/slow-head", "/fine"]),
+        "/": _index("slow", ["/dribble", "/slow-head", "/fine"]),
         "/dribble": Resp(200, (b"x" for _ in range(200)), delay_per_chunk=0.05),
         "/slow-head": Resp(200, page("late"), delay=5.0),
-        "/fine": page("fine"),
+        "/fine": page("slow fine"),
     })
 
 
@@ -202,18 +203,18 @@ def _heads() -> Site:
     long_line = b"X-Long: " + b"z" * 100_000 + b"\r\n"
     return Site({
         "/robots.txt": ALLOW,
-        "/": _index(["/many-headers", "/long-header", "/fine"]),
+        "/": _index("heads", ["/many-headers", "/long-header", "/fine"]),
         "/many-headers": Resp(raw=b"HTTP/1.1 200 OK\r\n" + many + b"Content-Length: 2\r\n\r\nok"),
         "/long-header": Resp(raw=b"HTTP/1.1 200 OK\r\n" + long_line
                              + b"Content-Length: 2\r\n\r\nok"),
-        "/fine": page("fine"),
+        "/fine": page("heads fine"),
     })
 
 
 def _redirects(port: int, host: str) -> Site:
     routes: dict[str, Any] = {
         "/robots.txt": ALLOW,
-        "/": _index(["/r0", "/loop", "/long-location", "/target"]),
+        "/": _index("redirects", ["/r0", "/loop", "/long-location", "/target"]),
         "/loop": _redirect("/loop"),
         "/long-location": _redirect("/x" * 5000),
         "/target": page("target"),
@@ -347,10 +348,13 @@ def _build_web(web_factory: Any) -> TestWeb:
         HOSTS["ssrf"]: _ssrf(web.port),
         HOSTS["malformed"]: _malformed(),
         HOSTS["text"]: _text(),
-        HOSTS["robots_big"]: _robots(b"User-agent: *\nAllow: /\n" + b"# filler line\n" * 800_000),
-        HOSTS["robots_utf16"]: _robots("User-agent: *\nDisallow: /p1\n".encode("utf-16"),
-                                       "text/plain; charset=utf-16"),
-        HOSTS["robots_binary"]: _robots(os.urandom(64 * 1024), "application/octet-stream"),
+        HOSTS["robots_big"]: _robots(
+            "big", b"User-agent: *\nAllow: /\n" + b"# filler line\n" * 800_000),
+        HOSTS["robots_utf16"]: _robots(
+            "utf16", "User-agent: *\nDisallow: /p1\n".encode("utf-16"),
+            "text/plain; charset=utf-16"),
+        HOSTS["robots_binary"]: _robots(
+            "binary", os.urandom(64 * 1024), "application/octet-stream"),
         HOSTS["slow"]: _slow(),
         HOSTS["heads"]: _heads(),
         HOSTS["redirects"]: _redirects(web.port, HOSTS["redirects"]),
@@ -501,8 +505,9 @@ async def test_redirect_to_another_host_is_keyed_by_its_own_origin(web_factory, 
 @pytest_twisted.ensureDeferred
 async def test_hostile_markup_in_pages(web_factory, tmp_path, caplog, markup: bytes) -> None:
     host = HOSTS["normal_a"]
+    # /a has text of its own: a page whose text equals the start page's is an alias.
     web = web_factory({host: Site({"/robots.txt": ALLOW, "/": Resp(200, markup),
-                                   "/a": page("a")})})
+                                   "/a": page("a", "the page the markup links to")})})
     caplog.set_level(logging.INFO)
     result = await run_crawl(SiteSpider, {"POLITE_STATE_DIR": str(tmp_path)}, url=web.url(host))
     assert web.url(host, "/a") in {dict(i)["url"] for i in result.items}

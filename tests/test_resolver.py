@@ -386,6 +386,8 @@ def test_private_hooks_still_exist() -> None:
     assert "_parser" in HTTP11ClientProtocol.request.__code__.co_names
     crawler = get_crawler(Spider)
     assert isinstance(http11.HTTP11DownloadHandler(crawler)._pool, HTTPConnectionPool)
+    # How the resolver tells a crawl that failed before its engine existed.
+    assert crawler._started is False and crawler._engine is None
 
 
 # --- whole crawls ----------------------------------------------------------------------

@@ -20,12 +20,16 @@ from tests.crawl import run_crawl
 ROBOTS = "User-agent: *\nAllow: /\n"
 
 
-def chain_site(n: int, delay: float = 0.0) -> Site:
-    """/ -> /p1 -> ... -> /p<n-1>, each page linking to the next two."""
+def chain_site(n: int, delay: float = 0.0, name: str = "") -> Site:
+    """/ -> /p1 -> ... -> /p<n-1>, each page linking to the next two.
+
+    ``name`` goes into the text: sites on several hosts need it, as pages with the
+    same main text are one page (an alias) and give one item.
+    """
     paths = ["/"] + [f"/p{i}" for i in range(1, n)]
     routes: dict[str, Any] = {"/robots.txt": ROBOTS}
     for i, path in enumerate(paths):
-        body = page(path, "text", paths[i + 1:i + 3])
+        body = page(path, f"text {name}".strip(), paths[i + 1:i + 3])
         routes[path] = Resp(200, body, delay=delay) if delay else body
     return Site(routes)
 
@@ -88,7 +92,7 @@ async def test_short_rest_is_honoured_within_milliseconds(web_factory, tmp_path)
 @pytest_twisted.ensureDeferred
 async def test_many_origins_one_in_flight_each_and_every_rest(web_factory, tmp_path) -> None:
     hosts = [f"127.0.0.{i}" for i in range(1, 5)]
-    sites = {h: chain_site(6, delay=0.03 if i % 2 else 0.0) for i, h in enumerate(hosts)}
+    sites = {h: chain_site(6, delay=0.03 if i % 2 else 0.0, name=h) for i, h in enumerate(hosts)}
     web = web_factory(sites)
     result = await run_crawl(
         SiteSpider, settings(tmp_path, POLITE_REST_PAGE=0.1, POLITE_JITTER=0.5),
