@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from typing import Any
 
 import pytest
@@ -59,6 +61,12 @@ async def test_second_crawl_is_conditional_for_every_stored_page(web_factory, tm
     assert stats["polite/conditional/bytes_saved"] == sum(len(site.body(p)) for p in site.texts) \
         + _index_len(tmp_path, web)
     assert stats.get("polite/pages/not_modified") == N + 1
+    # The access log counts the 304s and the bytes each one saved.
+    lines = [json.loads(ln) for f in sorted(tmp_path.glob("access-*.jsonl"))
+             for ln in f.read_text().splitlines()]
+    saved = [ln["saved"] for ln in lines if ln["status"] == 304]
+    assert len(saved) == N + 1
+    assert sum(saved) == stats["polite/conditional/bytes_saved"]
     store = _store(tmp_path)
     try:
         rec = store.lookup(web.url(HOST, "/a/0"))

@@ -238,6 +238,10 @@ class AccessLog:
             "rest": None,
             "cut": ex.cut,
         }
+        saved = request.meta.get("polite_saved_bytes")
+        if ex.status == 304 and isinstance(saved, int):
+            # The body the 304 spared the site (the stored copy's size).
+            line["saved"] = saved
         line.update(ex.fields)
         self._write(line)
 
