@@ -313,32 +313,24 @@ def etag_for(body: bytes) -> str:
     return '"' + hashlib.sha1(body).hexdigest()[:16] + '"'
 
 
-def overlaps(entries: list[LogEntry]) -> list[tuple[LogEntry, LogEntry]]:
-    """Pairs of requests to one origin that were in flight at the same time."""
-    bad = []
+def consecutive(entries: list[LogEntry]) -> Iterator[tuple[LogEntry, LogEntry]]:
+    """Each origin's requests in the order they arrived, as pairs of neighbours."""
     by_origin: dict[str, list[LogEntry]] = {}
     for e in entries:
         by_origin.setdefault(e.origin, []).append(e)
     for items in by_origin.values():
         items.sort(key=lambda e: e.started)
-        for a, b in itertools.pairwise(items):
-            if b.started < a.finished:
-                bad.append((a, b))
-    return bad
+        yield from itertools.pairwise(items)
+
+
+def overlaps(entries: list[LogEntry]) -> list[tuple[LogEntry, LogEntry]]:
+    """Pairs of requests to one origin that were in flight at the same time."""
+    return [(a, b) for a, b in consecutive(entries) if b.started < a.finished]
 
 
 def short_rests(
     entries: list[LogEntry], rest: float, slack: float = 0.0
 ) -> list[tuple[LogEntry, LogEntry, float]]:
     """Pairs of consecutive requests to one origin whose gap (end to start) is below ``rest``."""
-    bad = []
-    by_origin: dict[str, list[LogEntry]] = {}
-    for e in entries:
-        by_origin.setdefault(e.origin, []).append(e)
-    for items in by_origin.values():
-        items.sort(key=lambda e: e.started)
-        for a, b in itertools.pairwise(items):
-            gap = b.started - a.finished
-            if gap < rest - slack:
-                bad.append((a, b, gap))
-    return bad
+    gaps = ((a, b, b.started - a.finished) for a, b in consecutive(entries))
+    return [(a, b, gap) for a, b, gap in gaps if gap < rest - slack]
