@@ -39,7 +39,11 @@ _HUMAN_CHECK = (
 
 
 def _rx(pattern: bytes) -> re.Pattern[bytes]:
-    return re.compile(pattern, re.IGNORECASE)
+    # Matched against a lower-cased body: for bytes, re.IGNORECASE folds ASCII only,
+    # and so does bytes.lower(), but one lower() a page beats case-insensitive
+    # matching in every pattern (about 3x faster over 32 KiB). Patterns use no
+    # upper-case escapes (\S, \W ...), so lower-casing them keeps their meaning.
+    return re.compile(pattern.lower())
 
 
 @dataclass(frozen=True)
@@ -53,14 +57,20 @@ class Signature:
     # None: any status.
     statuses: frozenset[int] | None = None
 
-    def matches(self, status: int, headers: Mapping[str, str], body_head: bytes) -> bool:
+    def matches(
+        self, status: int, headers: Mapping[str, str], body_head: bytes, *, lowered: bool = False
+    ) -> bool:
+        """``lowered``: ``body_head`` is lower-cased already (:func:`detect_challenge`)."""
         if self.statuses is not None and status not in self.statuses:
             return False
         for name, rx in self.headers.items():
             value = headers.get(name)
             if value is None or not rx.search(value):
                 return False
-        return all(rx.search(body_head) for rx in self.body)
+        if not self.body:
+            return True
+        body = body_head if lowered else body_head.lower()
+        return all(rx.search(body) for rx in self.body)
 
 
 def sig(
@@ -82,8 +92,11 @@ class ChallengeRule:
     signatures: tuple[Signature, ...]
     note: str = ""
 
-    def matches(self, status: int, headers: Mapping[str, str], body_head: bytes) -> bool:
-        return any(s.matches(status, headers, body_head) for s in self.signatures)
+    def matches(
+        self, status: int, headers: Mapping[str, str], body_head: bytes, *, lowered: bool = False
+    ) -> bool:
+        return any(s.matches(status, headers, body_head, lowered=lowered)
+                   for s in self.signatures)
 
 
 CHALLENGE_RULES: tuple[ChallengeRule, ...] = (
@@ -220,8 +233,8 @@ def detect_challenge(
     >>> detect_challenge(200, {}, b"<html><title>Just a moment...</title></html>") is None
     True
     """
-    head = body_head[:BODY_HEAD_BYTES]
+    head = body_head[:BODY_HEAD_BYTES].lower()
     for rule in rules:
-        if rule.matches(status, headers, head):
+        if rule.matches(status, headers, head, lowered=True):
             return rule.name
     return None
