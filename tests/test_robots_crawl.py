@@ -16,7 +16,7 @@ import pytest_twisted
 import scrapy
 
 from polite_crawler.defaults import POLITE_DEFAULTS
-from polite_crawler.frontier.core import ROBOTS_FETCH_CAP
+from polite_crawler.policy.robots import MAX_UNUSABLE_FETCHES
 from polite_crawler.spiders.site import SiteSpider
 from polite_crawler.store.paths import origins_db_path
 from polite_crawler.store.robots import RobotsBook
@@ -158,7 +158,7 @@ async def test_every_status_class(web_factory: type[TestWeb], tmp_path: Path) ->
     # failure (five in a row trip the breaker); 429 is none, and the frontier gives
     # up after ten robots.txt fetches in a row that never made it usable
     assert len(paths(web, "127.0.0.18")) == len(paths(web, "127.0.0.20")) == BREAKER
-    assert len(paths(web, "127.0.0.21")) == ROBOTS_FETCH_CAP
+    assert len(paths(web, "127.0.0.21")) == MAX_UNUSABLE_FETCHES
     for host, failures in (("127.0.0.17", 2), ("127.0.0.19", 3)):  # unreachable, then back
         assert before_first_good_robots(web, host) == [ROBOTS] * (failures + 1)
         assert set(paths(web, host)) == {ROBOTS, SITEMAP, "/", "/a"}
@@ -168,7 +168,7 @@ async def test_every_status_class(web_factory: type[TestWeb], tmp_path: Path) ->
     assert stats["polite/robots/outcome/parse"] == 4
     assert stats["polite/robots/outcome/allow_all"] == 4
     assert stats["polite/robots/outage_without_copy"] >= 9
-    assert stats["polite/robots/status/429"] == 2 + ROBOTS_FETCH_CAP
+    assert stats["polite/robots/status/429"] == 2 + MAX_UNUSABLE_FETCHES
     assert stats["polite/origin/stopped/breaker"] == 2
     assert stats["polite/origin/stopped/robots_unreachable"] == 1
     urls = {i["url"] for i in result.items}

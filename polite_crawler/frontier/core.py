@@ -35,6 +35,7 @@ from polite_crawler.policy.rest import (
     floor_params,
     settle,
 )
+from polite_crawler.policy.robots import MAX_UNUSABLE_FETCHES
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -46,11 +47,6 @@ logger = logging.getLogger(__name__)
 
 CONTENT, ROBOTS, TRANSIENT = "content", "robots", "transient"
 
-# robots.txt fetched this many times in a row without ever becoming usable (an
-# outage that does not end, a component that never records it) stops the origin
-# for the run: nothing else may be fetched from it, and the crawl must end.
-# Outages that count as failures (5xx) reach the circuit breaker first.
-ROBOTS_FETCH_CAP = 10
 # An origin enters the heap this long after its eligible time: the server stamps the
 # end of an answer after its write returns, which can be a little after the crawler
 # has read it; a few milliseconds keep the rest the server sees whole.
@@ -252,7 +248,7 @@ class Frontier:
             kind = TRANSIENT
         elif robots is not None and robots.needs_fetch(origin):
             rec.robots_fetches += 1
-            if rec.robots_fetches > ROBOTS_FETCH_CAP:
+            if rec.robots_fetches > MAX_UNUSABLE_FETCHES:
                 self.stop(origin, "robots_unreachable")
                 return None
             kind = ROBOTS

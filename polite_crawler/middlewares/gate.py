@@ -42,6 +42,7 @@ from polite_crawler.policy.verdicts import (
     classify_exception,
     classify_response,
     describe_stop,
+    for_robots_txt,
     may_retry,
     text_headers,
 )
@@ -111,12 +112,8 @@ class GateMiddleware:
             params=self._params_for(origin),
         )
         self._inc(f"polite/verdicts/{verdict.reason}")
-        if request.meta.get("polite_robots") and 400 <= response.status < 500 and \
-                verdict.action in (Action.STOP_ORIGIN, Action.GIVE_UP) and \
-                not verdict.reason.startswith("challenge:"):
-            # RFC 9309 section 2.3.1.3: robots.txt "unavailable" (4xx) = no restrictions.
-            # A challenge page is a refusal whatever its status: it still stops the origin.
-            verdict = Verdict(Action.OK, str(response.status))
+        if request.meta.get("polite_robots"):
+            verdict = for_robots_txt(verdict, response.status)
         outcome = self._settle(request, verdict, end, observe=True)
         if outcome is not None:
             return outcome

@@ -89,6 +89,13 @@ def fetch_outcome(status: int, has_location: bool = True) -> Outcome:
     return Outcome.UNREACHABLE  # 2.3.1.4 (5xx) and anything unexpected
 
 
+# robots.txt fetched this many times in a row without ever becoming usable (an
+# outage that does not end, a 429 forever) stops the origin for the run: nothing
+# else may be fetched from it, and the crawl must end. Outages that count as
+# failures (5xx) reach the circuit breaker (five in a row) first.
+MAX_UNUSABLE_FETCHES = 10
+
+
 def redirect_outcome(hops: int, max_hops: int = DEFAULT_MAX_REDIRECTS) -> Outcome:
     """``hops`` is the number of the redirect about to be followed (1 for the first).
 

@@ -254,6 +254,24 @@ def classify_response(
     return Verdict(Action.GIVE_UP, reason)
 
 
+def for_robots_txt(verdict: Verdict, status: int) -> Verdict:
+    """The verdict on an answer to a robots.txt request.
+
+    RFC 9309 section 2.3.1.3: a 4xx robots.txt is "unavailable", i.e. no
+    restrictions, so a 401, 402, 403 or 404 there neither stops the origin nor
+    counts against it. A challenge page is a refusal whatever it answers.
+
+    >>> for_robots_txt(classify_response(403, {}, b"", 0.0), 403).label
+    'ok:403'
+    >>> for_robots_txt(classify_response(403, {"cf-mitigated": "challenge"}, b"", 0.0), 403).label
+    'stop_origin:challenge:cloudflare'
+    """
+    if 400 <= status < 500 and verdict.action in (Action.STOP_ORIGIN, Action.GIVE_UP) \
+            and not verdict.reason.startswith("challenge:"):
+        return Verdict(Action.OK, str(status))
+    return verdict
+
+
 # Exception class names (anywhere in the MRO) -> kind. Names, not imports:
 # the policy layer imports neither Twisted nor Scrapy.
 _ERROR_KINDS: dict[str, str] = {
