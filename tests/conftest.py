@@ -6,6 +6,10 @@ import pytest
 
 from polite_crawler.web.server import Site, TestWeb
 
+# Doctests are collected from every module under tests/: the atheris entry point
+# imports atheris, which only `make fuzz` installs.
+collect_ignore = ["fuzz/atheris_main.py"]
+
 if TYPE_CHECKING:
     from collections.abc import Iterator
 

@@ -204,7 +204,9 @@ def settle(
 
 
 def utc_day(now: float) -> str:
-    """>>> utc_day(0.0)
+    """The UTC day of ``now``, the key of the daily budget.
+
+    >>> utc_day(0.0)
     '1970-01-01'
     """
     return time.strftime("%Y-%m-%d", time.gmtime(now))
