@@ -342,7 +342,8 @@ browser.</td></tr>
 <tr><th scope="row">408</th><td>tries again later, with backoff</td></tr>
 <tr><th scope="row">Any other 4xx (404, 410 …)</th><td>never asks for that page again in the
 run</td></tr>
-<tr><th scope="row">Another 5xx, a timeout, a refused or reset connection</th><td>backs off;
+<tr><th scope="row">Another 5xx, a timeout, a refused or reset connection (and a 503
+too)</th><td>backs off;
 {breaker} failures in a row stop the crawl of your site for the run</td></tr>
 </tbody>
 </table>
