@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import scrapy
 
-from polite_crawler.extract import main_text
+from polite_crawler.analysis import page_text
 from polite_crawler.policy.urls import URLError, canonicalize
 
 if TYPE_CHECKING:
@@ -108,8 +108,7 @@ def page_item(response: Response, *, canonical_url: str | None = None, title: st
     meta = response.meta
     redirects = meta.get("redirect_urls") or []
     body = response.body
-    encoding = getattr(response, "encoding", None)
-    main = main_text(body, encoding)
+    main = page_text(response)
     headers = copy_headers(response.headers)
     if canonical_url is None:
         try:

@@ -51,12 +51,11 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-import lxml.etree
-import lxml.html
 from itemadapter import ItemAdapter
-from scrapy.http import HtmlResponse, TextResponse
+from scrapy.http import HtmlResponse
 from scrapy.spidermiddlewares.base import BaseSpiderMiddleware
 
+from polite_crawler.analysis import MAX_LINKS, page_links
 from polite_crawler.context import polite_context
 from polite_crawler.middlewares.traps import DISCOVERY
 from polite_crawler.policy.robots import NO_SIGNALS, ContentSignals, PageRules, page_rules
@@ -66,6 +65,8 @@ if TYPE_CHECKING:
     from scrapy import Request
     from scrapy.crawler import Crawler
     from scrapy.http import Response
+
+    from polite_crawler.policy.links import PageLinks
 
 logger = logging.getLogger(__name__)
 
@@ -92,6 +93,7 @@ class PageRulesMiddleware(BaseSpiderMiddleware):
         super().__init__(crawler)
         self.ctx = polite_context(crawler)
         self.token = crawler.settings.get("POLITE_BOT_NAME", "PoliteCrawler")
+        self.max_links = crawler.settings.getint("POLITE_MAX_LINKS_PER_PAGE", MAX_LINKS)
         self._warned_unmarked = False
 
     def _inc(self, key: str) -> None:
@@ -112,8 +114,7 @@ class PageRulesMiddleware(BaseSpiderMiddleware):
         }
         metas: list[tuple[str, str]] = []
         if isinstance(response, HtmlResponse):
-            for node in self._select(response, "//meta[@name][@content]", css=False):
-                metas.append((node.attrib.get("name", ""), node.attrib.get("content", "")))
+            metas = self._page(response).metas
         robots = self.ctx.robots
         from_robots: ContentSignals = NO_SIGNALS
         if robots is not None:
@@ -134,29 +135,10 @@ class PageRulesMiddleware(BaseSpiderMiddleware):
             self._inc("polite/robots/page/ai_input_refused")
         return rules
 
-    def _select(self, response: HtmlResponse, query: str, *, css: bool) -> list[Any]:
-        """Nodes of the page, or none when Scrapy cannot build its selector.
-
-        Hostile markup (``<base href="http://[">``) makes Scrapy's selector raise
-        while it works out the base URL; the page then has no meta rules or
-        rel=nofollow links to read, and the decision is counted.
-        """
-        try:
-            return list(response.css(query) if css else response.xpath(query))
-        except (ValueError, LookupError, UnicodeError) as exc:
-            self._inc("polite/robots/page/unparseable")
-            logger.debug("Cannot read the markup of %(url)s: %(exc)s",
-                         {"url": response.url, "exc": exc})
-        if css:
-            return []
-        # The meta rules matter most (noindex): read them from the bytes with lxml,
-        # which needs no base URL.
-        try:
-            root = lxml.html.fromstring(response.body)
-        except (ValueError, TypeError, lxml.etree.ParserError):
-            return []
-        found = root.xpath(query)
-        return list(found) if isinstance(found, list) else []
+    def _page(self, response: Response) -> PageLinks:
+        """The page's one link parse, shared with the spider (:mod:`polite_crawler.analysis`)."""
+        cap = getattr(self.crawler.spider, "max_links", self.max_links)
+        return page_links(response, cap if isinstance(cap, int) else self.max_links)
 
     def _rel_nofollow_only(self, response: Response) -> frozenset[str]:
         """Canonical URLs the page links only with ``rel="nofollow"``."""
@@ -165,17 +147,15 @@ class PageRulesMiddleware(BaseSpiderMiddleware):
             return cached
         nofollow: set[str] = set()
         followable: set[str] = set()
-        if isinstance(response, TextResponse) and isinstance(response, HtmlResponse):
-            for node in self._select(response, "a[href], area[href]", css=True):
-                href = node.attrib.get("href", "").strip()
-                if not href or href.startswith(("#", "javascript:", "mailto:")):
-                    continue
-                try:
-                    url = canonicalize(response.urljoin(href))
-                except ValueError:
-                    continue
-                rel = node.attrib.get("rel", "").lower().split()
-                (nofollow if "nofollow" in rel else followable).add(url)
+        if isinstance(response, HtmlResponse):
+            links = self._page(response).links
+            if any(link.nofollow for link in links):
+                for link in links:
+                    try:
+                        url = canonicalize(link.url)
+                    except ValueError:
+                        continue
+                    (nofollow if link.nofollow else followable).add(url)
         result = frozenset(nofollow - followable)
         response.meta[_NOFOLLOW_ONLY] = result
         return result

@@ -10,10 +10,11 @@ yields before it reaches the scheduler (:mod:`polite_crawler.policy.traps`):
   dropped (``bad_url``); more than POLITE_MAX_QUERY_PARAMS parameters, a path
   segment repeated POLITE_MAX_SEGMENT_REPEATS times, or a URL longer than
   POLITE_MAX_URL_LENGTH is dropped;
-- yield: every HTML page that reaches a callback is observed (its text's
-  novelty for its origin); an origin whose yield falls below the threshold is
-  stopped: its further requests are dropped here and the frontier drops what it
-  has queued (``frontier.stop(origin, "low_yield")``).
+- yield: every HTML page that reaches a callback is observed (its main text's
+  novelty for its origin, :func:`polite_crawler.analysis.yield_text`); an
+  origin whose yield falls below the threshold is stopped: its further
+  requests are dropped here and the frontier drops what it has queued
+  (``frontier.stop(origin, "low_yield")``).
 
 Requests the spider marks ``meta["polite_discovery"]`` (robots.txt, sitemaps)
 are not pages: they are neither observed nor held to the URL rules, only to
@@ -37,6 +38,7 @@ from scrapy.exceptions import IgnoreRequest
 from scrapy.http import HtmlResponse
 from scrapy.spidermiddlewares.base import BaseSpiderMiddleware
 
+from polite_crawler.analysis import yield_text
 from polite_crawler.context import polite_context
 from polite_crawler.defaults import POLITE_DEFAULTS as _DEFAULT
 from polite_crawler.policy.traps import (
@@ -45,7 +47,6 @@ from polite_crawler.policy.traps import (
     TrapLimits,
     YieldLimits,
     YieldMonitor,
-    html_text,
     url_trap,
 )
 from polite_crawler.policy.urls import URLError, canonicalize, origin_of
@@ -129,7 +130,7 @@ class TrapMiddleware(BaseSpiderMiddleware):
         origin = origin_of(response.url)
         if self.monitor.stopped(origin):
             return
-        verdict = self.monitor.observe(origin, html_text(response.body, response.encoding))
+        verdict = self.monitor.observe(origin, yield_text(response))
         if verdict.stopped:
             self._inc(f"polite/traps/stopped/{LOW_YIELD}")
             logger.warning(

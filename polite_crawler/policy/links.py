@@ -47,6 +47,9 @@ class PageLinks:
     canonical: str | None = None  # <link rel="canonical" href>, absolute
     base: str = ""  # the base URL links were joined to (<base href> honoured)
     dropped: int = 0  # anchors with an href after the cap was reached (not resolved)
+    # (name, content) of every <meta name=... content=...>, names lower-case, in page
+    # order: what the page says about itself (meta robots), from the same parse.
+    metas: list[tuple[str, str]] = field(default_factory=list)
 
 
 def _utf8(encoding: str | None) -> str | None:
@@ -186,7 +189,14 @@ def extract_links(
         if "canonical" in _rel_tokens(link_el.get("rel")) and link_el.get("href"):
             result.canonical = _with_host(join((link_el.get("href") or "").strip()))
             break
+    for meta_el in root.iter("meta"):
+        name, content = meta_el.get("name"), meta_el.get("content")
+        if name is not None and content is not None:
+            result.metas.append((name.strip().lower(), content))
     found: dict[str, bool] = {}
+    # A page links the same page many times (anchors to its sections): each
+    # distinct href, fragment dropped, is joined once.
+    joined: dict[str, str | None] = {}
     anchors = root.iter("a", "area")
     for el in anchors:
         href = el.get("href")
@@ -196,7 +206,11 @@ def extract_links(
             # The cap is reached: count the rest, resolve none of them.
             result.dropped = 1 + sum(1 for rest in anchors if rest.get("href"))
             break
-        target = join(href.strip())
+        href = href.partition("#")[0]
+        if href in joined:
+            target = joined[href]
+        else:
+            target = joined[href] = join(href.strip())
         if target is None:
             continue
         nofollow = "nofollow" in _rel_tokens(el.get("rel"))

@@ -9,15 +9,15 @@ Each rule here is pure and gives a *reason* (``depth``, ``repeated_segment``,
 Yield monitoring, the measure
 -----------------------------
 A page's *novelty* is the share of its text that this origin has not served
-recently: the page's word 4-grams (shingles), sampled consistently (a shingle
-is kept when its hash is 0 modulo 4, so two pages keep the same shingles of the
-text they share), compared with the shingles of the origin's last
-``memory_pages`` pages. A page is *productive* when its novelty is at least
-``min_novelty`` (default 0.2: a fifth of its text is new). An exact repeat
-scores 0, a near-duplicate (a calendar month that differs in its date, a
-faceted listing of products already seen) scores little, a new article scores
-near 1. A page with too little text to sample counts as productive only when
-its whole text is new.
+recently: the word 4-grams (shingles) of its text (the main text, when the page
+has enough of it), sampled consistently (a shingle is kept when its hash is 0
+modulo 4, so two pages keep the same shingles of the text they share), compared
+with the shingles of the origin's last ``memory_pages`` pages. A page is
+*productive* when its novelty is at least ``min_novelty`` (default 0.2: a
+fifth of its text is new). An exact repeat scores 0, a near-duplicate (a
+calendar month that differs in its date, a faceted listing of products already
+seen) scores little, a new article scores near 1. A page with too little text
+to sample counts as productive only when its whole text is new.
 
 The origin's *yield* is the share of productive pages among its last
 ``window`` pages (default 30). When the window is full and the yield is below
@@ -32,6 +32,9 @@ import re
 from collections import Counter, OrderedDict, deque
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
+
+from polite_crawler.policy.simhash import shingle_hashes
+from polite_crawler.policy.text import word_hashes
 
 DEPTH = "depth"
 REPEATED_SEGMENT = "repeated_segment"
@@ -85,10 +88,8 @@ _TAGS = re.compile(
     rb"<(script|style|noscript|template)\b.*?</\1\s*>|<!--.*?-->|<[^>]*>", re.DOTALL | re.IGNORECASE
 )
 _ENTITY = re.compile(rb"&#?[a-zA-Z0-9]+;")
-_WORD = re.compile(r"\w+")
 _SHINGLE = 4
 _SAMPLE = 4  # keep shingles whose hash is 0 modulo this
-_MAX_WORDS = 20_000  # a page's first words are plenty to judge it
 
 
 def html_text(body: bytes, encoding: str = "utf-8", max_bytes: int = 2 * 1024 * 1024) -> str:
@@ -98,13 +99,18 @@ def html_text(body: bytes, encoding: str = "utf-8", max_bytes: int = 2 * 1024 * 
 
 
 def shingles(text: str) -> tuple[frozenset[int], int]:
-    """The sampled shingle hashes of ``text`` and a hash of its whole word sequence."""
-    words = _WORD.findall(text.lower())[:_MAX_WORDS]
-    whole = hash(tuple(words))
-    if len(words) < _SHINGLE:
+    """The sampled shingle hashes of ``text`` and a hash of its whole word sequence.
+
+    Words as the SimHash reads them (:func:`polite_crawler.policy.text.word_hashes`)
+    but with their digits kept: a page that differs from the others only in its
+    numbers (a data table, a report per postcode) is new content here.
+    """
+    tokens = word_hashes(text, digits=False)
+    whole = hash(tokens.tobytes())
+    if tokens.size < _SHINGLE:
         return frozenset(), whole
-    hashes = map(hash, zip(*(words[i:] for i in range(_SHINGLE)), strict=False))
-    return frozenset(h for h in hashes if h % _SAMPLE == 0), whole
+    hashed = shingle_hashes(tokens, _SHINGLE)
+    return frozenset(hashed[hashed % _SAMPLE == 0].tolist()), whole
 
 
 @dataclass(frozen=True)
@@ -144,9 +150,12 @@ class YieldMonitor:
         return origin in self._stopped
 
     def observe(self, origin: str, text: str) -> YieldVerdict:
-        """Record one fetched page of ``origin`` and judge the origin."""
+        """Record one fetched page of ``origin`` (its text) and judge the origin."""
+        return self.observe_sample(origin, *shingles(text))
+
+    def observe_sample(self, origin: str, sample: frozenset[int], whole: int) -> YieldVerdict:
+        """:meth:`observe` for a text already sampled (:func:`shingles`)."""
         lim = self.limits
-        sample, whole = shingles(text)
         state = self._origins.pop(origin, None) or _OriginYield()
         self._origins[origin] = state
         if len(self._origins) > lim.max_origins:

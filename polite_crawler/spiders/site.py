@@ -39,11 +39,11 @@ from scrapy import signals
 from scrapy.exceptions import DontCloseSpider
 from scrapy.http import Response, TextResponse
 
+from polite_crawler.analysis import page_links
 from polite_crawler.context import polite_context
 from polite_crawler.defaults import POLITE_DEFAULTS as _DEFAULT
 from polite_crawler.items import PageItem, page_item
 from polite_crawler.middlewares.traps import DEPTH, DISCOVERY, trap_limits, trap_reason
-from polite_crawler.policy.links import PageLinks, extract_links
 from polite_crawler.policy.sitemaps import parse_sitemap, scope_of
 from polite_crawler.policy.traps import TrapLimits
 from polite_crawler.policy.urls import URLError, canonicalize, host_of, origin_of
@@ -53,6 +53,8 @@ if TYPE_CHECKING:
 
     from scrapy.crawler import Crawler
     from twisted.python.failure import Failure
+
+    from polite_crawler.policy.links import PageLinks
 
 logger = logging.getLogger(__name__)
 
@@ -364,11 +366,9 @@ class SiteSpider(scrapy.Spider):
                 return
         if not isinstance(response, TextResponse):
             return
-        page = extract_links(response.body, response.url, response.encoding,
-                             max_links=self.max_links)
+        page = page_links(response, self.max_links)
         if page.dropped:
             self._inc("polite/discovery/links_over_cap", page.dropped)
-        self._share_rel_nofollow(response, page)
         yield self.build_item(response, page)
         if response.meta.get("polite_nofollow"):
             return  # the page's meta robots / X-Robots-Tag said nofollow
@@ -387,23 +387,6 @@ class SiteSpider(scrapy.Spider):
                 yield request
             else:
                 disc.held[request.url] = request
-
-    @staticmethod
-    def _share_rel_nofollow(response: Response, page: PageLinks) -> None:
-        """Hand the page-rules middleware the rel=nofollow-only URLs we already know.
-
-        It would otherwise parse the page a second time to find them
-        (``_polite_rel_nofollow`` is its cache on the response meta).
-        """
-        nofollow: set[str] = set()
-        followable: set[str] = set()
-        if any(link.nofollow for link in page.links):
-            for link in page.links:
-                try:
-                    (nofollow if link.nofollow else followable).add(canonicalize(link.url))
-                except URLError:
-                    continue
-        response.meta.setdefault("_polite_rel_nofollow", frozenset(nofollow - followable))
 
     def page_failed(self, failure: Failure) -> Iterator[Any]:
         request = failure.request  # type: ignore[attr-defined]
@@ -430,8 +413,7 @@ class SiteSpider(scrapy.Spider):
         fingerprints, decide duplicates and store it.
         """
         if page is None and isinstance(response, TextResponse):
-            page = extract_links(response.body, response.url, response.encoding,
-                                 max_links=self.max_links)
+            page = page_links(response, self.max_links)
         return page_item(
             response,
             canonical_url=self.page_identity(response, page),

@@ -1,0 +1,80 @@
+"""What an HTML page says, worked out once per response and shared.
+
+Several components read every page: the page-rules middleware (meta robots,
+rel=nofollow), the yield monitor (how much of the text is new), the ``site``
+spider (links, title, rel=canonical) and the page item (main text). Each asks
+here; the first to ask does the work and the others reuse it, so a page is
+parsed once by lxml (:func:`polite_crawler.policy.links.extract_links`) and
+once by Lexbor for its main text (:func:`polite_crawler.extract.main_text`),
+whoever the spider is and in whatever order the components run.
+
+Results are held per response object, weakly: nothing outlives the response,
+and a replaced response (``response.replace(...)``) is read afresh.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+from weakref import WeakKeyDictionary
+
+from polite_crawler.defaults import POLITE_DEFAULTS
+from polite_crawler.extract import MainText, main_text
+from polite_crawler.policy.links import PageLinks, extract_links
+from polite_crawler.policy.traps import html_text
+
+if TYPE_CHECKING:
+    from scrapy.http import Response
+
+MAX_LINKS: int = POLITE_DEFAULTS["POLITE_MAX_LINKS_PER_PAGE"]
+# Below this many words the main text says too little about a page (an extractor
+# that found no main content, a page that is all navigation): the yield monitor
+# reads the whole page's text instead.
+MIN_MAIN_WORDS = 20
+
+
+@dataclass
+class _Reading:
+    links: PageLinks | None = None
+    links_cap: int = -1
+    main: MainText | None = None
+
+
+_READINGS: WeakKeyDictionary[Response, _Reading] = WeakKeyDictionary()
+
+
+def _reading(response: Response) -> _Reading:
+    reading = _READINGS.get(response)
+    if reading is None:
+        reading = _READINGS[response] = _Reading()
+    return reading
+
+
+def _encoding(response: Response) -> str | None:
+    return getattr(response, "encoding", None)
+
+
+def page_links(response: Response, max_links: int = MAX_LINKS) -> PageLinks:
+    """Links, title, rel=canonical and meta tags of the page (one lxml parse)."""
+    reading = _reading(response)
+    if reading.links is None or reading.links_cap != max_links:
+        reading.links = extract_links(response.body, response.url, _encoding(response),
+                                      max_links=max_links)
+        reading.links_cap = max_links
+    return reading.links
+
+
+def page_text(response: Response) -> MainText:
+    """Title, main text and language of the page (one Lexbor parse)."""
+    reading = _reading(response)
+    if reading.main is None:
+        reading.main = main_text(response.body, _encoding(response))
+    return reading.main
+
+
+def yield_text(response: Response) -> str:
+    """The text the yield monitor judges: the main text, or all of it when that is thin."""
+    text = page_text(response).text
+    if len(text.split(None, MIN_MAIN_WORDS)) > MIN_MAIN_WORDS:
+        return text
+    return html_text(response.body, _encoding(response) or "utf-8")
