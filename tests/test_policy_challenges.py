@@ -4,8 +4,10 @@ ordinary pages that look a little like one are not taken for one."""
 from __future__ import annotations
 
 import doctest
+import re
 from typing import NamedTuple
 
+import hypothesis
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -16,6 +18,7 @@ from polite_crawler.policy.challenges import (
     CHALLENGE_RULES,
     ChallengeRule,
     detect_challenge,
+    needles,
     sig,
 )
 from polite_crawler.policy.verdicts import Action, classify_response
@@ -217,3 +220,25 @@ def test_plain_prose_is_not_a_challenge(text: str) -> None:
         if word in body:
             return
     assert detect_challenge(200, {}, body) is None
+
+
+# --- the literal prefilter never changes an answer -----------------------------------
+_BODY_PATTERNS = sorted({rx.pattern for rule in CHALLENGE_RULES for s in rule.signatures
+                         for rx in s.body})
+
+
+@hypothesis.settings(max_examples=1500, deadline=None,
+                     suppress_health_check=[hypothesis.HealthCheck.too_slow])
+@given(data=st.data())
+def test_every_text_a_marker_matches_holds_one_of_its_literals(data: st.DataObject) -> None:
+    pattern = data.draw(st.sampled_from(_BODY_PATTERNS))
+    literals = needles(pattern)
+    text = data.draw(st.from_regex(re.compile(pattern)))
+    if literals:
+        assert any(lit in text for lit in literals), (pattern, literals, text)
+
+
+def test_the_prefilter_is_used_for_most_markers() -> None:
+    # A marker without literals is searched by its expression alone: keep those few.
+    without = [p for p in _BODY_PATTERNS if not needles(p)]
+    assert len(without) <= 2, without

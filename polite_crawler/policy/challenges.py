@@ -11,14 +11,22 @@ widget on a 200 is not a challenge), and a positive and a negative sample in
 ``tests/test_policy_challenges.py``.
 
 Body markers are searched in the first :data:`BODY_HEAD_BYTES` of the body
-(decompressed), case-insensitively.
+(decompressed), case-insensitively. Every page is checked, so each marker
+first looks for the literal text any match of it must contain (worked out from
+the pattern, :func:`needles`) with a plain substring search; the regular
+expression runs only on a page that has it.
 """
 
 from __future__ import annotations
 
+import importlib
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+# The regular-expression parser of the standard library (its modules since 3.11).
+_sre: Any = importlib.import_module("re._constants")
+_sre_parse: Any = importlib.import_module("re._parser")
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -46,6 +54,56 @@ def _rx(pattern: bytes) -> re.Pattern[bytes]:
     return re.compile(pattern.lower())
 
 
+# A literal shorter than this is no use as a filter ("<" is on every page).
+_MIN_NEEDLE = 4
+
+
+def _needles_of(items: Any) -> tuple[bytes, ...]:
+    """Literals one of which every match of the parsed sequence ``items`` contains."""
+    best: tuple[bytes, ...] = ()
+    run = bytearray()
+
+    def better(found: tuple[bytes, ...]) -> None:
+        nonlocal best
+        # Prefer one long literal over several, and longer over shorter.
+        if found and (not best or (len(found), -min(map(len, found)))
+                      < (len(best), -min(map(len, best)))):
+            best = found
+
+    for op, av in items:
+        if op is _sre.LITERAL:
+            run.append(av)
+            continue
+        if len(run) >= _MIN_NEEDLE:
+            better((bytes(run),))
+        run.clear()
+        if op is _sre.BRANCH:
+            alternatives = [_needles_of(branch) for branch in av[1]]
+            if all(alternatives):
+                better(tuple(n for alt in alternatives for n in alt))
+        elif op is _sre.SUBPATTERN and not av[1] and not av[2]:  # no inline flags
+            better(_needles_of(av[3]))
+    if len(run) >= _MIN_NEEDLE:
+        better((bytes(run),))
+    return best
+
+
+def needles(pattern: bytes) -> tuple[bytes, ...]:
+    r"""Literals one of which is in every text ``pattern`` matches; () when none is known.
+
+    >>> needles(rb"<title>\s*just a moment\.\.\.\s*</title>")
+    (b'just a moment...',)
+    >>> needles(rb"cf[-_]chl|/cdn-cgi/challenge-platform/|hcaptcha")
+    ()
+    >>> needles(rb"hcaptcha\.com|class=[\"']h-captcha[\"']")
+    (b'hcaptcha.com', b'h-captcha')
+    """
+    try:
+        return _needles_of(_sre_parse.parse(pattern.decode("latin-1")))
+    except (re.error, ValueError, TypeError, AttributeError):
+        return ()
+
+
 @dataclass(frozen=True)
 class Signature:
     """One way of recognising a vendor's page; every condition given must hold."""
@@ -56,6 +114,11 @@ class Signature:
     headers: Mapping[str, re.Pattern[str]] = field(default_factory=dict)
     # None: any status.
     statuses: frozenset[int] | None = None
+    # Per body marker, literals one of which a page must contain for it to match.
+    prefilters: tuple[tuple[bytes, ...], ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "prefilters", tuple(needles(rx.pattern) for rx in self.body))
 
     def matches(
         self, status: int, headers: Mapping[str, str], body_head: bytes, *, lowered: bool = False
@@ -70,7 +133,12 @@ class Signature:
         if not self.body:
             return True
         body = body_head if lowered else body_head.lower()
-        return all(rx.search(body) for rx in self.body)
+        for marker, literals in zip(self.body, self.prefilters, strict=True):
+            if literals and not any(lit in body for lit in literals):
+                return False
+            if not marker.search(body):
+                return False
+        return True
 
 
 def sig(
