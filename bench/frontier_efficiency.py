@@ -31,6 +31,7 @@ import contextlib
 import itertools
 import os
 import resource
+import shutil
 import signal
 import socket
 import statistics
@@ -246,6 +247,10 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--pages", type=int, default=5)
     ap.add_argument("--rest", type=float, default=2.0)
     ap.add_argument("--skip-stock", action="store_true")
+    ap.add_argument("--profile", type=Path, default=None,
+                    help="write a cProfile of the polite crawl process to this file")
+    ap.add_argument("--keep", type=Path, default=None,
+                    help="copy the server's request log and the crawl's state dir here")
     ap.add_argument("-s", dest="extra", action="append", default=[],
                     help="NAME=VALUE, an extra setting for the polite crawl")
     a = ap.parse_args(argv)
@@ -273,8 +278,9 @@ def main(argv: list[str]) -> int:
             runs: list[tuple[str, float, float]] = []
             cpu0 = _child_cpu()
             t0 = time.time()
+            profile = ["-m", "cProfile", "-o", str(a.profile)] if a.profile else []
             subprocess.run(
-                [py, "-m", "scrapy", "crawl", "site", "-a", f"urls={urls}",
+                [py, *profile, "-m", "scrapy", "crawl", "site", "-a", f"urls={urls}",
                  "-s", f"POLITE_REST_PAGE={rest}", "-s", "POLITE_JITTER=0",
                  "-s", f"POLITE_STATE_DIR={tmp / 'state'}", "-s", "LOG_LEVEL=INFO",
                  "-s", f"LOG_FILE={tmp / 'polite.log'}",
@@ -298,6 +304,10 @@ def main(argv: list[str]) -> int:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 server.wait(timeout=30)
         lines = _read_log(log)
+        if a.keep is not None:
+            a.keep.mkdir(parents=True, exist_ok=True)
+            shutil.copy(log, a.keep / "server.log")
+            shutil.copytree(tmp / "state", a.keep / "state", dirs_exist_ok=True)
     results = []
     for name, start, end in runs:
         mine = [x for x in lines if start <= x[2] <= end]
