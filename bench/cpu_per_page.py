@@ -16,7 +16,10 @@ Then the chain's stages alone, in this process, on the same files: link
 parse, main text (resiliparse), fingerprints (text hash + SimHash), and
 storage (zstd + SQLite through the store's writer thread).
 
-    .venv/bin/python -m bench.cpu_per_page [--docs DIR]
+    .venv/bin/python -m bench.cpu_per_page [--docs DIR] [--repeat N] [--skip-stock]
+
+``--repeat N`` runs each crawl N times and reports every run and the median
+(CPU time on a shared machine varies by a few per cent from run to run).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import argparse
 import json
 import os
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -121,6 +125,18 @@ def crawl_main(argv: list[str]) -> int:
 
         profiler = cProfile.Profile()
         profiler.enable()
+    import gc
+
+    gc_time = {"t": 0.0, "start": 0.0, "n": [0, 0, 0]}
+
+    def _gc_watch(phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            gc_time["start"] = time.process_time()
+        else:
+            gc_time["t"] += time.process_time() - gc_time["start"]
+            gc_time["n"][info["generation"]] += 1
+
+    gc.callbacks.append(_gc_watch)
     cpu0, t0 = _cpu(), time.perf_counter()
     process.crawl(crawler, **args)
     process.start()
@@ -130,7 +146,9 @@ def crawl_main(argv: list[str]) -> int:
         profiler.dump_stats(f"{profile}.{kind}")
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     items = crawler.stats.get_value("item_scraped_count", 0) if crawler.stats else 0
-    print(json.dumps({"cpu": cpu, "wall": wall, "rss_mb": rss, "items": items, **counts}))
+    gc.callbacks.remove(_gc_watch)
+    print(json.dumps({"cpu": cpu, "wall": wall, "rss_mb": rss, "items": items,
+                      "gc_cpu": gc_time["t"], "gc_runs": gc_time["n"], **counts}))
     return 0
 
 
@@ -177,6 +195,8 @@ def main(argv: list[str]) -> int:
         return crawl_main(argv[1:])
     ap = argparse.ArgumentParser()
     ap.add_argument("--docs", type=Path, default=DOCS)
+    ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--skip-stock", action="store_true")
     a = ap.parse_args(argv)
     files = sorted(a.docs.resolve().rglob("*.html"))
     if not files:
@@ -186,17 +206,20 @@ def main(argv: list[str]) -> int:
     server = subprocess.Popen([sys.executable, "-m", "bench.cpu_per_page", "--serve",
                                str(a.docs)], cwd=ROOT, env=env, stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, text=True)
-    results: dict[str, dict[str, Any]] = {}
+    runs: dict[str, list[dict[str, Any]]] = {}
+    kinds = ("polite",) if a.skip_stock else ("stock", "polite")
     try:
         assert server.stdout is not None
         port = int(server.stdout.readline())
         url = f"http://127.0.0.1:{port}/index.html"
-        for kind in ("stock", "polite"):
-            with tempfile.TemporaryDirectory(prefix="cpu-") as state:
-                done = subprocess.run([sys.executable, "-m", "bench.cpu_per_page", "--crawl",
-                                       kind, url, state], cwd=ROOT, env=env, check=True,
-                                      capture_output=True, text=True)
-            results[kind] = json.loads(done.stdout.strip().splitlines()[-1])
+        for _ in range(max(a.repeat, 1)):
+            for kind in kinds:
+                with tempfile.TemporaryDirectory(prefix="cpu-") as state:
+                    done = subprocess.run([sys.executable, "-m", "bench.cpu_per_page", "--crawl",
+                                           kind, url, state], cwd=ROOT, env=env, check=True,
+                                          capture_output=True, text=True)
+                runs.setdefault(kind, []).append(
+                    json.loads(done.stdout.strip().splitlines()[-1]))
     finally:
         if server.stdin is not None:
             server.stdin.close()
@@ -205,13 +228,19 @@ def main(argv: list[str]) -> int:
     print(f"{len(files)} HTML files, {kb:.0f} KiB on average ({a.docs})")
     print(f"{'crawl':<10}{'responses':>10}{'html':>6}{'items':>7}{'CPU s':>8}{'ms/resp':>9}"
           f"{'resp/CPU-s':>11}{'wall s':>8}{'RSS MB':>8}")
-    for kind, r in results.items():
-        per = r["cpu"] / max(r["responses"], 1)
-        print(f"{kind:<10}{r['responses']:>10}{r['html']:>6}{r['items']:>7}{r['cpu']:>8.2f}"
-              f"{per * 1000:>9.2f}{1 / per:>11.1f}{r['wall']:>8.1f}{r['rss_mb']:>8.0f}")
-    s, p = results["stock"], results["polite"]
-    ratio = (p["responses"] / p["cpu"]) / (s["responses"] / s["cpu"])
-    print(f"polite_crawler / stock, responses per CPU-second: {ratio:.2f}x")
+    rates: dict[str, float] = {}
+    for kind, kind_runs in runs.items():
+        for r in kind_runs:
+            per = r["cpu"] / max(r["responses"], 1)
+            print(f"{kind:<10}{r['responses']:>10}{r['html']:>6}{r['items']:>7}{r['cpu']:>8.2f}"
+                  f"{per * 1000:>9.2f}{1 / per:>11.1f}{r['wall']:>8.1f}{r['rss_mb']:>8.0f}")
+        rates[kind] = statistics.median(r["responses"] / r["cpu"] for r in kind_runs)
+    if "stock" in rates:
+        print(f"polite_crawler / stock, responses per CPU-second (median of "
+              f"{len(runs['polite'])}): {rates['polite'] / rates['stock']:.2f}x")
+    else:
+        print(f"polite_crawler, responses per CPU-second (median of {len(runs['polite'])}): "
+              f"{rates['polite']:.1f}")
     print("stages alone, ms CPU per page:")
     for name, ms in stages(files):
         print(f"  {name:<40}{ms:7.2f}")

@@ -37,6 +37,14 @@ PINNED: dict[str, Any] = {
         ("http", "https"), "polite_crawler.handlers.GuardedHTTPDownloadHandler"),
 }
 
+# Scrapy settings the add-on tunes, at add-on priority (a project may set its own).
+# CONCURRENT_ITEMS: Scrapy starts that many workers for every response's output,
+# whatever it holds; a page yields an item or two, and 100 workers a page cost
+# more CPU than the rest of the engine's work on it.
+TUNED: dict[str, Any] = {
+    "CONCURRENT_ITEMS": 8,
+}
+
 # Components by setting: {import path: order}. ``None`` removes a stock
 # component that the project replaces.
 COMPONENTS: dict[str, dict[str, int | None]] = {
@@ -91,7 +99,7 @@ class PoliteAddon:
         return cls(crawler)
 
     def update_settings(self, settings: Settings) -> None:
-        for name, value in POLITE_DEFAULTS.items():
+        for name, value in {**POLITE_DEFAULTS, **TUNED}.items():
             settings.set(name, value, priority="addon")
         for name, value in PINNED.items():
             settings.set(name, value, priority=ENFORCED)

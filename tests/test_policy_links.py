@@ -1,13 +1,14 @@
 from __future__ import annotations
 
 import doctest
+from urllib.parse import urljoin
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from polite_crawler.policy import links
-from polite_crawler.policy.links import extract_links
+from polite_crawler.policy.links import _Joiner, extract_links
 
 
 def test_doctests() -> None:
@@ -129,3 +130,18 @@ def test_garbage_never_raises(body: bytes) -> None:
     got = extract_links(body, "http://example.org/x")
     for link in got.links:
         assert link.url.lower().startswith(("http://", "https://"))
+
+
+# --- relative paths are joined without urljoin, exactly as urljoin would ------------
+_SEGMENTS = st.sampled_from(["a", "b", ".", "..", "", "x.html", "%20", "c d", "~", "\\", "é",
+                             "?q=1", "?", "?a=b?c", "\x01", " x", "[x"])
+_BASES = st.sampled_from(["http://e.org/dir/page", "http://e.org/", "http://e.org/a//b/c",
+                          "http://e.org/a/b/", "https://e.org:8080/x/y.html?z=1", "http://e.org",
+                          "http://e.org/a/./b/../c", "http://e.org/a/b?x=1/2", "HTTP://E.org/q"])
+
+
+@given(base=_BASES, parts=st.lists(_SEGMENTS, min_size=1, max_size=6))
+def test_relative_join_matches_urljoin(base: str, parts: list[str]) -> None:
+    href = "/".join(parts)
+    assume(href and href[0] != "/")
+    assert _Joiner(base)(href) == urljoin(base, href)

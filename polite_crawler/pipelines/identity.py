@@ -6,8 +6,7 @@ from typing import Any
 
 from polite_crawler.items import PageItem
 from polite_crawler.pipelines import PagePipeline
-from polite_crawler.policy.simhash import fingerprint
-from polite_crawler.policy.text import text_hash
+from polite_crawler.policy.simhash import fingerprints
 from polite_crawler.policy.urls import URLError, canonicalize
 
 
@@ -25,8 +24,7 @@ class PageIdentityPipeline(PagePipeline):
                 item["canonical_url"] = url
         text = item.get("text") or ""
         if text.strip():
-            item["text_hash"] = text_hash(text)
-            h, n = fingerprint(text)
+            item["text_hash"], h, n = fingerprints(text)
             item["simhash"] = f"{h:016x}"
             item["words"] = n
         else:  # no text (or a noindex page): nothing to compare

@@ -87,6 +87,16 @@ class _Joiner:
         scheme, _, rest = base.partition("://")
         self.scheme = scheme.lower()
         self.root = f"{self.scheme}://{rest.split('/', 1)[0].split('?', 1)[0].split('#', 1)[0]}"
+        # The base's directory segments, for joining relative paths without urljoin
+        # (None: a base this shortcut does not handle).
+        self.dir: list[str] | None = None
+        try:
+            parts = urlsplit(base)
+        except ValueError:
+            return
+        if (parts.scheme.lower() == self.scheme and f"{self.scheme}://{parts.netloc}" == self.root
+                and parts.path.startswith("/") and ";" not in parts.path):
+            self.dir = parts.path.split("/")[:-1]
 
     def __call__(self, href: str) -> str | None:
         if "\t" in href or "\n" in href or "\r" in href:
@@ -111,6 +121,10 @@ class _Joiner:
         return self._join(href)
 
     def _join(self, href: str) -> str | None:
+        # urlsplit strips leading controls and spaces ("\x01//host" is no relative path).
+        if (self.dir is not None and href[0] > " " and href[0] not in "?;"
+                and ";" not in href and ":" not in href):
+            return self._relative(href)
         try:
             joined = urljoin(self.base, href)
         except ValueError:  # "//[oops" and the like: no URL at all
@@ -118,6 +132,27 @@ class _Joiner:
         # urljoin hands back what it cannot resolve as it came ("\x01javascript:x",
         # "https:x" under an http base): only an absolute http(s) URL is a link.
         return joined if joined.startswith(("http://", "https://")) else None
+
+    def _relative(self, href: str) -> str:
+        """A relative-path reference joined as :func:`urljoin` does (a test holds them equal)."""
+        assert self.dir is not None
+        path, _, query = href.partition("?")
+        segments = [*self.dir, *path.split("/")]
+        # urljoin drops empty segments between the first and the last.
+        segments[1:-1] = [seg for seg in segments[1:-1] if seg]
+        resolved: list[str] = []
+        for seg in segments:
+            if seg == "..":
+                if resolved:
+                    resolved.pop()
+            elif seg != ".":
+                resolved.append(seg)
+        if segments[-1] in (".", ".."):
+            resolved.append("")
+        joined = "/".join(resolved)
+        if not joined.startswith("/"):
+            joined = "/" + joined
+        return f"{self.root}{joined}?{query}" if query else f"{self.root}{joined}"
 
 
 def extract_links(

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
-from polite_crawler.policy.text import mix64, word_hashes
+from polite_crawler.policy.text import fold, mix64, text_hash, word_hashes
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -81,6 +81,20 @@ def fingerprint(text: str) -> tuple[int, int]:
     """The project's SimHash of a main text, and how many words it has."""
     tokens = word_hashes(text)
     return simhash_of_hashes(shingle_hashes(tokens)), int(tokens.size)
+
+
+def fingerprints(text: str) -> tuple[str, int, int]:
+    """:func:`~polite_crawler.policy.text.text_hash`, SimHash and word count of a main text.
+
+    The text is folded once for both fingerprints.
+
+    >>> fingerprints("Hello world") == (text_hash("Hello world"), *fingerprint("Hello world"))
+    True
+    """
+    folded = fold(text)
+    tokens = word_hashes(folded, folded=True)
+    return (text_hash(folded, folded=True), simhash_of_hashes(shingle_hashes(tokens)),
+            int(tokens.size))
 
 
 def distance(a: int, b: int) -> int:

@@ -40,19 +40,23 @@ def normalise(text: str) -> str:
     >>> normalise("  Caf\\u00e9\\n\\tMENU  \\ufb01ne ")
     'café menu fine'
     """
-    return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
+    return " ".join(fold(text).split())
 
 
-def text_hash(text: str) -> str:
+def text_hash(text: str, *, folded: bool = False) -> str:
     """Hex digest (128 bits) of the normalised text: equal for exact duplicates.
+
+    ``folded``: ``text`` is :func:`fold` ed already.
 
     >>> text_hash("Hello  World") == text_hash("hello world\\n")
     True
     """
-    return hashlib.blake2b(normalise(text).encode("utf-8"), digest_size=16).hexdigest()
+    plain = " ".join((text if folded else fold(text)).split())
+    return hashlib.blake2b(plain.encode("utf-8"), digest_size=16).hexdigest()
 
 
-def _fold(text: str) -> str:
+def fold(text: str) -> str:
+    """Unicode compatibility forms folded (NFKC), then case folded."""
     return unicodedata.normalize("NFKC", text).casefold()
 
 
@@ -62,7 +66,7 @@ def words(text: str, *, digits: bool = True) -> list[str]:
     >>> words("Published 12 March 2024, 10:45 by A. Smith")
     ['published', '0', 'march', '0', '0', '0', 'by', 'a', 'smith']
     """
-    folded = _fold(text)
+    folded = fold(text)
     if digits:
         folded = _DIGITS.sub("0", folded)
     return _WORD.findall(folded)
@@ -120,10 +124,14 @@ class _Powers:
 _POWERS = _Powers()
 
 
-def word_hashes(text: str, *, digits: bool = True) -> npt.NDArray[np.uint64]:
-    """``[word_hash(w) for w in words(text, digits=digits)]`` as a numpy array, fast."""
-    folded = _fold(text)
-    codes = np.frombuffer(folded.encode("utf-32-le"), dtype=np.uint32)
+def word_hashes(text: str, *, digits: bool = True,
+                folded: bool = False) -> npt.NDArray[np.uint64]:
+    """``[word_hash(w) for w in words(text, digits=digits)]`` as a numpy array, fast.
+
+    ``folded``: ``text`` is :func:`fold` ed already.
+    """
+    folded_text = text if folded else fold(text)
+    codes = np.frombuffer(folded_text.encode("utf-32-le"), dtype=np.uint32)
     if not codes.size:
         return np.zeros(0, dtype=_U64)
     is_word_tab, is_digit_tab = _tables()

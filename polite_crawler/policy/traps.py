@@ -160,21 +160,24 @@ class YieldMonitor:
         self._origins[origin] = state
         if len(self._origins) > lim.max_origins:
             self._origins.popitem(last=False)
+        seen = state.seen
         if sample:
-            novelty = sum(1 for h in sample if h not in state.seen) / len(sample)
+            novelty = 1.0 - sum(map(seen.__contains__, sample)) / len(sample)
         else:
             novelty = 0.0 if state.wholes[whole] else 1.0
         productive = novelty >= lim.min_novelty
         state.recent.append((sample, whole))
-        state.seen.update(sample)
+        seen.update(sample)
         state.wholes[whole] += 1
         if len(state.recent) > lim.memory_pages:
             old_sample, old_whole = state.recent.popleft()
-            state.seen.subtract(old_sample)
-            state.wholes[old_whole] -= 1
             for h in old_sample:
-                if state.seen[h] <= 0:
-                    del state.seen[h]
+                n = seen[h]
+                if n > 1:
+                    seen[h] = n - 1
+                else:
+                    del seen[h]
+            state.wholes[old_whole] -= 1
             if state.wholes[old_whole] <= 0:
                 del state.wholes[old_whole]
         state.outcomes.append(productive)

@@ -29,6 +29,7 @@ is the page's identity (``canonical_url``) and is not fetched again.
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -153,9 +154,13 @@ class SiteSpider(scrapy.Spider):
             return None
 
     def page_request(self, url: str, *, depth: int, source: str,
-                     lastmod: str | None = None) -> scrapy.Request | None:
-        """A request for a page not requested before (by canonical URL), or None."""
-        canon = self.canonical(url)
+                     lastmod: str | None = None,
+                     canonical: str | None = None) -> scrapy.Request | None:
+        """A request for a page not requested before (by canonical URL), or None.
+
+        ``canonical``: the URL's canonical form, when the caller has it already.
+        """
+        canon = canonical or self.canonical(url)
         if canon is None:
             self._inc("polite/discovery/invalid_url")
             return None
@@ -373,20 +378,29 @@ class SiteSpider(scrapy.Spider):
         if response.meta.get("polite_nofollow"):
             return  # the page's meta robots / X-Robots-Tag said nofollow
         depth = int(response.meta.get(DEPTH, 0)) + 1
+        skipped: Counter[str] = Counter()
+        seen = self._seen
         for link in page.links:
             if link.nofollow:
-                self._inc("polite/discovery/rel_nofollow")
+                skipped["rel_nofollow"] += 1
                 continue
-            if not self.in_scope(link.url):
-                self._inc("polite/discovery/offsite")
+            # Most links of a page were seen on other pages: that check comes first.
+            canon = self.canonical(link.url)
+            if canon is not None and canon in seen:
+                skipped["duplicate"] += 1
                 continue
-            request = self.page_request(link.url, depth=depth, source="link")
+            if not self.in_scope(canon or link.url):
+                skipped["offsite"] += 1
+                continue
+            request = self.page_request(link.url, depth=depth, source="link", canonical=canon)
             if request is None:
                 continue
             if disc.done:
                 yield request
             else:
                 disc.held[request.url] = request
+        for reason, n in skipped.items():
+            self._inc(f"polite/discovery/{reason}", n)
 
     def page_failed(self, failure: Failure) -> Iterator[Any]:
         request = failure.request  # type: ignore[attr-defined]
