@@ -4,9 +4,11 @@ Several components read every page: the page-rules middleware (meta robots,
 rel=nofollow), the yield monitor (how much of the text is new), the ``site``
 spider (links, title, rel=canonical) and the page item (main text). Each asks
 here; the first to ask does the work and the others reuse it, so a page is
-parsed once by lxml (:func:`polite_crawler.policy.links.extract_links`) and
+parsed once by lxml (:func:`polite_crawler.policy.links.extract_links`),
 once by Lexbor for its main text (:func:`polite_crawler.extract.main_text`),
-whoever the spider is and in whatever order the components run.
+and its main text cut into words once (:func:`polite_crawler.policy.text.read_words`,
+for the yield monitor and the fingerprints), whoever the spider is and in
+whatever order the components run.
 
 Results are held per response object, weakly: nothing outlives the response,
 and a replaced response (``response.replace(...)``) is read afresh.
@@ -21,6 +23,7 @@ from weakref import WeakKeyDictionary
 from polite_crawler.defaults import POLITE_DEFAULTS
 from polite_crawler.extract import MainText, main_text
 from polite_crawler.policy.links import PageLinks, extract_links
+from polite_crawler.policy.text import Words, read_words
 from polite_crawler.policy.traps import html_text
 
 if TYPE_CHECKING:
@@ -38,6 +41,7 @@ class _Reading:
     links: PageLinks | None = None
     links_cap: int = -1
     main: MainText | None = None
+    words: Words | None = None
 
 
 _READINGS: WeakKeyDictionary[Response, _Reading] = WeakKeyDictionary()
@@ -68,13 +72,24 @@ def page_text(response: Response) -> MainText:
     """Title, main text and language of the page (one Lexbor parse)."""
     reading = _reading(response)
     if reading.main is None:
-        reading.main = main_text(response.body, _encoding(response))
+        # A page libxml2 read to the end nests too little for the depth check
+        # (:func:`polite_crawler.extract.main_text`).
+        shallow = reading.links is not None and not reading.links.too_deep
+        reading.main = main_text(response.body, _encoding(response), shallow=shallow)
     return reading.main
 
 
-def yield_text(response: Response) -> str:
-    """The text the yield monitor judges: the main text, or all of it when that is thin."""
-    text = page_text(response).text
-    if len(text.split(None, MIN_MAIN_WORDS)) > MIN_MAIN_WORDS:
-        return text
-    return html_text(response.body, _encoding(response) or "utf-8")
+def page_words(response: Response) -> Words:
+    """The main text's words, hashed once (the yield monitor's and the fingerprints')."""
+    reading = _reading(response)
+    if reading.words is None:
+        reading.words = read_words(page_text(response).text)
+    return reading.words
+
+
+def yield_text(response: Response) -> tuple[str, Words | None]:
+    """What the yield monitor judges: the main text (and its words), or all the text if thin."""
+    read = page_words(response)
+    if read.raw.size > MIN_MAIN_WORDS:
+        return read.text, read
+    return html_text(response.body, _encoding(response) or "utf-8"), None

@@ -34,7 +34,7 @@ class MainText:
     too_deep: bool = False  # nesting beyond MAX_DEPTH: plain text, boilerplate included
 
 
-def main_text(body: bytes, encoding: str | None = "utf-8") -> MainText:
+def main_text(body: bytes, encoding: str | None = "utf-8", *, shallow: bool = False) -> MainText:
     """Title, main text and language of an HTML document.
 
     >>> m = main_text(b"<html><head><title>T</title></head><body><nav><a href=/>Home</a>"
@@ -42,13 +42,20 @@ def main_text(body: bytes, encoding: str | None = "utf-8") -> MainText:
     ...               b"</body></html>")
     >>> m.title, "Home" in m.text, "The text of the page is here." in m.text
     ('T', False, True)
+
+    ``shallow``: the caller knows the page nests less than :data:`MAX_DEPTH` deep
+    (libxml2 read all of it: :attr:`polite_crawler.policy.links.PageLinks.too_deep`
+    is False), and the depth check is skipped. libxml2 nests a page at least as
+    deeply as Lexbor does (a test holds that on every construct that nests), and
+    stops at 256.
     """
     try:
         tree = HTMLTree.parse_from_bytes(body, encoding or "utf-8", errors="replace")
     except (LookupError, ValueError):
         tree = HTMLTree.parse_from_bytes(body, "utf-8", errors="replace")
     title = " ".join((tree.title or "").split())
-    too_deep = tree.document is not None and tree.document.query_selector(_TOO_DEEP) is not None
+    too_deep = (not shallow and tree.document is not None
+                and tree.document.query_selector(_TOO_DEEP) is not None)
     text = extract_plain_text(tree, main_content=not too_deep, preserve_formatting=True,
                               list_bullets=False, alt_texts=False)
     return MainText(title, text, language_of(text), too_deep)

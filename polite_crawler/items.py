@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import scrapy
 
-from polite_crawler.analysis import page_text
+from polite_crawler.analysis import page_text, page_words
 from polite_crawler.policy.urls import URLError, canonicalize
 
 if TYPE_CHECKING:
@@ -134,4 +134,5 @@ def page_item(response: Response, *, canonical_url: str | None = None, title: st
     for name, value in fields.items():
         item[name] = value
     item._polite_copy = PageCopy(headers, body)
+    item._polite_words = page_words(response)  # the fingerprints read them (pipelines.identity)
     return item

@@ -62,7 +62,7 @@ def test_word_hashes_match_the_plain_rule() -> None:
             "end\u00a0nbsp")
     assert words(text) == ["published", "0", "march", "0", "0", "0", "by", "a", "smith",
                            "caf\u00e9", "strasse", "fine", "unicode", "\u65e5\u672c\u8a9e", "x_y",
-                           "0rd", "0", "end", "nbsp"]
+                           "0", "0", "end", "nbsp"]
     assert list(word_hashes(text)) == [word_hash(w) for w in words(text)]
     plain = words(text, digits=False)
     assert list(word_hashes(text, digits=False)) == [word_hash(w) for w in plain]

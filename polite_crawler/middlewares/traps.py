@@ -134,7 +134,7 @@ class TrapMiddleware(BaseSpiderMiddleware):
         origin = origin_of(response.url)
         if self.monitor.stopped(origin):
             return
-        verdict = self.monitor.observe(origin, yield_text(response))
+        verdict = self.monitor.observe(origin, *yield_text(response))
         if verdict.stopped:
             self._inc(f"polite/traps/stopped/{LOW_YIELD}")
             logger.warning(

@@ -24,7 +24,8 @@ class PageIdentityPipeline(PagePipeline):
                 item["canonical_url"] = url
         text = item.get("text") or ""
         if text.strip():
-            item["text_hash"], h, n = fingerprints(text)
+            # The words the item was built with, when its text is still theirs.
+            item["text_hash"], h, n = fingerprints(text, getattr(item, "_polite_words", None))
             item["simhash"] = f"{h:016x}"
             item["words"] = n
         else:  # no text (or a noindex page): nothing to compare

@@ -26,6 +26,9 @@ from urllib.parse import urljoin, urlsplit
 
 from lxml import etree
 
+# libxml2's nesting limit without huge_tree: it stops reading a page at this depth.
+LXML_MAX_DEPTH = 256
+
 _SCHEME = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*):")
 _WS = re.compile(r"[\t\n\r]")
 
@@ -50,6 +53,9 @@ class PageLinks:
     # (name, content) of every <meta name=... content=...>, names lower-case, in page
     # order: what the page says about itself (meta robots), from the same parse.
     metas: list[tuple[str, str]] = field(default_factory=list)
+    # libxml2 stopped at its nesting limit (:data:`LXML_MAX_DEPTH`): what follows
+    # was not read. False means the page nests less deeply than that.
+    too_deep: bool = False
 
 
 def _utf8(encoding: str | None) -> str | None:
@@ -207,6 +213,9 @@ def extract_links(
         root = etree.fromstring(body, parser)
     except (etree.LxmlError, ValueError):
         return result
+    last = parser.error_log.last_error
+    # The depth limit is fatal: when it is hit, it is the last thing libxml2 says.
+    result.too_deep = last is not None and last.type_name == "ERR_RESOURCE_LIMIT"
     if root is None:
         return result
     head = root.find("head")

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
-from polite_crawler.policy.text import fold, mix64, text_hash, word_hashes
+from polite_crawler.policy.text import Words, mix64, read_words, text_hash, word_hashes
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -43,9 +43,12 @@ _U64 = np.uint64
 _PRIME = np.array([0x100000001B3], dtype=_U64)  # to mix word positions within a shingle
 
 
-def shingle_hashes(tokens: npt.NDArray[np.uint64],
-                   shingle: int = SHINGLE) -> npt.NDArray[np.uint64]:
-    """Distinct 64-bit hashes of the ``shingle``-word shingles of a sequence of word hashes."""
+def shingle_hashes(tokens: npt.NDArray[np.uint64], shingle: int = SHINGLE, *,
+                   distinct: bool = True) -> npt.NDArray[np.uint64]:
+    """64-bit hashes of the ``shingle``-word shingles of a sequence of word hashes.
+
+    Distinct and sorted unless ``distinct`` is False (then in text order, repeats kept).
+    """
     if not tokens.size:
         return np.zeros(0, dtype=_U64)
     k = min(shingle, tokens.size)
@@ -53,7 +56,8 @@ def shingle_hashes(tokens: npt.NDArray[np.uint64],
     acc = tokens[:n].copy()
     for j in range(1, k):
         acc = acc * _PRIME + tokens[j : j + n]
-    return np.unique(mix64(acc))
+    mixed = mix64(acc)
+    return np.unique(mixed) if distinct else mixed
 
 
 def simhash_of_hashes(features: npt.NDArray[np.uint64]) -> int:
@@ -83,18 +87,19 @@ def fingerprint(text: str) -> tuple[int, int]:
     return simhash_of_hashes(shingle_hashes(tokens)), int(tokens.size)
 
 
-def fingerprints(text: str) -> tuple[str, int, int]:
+def fingerprints(text: str, read: Words | None = None) -> tuple[str, int, int]:
     """:func:`~polite_crawler.policy.text.text_hash`, SimHash and word count of a main text.
 
-    The text is folded once for both fingerprints.
+    ``read``: the text's :class:`~polite_crawler.policy.text.Words` when they are
+    at hand (the yield monitor read them), else they are read here.
 
     >>> fingerprints("Hello world") == (text_hash("Hello world"), *fingerprint("Hello world"))
     True
     """
-    folded = fold(text)
-    tokens = word_hashes(folded, folded=True)
-    return (text_hash(folded, folded=True), simhash_of_hashes(shingle_hashes(tokens)),
-            int(tokens.size))
+    if read is None or read.text is not text:
+        read = read_words(text)
+    return (text_hash(read.folded, folded=True), simhash_of_hashes(shingle_hashes(read.normal)),
+            int(read.normal.size))
 
 
 def distance(a: int, b: int) -> int:

@@ -5,11 +5,12 @@ Unicode compatibility forms folded (NFKC), case folded, all runs of white space
 one space. The exact-duplicate hash is taken over that form.
 
 For near duplicates the text is cut into words (maximal runs of letters, digits
-and ``_``, as the regular expression ``\\w+``) and every run of digits becomes
-``0``, so a changed date, time, counter or page number does not move a page's
-SimHash (measured in ``bench/simhash_tuning.py``). :func:`words` states the
-rule in plain Python; :func:`word_hashes` computes the same words' hashes with
-numpy, about ten times faster, and a test holds the two to each other.
+and ``_``, as the regular expression ``\\w+``) and every word with a digit in it
+becomes ``0``, so a changed date, time, counter, page number or reference does
+not move a page's SimHash (measured in ``bench/simhash_tuning.py``). :func:`words`
+states the rule in plain Python; :func:`read_words` computes the same words'
+hashes with numpy, about ten times faster, both as written and normalised in one
+pass, and a test holds them to each other.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import re
 import unicodedata
+from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
@@ -31,7 +33,6 @@ _MASK64 = (1 << 64) - 1
 _B = 0x100000001B3
 _B_INV = pow(_B, -1, 1 << 64)
 _BMP = 0x10000
-_ZERO = ord("0")
 
 
 def normalise(text: str) -> str:
@@ -61,15 +62,15 @@ def fold(text: str) -> str:
 
 
 def words(text: str, *, digits: bool = True) -> list[str]:
-    """The normalised words of ``text``, digit runs as ``0`` unless ``digits`` is False.
+    """The normalised words of ``text``; a word with a digit is ``0`` unless ``digits`` is False.
 
-    >>> words("Published 12 March 2024, 10:45 by A. Smith")
-    ['published', '0', 'march', '0', '0', '0', 'by', 'a', 'smith']
+    >>> words("Published 12 March 2024, 10:45 by A. Smith, ref A3")
+    ['published', '0', 'march', '0', '0', '0', 'by', 'a', 'smith', 'ref', '0']
     """
-    folded = fold(text)
+    found = _WORD.findall(fold(text))
     if digits:
-        folded = _DIGITS.sub("0", folded)
-    return _WORD.findall(folded)
+        return ["0" if _DIGITS.search(w) else w for w in found]
+    return found
 
 
 def mix64(x: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
@@ -124,40 +125,60 @@ class _Powers:
 _POWERS = _Powers()
 
 
-def word_hashes(text: str, *, digits: bool = True,
-                folded: bool = False) -> npt.NDArray[np.uint64]:
-    """``[word_hash(w) for w in words(text, digits=digits)]`` as a numpy array, fast.
+@dataclass(frozen=True, eq=False)
+class Words:
+    """A text's words, hashed once for every comparison that reads them.
 
-    ``folded``: ``text`` is :func:`fold` ed already.
+    ``raw``: as written (the yield monitor's words); ``normal``: a word with a
+    digit in it as ``0`` (the SimHash's). ``folded``: the text :func:`fold` ed,
+    which the exact hash reads.
     """
-    folded_text = text if folded else fold(text)
-    codes = np.frombuffer(folded_text.encode("utf-32-le"), dtype=np.uint32)
+
+    text: str
+    folded: str
+    raw: npt.NDArray[np.uint64]
+    normal: npt.NDArray[np.uint64]
+
+
+def read_words(text: str) -> Words:
+    """:class:`Words` of ``text``: ``[word_hash(w) for w in words(text, digits=...)]``, fast."""
+    folded = fold(text)
+    codes = np.frombuffer(folded.encode("utf-32-le"), dtype=np.uint32)
+    empty = np.zeros(0, dtype=_U64)
     if not codes.size:
-        return np.zeros(0, dtype=_U64)
+        return Words(text, folded, empty, empty)
     is_word_tab, is_digit_tab = _tables()
     low = np.minimum(codes, _BMP - 1)  # U+FFFF is neither word character nor digit
     is_word = is_word_tab[low]
-    is_digit = is_digit_tab[low] if digits else None
+    is_digit = is_digit_tab[low]
     for i in np.flatnonzero(codes >= _BMP):  # astral code points: rare, ask the regex
         ch = chr(int(codes[i]))
         is_word[i] = bool(_WORD.fullmatch(ch))
-        if is_digit is not None:
-            is_digit[i] = bool(_DIGITS.fullmatch(ch))
-    if is_digit is not None and is_digit.any():
-        # A run of digits becomes one "0": keep a run's first digit only.
-        keep = np.ones(codes.size, dtype=bool)
-        keep[1:] = ~(is_digit[1:] & is_digit[:-1])
-        codes = np.where(is_digit, np.uint32(_ZERO), codes)[keep]
-        is_word = is_word[keep]
+        is_digit[i] = bool(_DIGITS.fullmatch(ch))
     edges = np.diff(np.concatenate([[0], is_word.view(np.int8), [0]]))
     starts = np.flatnonzero(edges == 1)
     ends = np.flatnonzero(edges == -1)
     if not starts.size:
-        return np.zeros(0, dtype=_U64)
+        return Words(text, folded, empty, empty)
     n = codes.size
     fwd, inv = _POWERS.get(n + 1)
     # H(a, b) = sum c_j B**(b-1-j) = B**(b-1) * (S[b] - S[a]), S the prefix sums of c_j B**-j.
     c = codes.astype(_U64) + _U64(1)
     prefix = np.concatenate([np.zeros(1, _U64), np.cumsum(c * inv[:n], dtype=_U64)])
-    h = fwd[ends - 1] * (prefix[ends] - prefix[starts])
-    return mix64(h ^ (ends - starts).astype(_U64))
+    raw = mix64(fwd[ends - 1] * (prefix[ends] - prefix[starts]) ^ (ends - starts).astype(_U64))
+    if is_digit.any():
+        digits_before = np.concatenate([[0], np.cumsum(is_digit, dtype=np.int64)])
+        has_digit = digits_before[ends] > digits_before[starts]
+        normal = np.where(has_digit, _ZERO_WORD, raw)
+    else:
+        normal = raw
+    return Words(text, folded, raw, normal)
+
+
+def word_hashes(text: str, *, digits: bool = True) -> npt.NDArray[np.uint64]:
+    """``[word_hash(w) for w in words(text, digits=digits)]`` as a numpy array, fast."""
+    read = read_words(text)
+    return read.normal if digits else read.raw
+
+
+_ZERO_WORD = _U64(word_hash("0"))

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from polite_crawler.policy.simhash import shingle_hashes
-from polite_crawler.policy.text import word_hashes
+from polite_crawler.policy.text import Words, read_words
 
 DEPTH = "depth"
 REPEATED_SEGMENT = "repeated_segment"
@@ -98,18 +98,21 @@ def html_text(body: bytes, encoding: str = "utf-8", max_bytes: int = 2 * 1024 * 
     return stripped.decode(encoding, "replace")
 
 
-def shingles(text: str) -> tuple[frozenset[int], int]:
+def shingles(text: str, read: Words | None = None) -> tuple[frozenset[int], int]:
     """The sampled shingle hashes of ``text`` and a hash of its whole word sequence.
 
-    Words as the SimHash reads them (:func:`polite_crawler.policy.text.word_hashes`)
-    but with their digits kept: a page that differs from the others only in its
-    numbers (a data table, a report per postcode) is new content here.
+    Words as the SimHash reads them (:func:`polite_crawler.policy.text.read_words`,
+    passed as ``read`` when they are at hand) but as written, digits kept: a page
+    that differs from the others only in its numbers (a data table, a report per
+    postcode) is new content here.
     """
-    tokens = word_hashes(text, digits=False)
+    if read is None or read.text is not text:
+        read = read_words(text)
+    tokens = read.raw
     whole = hash(tokens.tobytes())
     if tokens.size < _SHINGLE:
         return frozenset(), whole
-    hashed = shingle_hashes(tokens, _SHINGLE)
+    hashed = shingle_hashes(tokens, _SHINGLE, distinct=False)
     return frozenset(hashed[hashed % _SAMPLE == 0].tolist()), whole
 
 
@@ -149,9 +152,9 @@ class YieldMonitor:
     def stopped(self, origin: str) -> bool:
         return origin in self._stopped
 
-    def observe(self, origin: str, text: str) -> YieldVerdict:
+    def observe(self, origin: str, text: str, read: Words | None = None) -> YieldVerdict:
         """Record one fetched page of ``origin`` (its text) and judge the origin."""
-        return self.observe_sample(origin, *shingles(text))
+        return self.observe_sample(origin, *shingles(text, read))
 
     def observe_sample(self, origin: str, sample: frozenset[int], whole: int) -> YieldVerdict:
         """:meth:`observe` for a text already sampled (:func:`shingles`)."""
