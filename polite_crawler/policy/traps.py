@@ -11,7 +11,7 @@ Yield monitoring, the measure
 A page's *novelty* is the share of its text that this origin has not served
 recently: the word 4-grams (shingles) of its text (the main text, when the page
 has enough of it), sampled consistently (a shingle is kept when its hash is 0
-modulo 4, so two pages keep the same shingles of the text they share), compared
+modulo 8, so two pages keep the same shingles of the text they share), compared
 with the shingles of the origin's last ``memory_pages`` pages. A page is
 *productive* when its novelty is at least ``min_novelty`` (default 0.2: a
 fifth of its text is new). An exact repeat scores 0, a near-duplicate (a
@@ -89,7 +89,8 @@ _TAGS = re.compile(
 )
 _ENTITY = re.compile(rb"&#?[a-zA-Z0-9]+;")
 _SHINGLE = 4
-_SAMPLE = 4  # keep shingles whose hash is 0 modulo this
+_SAMPLE = 8  # keep shingles whose hash is 0 modulo this
+_MAX_WORDS = 20_000  # a page's first words are plenty to judge it (and bound the memory)
 
 
 def html_text(body: bytes, encoding: str = "utf-8", max_bytes: int = 2 * 1024 * 1024) -> str:
@@ -108,7 +109,7 @@ def shingles(text: str, read: Words | None = None) -> tuple[frozenset[int], int]
     """
     if read is None or read.text is not text:
         read = read_words(text)
-    tokens = read.raw
+    tokens = read.raw[:_MAX_WORDS]
     whole = hash(tokens.tobytes())
     if tokens.size < _SHINGLE:
         return frozenset(), whole
