@@ -13,8 +13,9 @@ report the crawling process's CPU time (user + system, all threads) per response
   store (SQLite), with loopback-sized rests.
 
 Then the chain's stages alone, in this process, on the same files: link
-parse, main text (resiliparse), fingerprints (text hash + SimHash), and
-storage (zstd + SQLite through the store's writer thread).
+parse, main text (resiliparse), the main text's words (hashed once), the yield
+monitor's shingles, fingerprints (text hash + SimHash), and storage (zstd +
+SQLite through the store's writer thread).
 
     .venv/bin/python -m bench.cpu_per_page [--docs DIR] [--repeat N] [--skip-stock]
 
@@ -166,12 +167,13 @@ def crawl_main(argv: list[str]) -> int:
 def stages(files: list[Path]) -> list[tuple[str, float]]:
     from polite_crawler.extract import main_text
     from polite_crawler.policy.links import extract_links
-    from polite_crawler.policy.simhash import fingerprint
-    from polite_crawler.policy.text import text_hash
+    from polite_crawler.policy.simhash import fingerprints
+    from polite_crawler.policy.text import read_words
+    from polite_crawler.policy.traps import shingles
     from polite_crawler.store.pages import PageRecord, PageStore
     from polite_crawler.store.sqlite import SQLitePageBackend
 
-    bodies = [(f"http://127.0.0.1/{f.name}", f.read_bytes()) for f in files]
+    bodies = [(f"http://127.0.0.1/{i}/{f.name}", f.read_bytes()) for i, f in enumerate(files)]
     out: list[tuple[str, float]] = []
 
     def timed(name: str, fn: Any) -> list[Any]:
@@ -183,8 +185,10 @@ def stages(files: list[Path]) -> list[tuple[str, float]]:
     timed("links (lxml, policy.links)", lambda u, b: extract_links(b, u, "utf-8"))
     mains = timed("main text (resiliparse)", lambda u, b: main_text(b, "utf-8"))
     texts = {u: m.text for (u, _), m in zip(bodies, mains, strict=True)}
-    timed("fingerprints (hash + SimHash)",
-          lambda u, b: (text_hash(texts[u]), fingerprint(texts[u])))
+    words = dict(zip(texts, timed("words of the main text (read once)",
+                                  lambda u, b: read_words(texts[u])), strict=True))
+    timed("yield shingles", lambda u, b: shingles(texts[u], words[u]))
+    timed("fingerprints (hash + SimHash)", lambda u, b: fingerprints(texts[u], words[u]))
     with tempfile.TemporaryDirectory() as tmp:
         store = PageStore(lambda: SQLitePageBackend(f"{tmp}/s.sqlite3"))
         cpu0 = _cpu()
