@@ -7,11 +7,21 @@ page queued to be fetched again; never a page's links without the page.
 
 The middleware sits outermost (lowest order): when its input is exhausted, every
 request the callback yielded has reached the scheduler.
+
+It also hands the spider's start requests to the scheduler in batches of
+:data:`START_BATCH` (``engine.crawl``, what the engine itself does with each). The
+engine reads one start request per turn of its loop, so a crawl of a thousand
+origins would otherwise take a thousand turns, each busy with the answers already
+coming in, to learn of them all, and its first requests would spread over seconds;
+the frontier keeps its queue on disk, so reading the start list ahead costs no memory.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
+
+from scrapy import Request
+from scrapy.utils.asyncio import sleep
 
 from polite_crawler.context import polite_context
 
@@ -22,8 +32,13 @@ if TYPE_CHECKING:
     from scrapy.http import Response
 
 
+# Start requests scheduled per turn of the reactor loop (a few milliseconds of work).
+START_BATCH = 50
+
+
 class FrontierDoneMiddleware:
     def __init__(self, crawler: Crawler) -> None:
+        self.crawler = crawler
         self.ctx = polite_context(crawler)
 
     @classmethod
@@ -35,6 +50,18 @@ class FrontierDoneMiddleware:
         frontier = self.ctx.frontier
         if request is not None and frontier is not None:
             frontier.done(request)
+
+    async def process_start(self, start: AsyncIterator[Any]) -> AsyncIterator[Any]:
+        n = 0
+        async for item in start:
+            engine = self.crawler.engine
+            if not isinstance(item, Request) or engine is None:
+                yield item
+                continue
+            engine.crawl(item)
+            n += 1
+            if n % START_BATCH == 0:
+                await sleep(0)  # the engine sends what is due before the next batch
 
     def process_spider_output(self, response: Response, result: Iterable[Any]) -> Iterable[Any]:
         try:

@@ -14,7 +14,11 @@ sets ``download_slot`` to the origin on every request it hands out, so the
 downloader keeps exactly one slot per origin.
 
 The gate middleware (:mod:`polite_crawler.middlewares.gate`) reaches the scheduler
-through ``polite_context(crawler).frontier`` to settle, release, retry and stop.
+through ``polite_context(crawler).frontier`` to settle, release, retry and stop,
+and to hold a request handed out ahead of its start (``wait_before_start``):
+requests leave the scheduler up to ``FrontierConfig.lead`` (0.1 s) before their
+origin's rest is over, so the engine's loop and the middlewares above the gate
+take their time out of that lead rather than out of the rest.
 """
 
 from __future__ import annotations
@@ -35,7 +39,14 @@ from scrapy.utils.asyncio import call_later, create_looping_call
 from scrapy.utils.job import job_dir
 
 from polite_crawler.context import polite_context
-from polite_crawler.frontier.core import CONTENT, ROBOTS, Dispatch, Frontier, FrontierConfig
+from polite_crawler.frontier.core import (
+    CONTENT,
+    DISPATCH_LEAD,
+    ROBOTS,
+    Dispatch,
+    Frontier,
+    FrontierConfig,
+)
 from polite_crawler.frontier.dupefilter import CanonicalDupeFilter
 from polite_crawler.frontier.serialize import RequestCodec
 from polite_crawler.frontier.store import OriginStore, QueueStore, process_owner
@@ -93,6 +104,7 @@ class FrontierScheduler:
             budget=settings.getint("POLITE_HOST_BUDGET", 10_000),
             lease_ttl=max(settings.getfloat("POLITE_LEASE_TTL", 60.0), 1.0),
             in_flight_timeout=max(2 * timeout + 60.0, 120.0),
+            lead=DISPATCH_LEAD,
         )
         self.checkpoint_interval = max(settings.getfloat("POLITE_CHECKPOINT_INTERVAL", 2.0), 0.05)
         self.rng = random.Random()
@@ -308,6 +320,13 @@ class FrontierScheduler:
         meta = request.meta
         origin, token = meta.get("polite_origin", ""), meta.get("polite_token")
         return f is not None and f.in_flight(origin, token)
+
+    def wait_before_start(self, request: Request) -> float:
+        """Seconds the gate must still hold the request (it is handed out a little early)."""
+        f = self.frontier
+        if f is None:
+            return 0.0
+        return f.ready_at(request.meta.get("polite_origin", "")) - self.clock()
 
     def is_test_origin(self, origin: str) -> bool:
         """Loopback or in POLITE_TEST_NETWORKS: lower numbers than the public floor apply."""

@@ -214,6 +214,10 @@ class OriginStore:
         self.conn.executescript(_ORIGIN_SCHEMA)
         self.owner = owner
         self.run_id = run_id
+        # origin -> the ``updated`` stamp of this store's last write of the row: while
+        # the row still carries it, nobody else has written it since, and the state
+        # this process holds in memory is the stored one (see :meth:`try_lease`).
+        self._written: dict[str, float] = {}
 
     def close(self) -> None:
         self.conn.close()
@@ -240,12 +244,35 @@ class OriginStore:
             state.reset_run()
         return state, owner, taken
 
-    def try_lease(self, origin: str, now: float, ttl: float, dead_rest: float) -> Lease:
-        """Take the origin's lease if nobody holds it and its rest is over.
+    def try_lease(self, origin: str, now: float, ttl: float, dead_rest: float,  # noqa: PLR0917
+                  ready_by: float | None = None, state: OriginState | None = None) -> Lease:
+        """Take the origin's lease if nobody holds it and its rest is over by ``ready_by``.
 
+        ``ready_by`` (default: now) lets a request be handed out a little before its
+        origin is eligible; the holder still starts nothing before ``state.eligible_at()``.
         A lease held by a dead process of this machine is taken over, but not before
         ``dead_rest`` after now (its exchange may have ended at any moment).
+
+        ``state`` is the caller's copy of the origin's state. When the row is still
+        as this store last wrote it and nobody holds its lease, one conditional
+        UPDATE takes the lease and that copy stands; otherwise the row is read
+        (and a dead holder's lease taken over) in a transaction.
         """
+        ready = now if ready_by is None else ready_by
+        stamp = self._written.get(origin)
+        if state is not None and stamp is not None:
+            at = state.eligible_at()
+            if at > ready:
+                return Lease(False, state, at)
+            cur = self.conn.execute(
+                "UPDATE polite_origin SET lease_owner=?, lease_until=?, lease_taken=?, updated=? "
+                "WHERE origin=? AND lease_owner IS NULL AND run_id=? AND updated=?",
+                (self.owner, now + ttl, now, now, origin, self.run_id, stamp),
+            )
+            if cur.rowcount == 1:
+                self._written[origin] = now
+                return Lease(True, state, now)
+        self._written.pop(origin, None)
         conn = self.conn
         conn.execute("BEGIN IMMEDIATE")
         try:
@@ -269,15 +296,15 @@ class OriginStore:
                     state.next_allowed = max(state.next_allowed, now + dead_rest)
                     conn.execute(
                         "UPDATE polite_origin SET lease_owner=NULL, lease_until=0, next_allowed=?, "
-                        "state=? WHERE origin=?",
-                        (state.next_allowed, state.to_json(), origin),
+                        "state=?, updated=? WHERE origin=?",
+                        (state.next_allowed, state.to_json(), now, origin),
                     )
                     owner = None
                 else:
                     conn.execute("COMMIT")
                     return Lease(False, state, min(until, now + max(dead_rest, 0.1)))
             at = state.eligible_at()
-            if at > now:
+            if at > ready:
                 conn.execute("COMMIT")
                 return Lease(False, state, at)
             conn.execute(
@@ -286,6 +313,7 @@ class OriginStore:
                 (self.owner, now + ttl, now, self.run_id, now, origin),
             )
             conn.execute("COMMIT")
+            self._written[origin] = now
             return Lease(True, state, now)
         except BaseException:
             conn.execute("ROLLBACK")
@@ -293,7 +321,7 @@ class OriginStore:
 
     def release(self, state: OriginState, now: float) -> None:
         """Store the origin's state and give its lease back (if this process holds it)."""
-        self.conn.execute(
+        cur = self.conn.execute(
             "UPDATE polite_origin SET next_allowed=?, state=?, run_id=?, updated=?, "
             "lease_owner=CASE WHEN lease_owner=? THEN NULL ELSE lease_owner END, "
             "lease_until=CASE WHEN lease_owner=? THEN 0 ELSE lease_until END "
@@ -301,6 +329,10 @@ class OriginStore:
             (min(state.next_allowed, 1e18), state.to_json(), self.run_id, now, self.owner,
              self.owner, state.origin),
         )
+        if cur.rowcount == 1:
+            self._written[state.origin] = now
+        else:
+            self._written.pop(state.origin, None)
 
     def save(self, state: OriginState, now: float) -> None:
         """Store the origin's state, keeping whoever holds its lease."""
@@ -311,6 +343,7 @@ class OriginStore:
             "updated=excluded.updated",
             (state.origin, min(state.next_allowed, 1e18), self.run_id, state.to_json(), now),
         )
+        self._written[state.origin] = now
 
     def renew(self, origins: list[str], now: float, ttl: float) -> None:
         if not origins:
