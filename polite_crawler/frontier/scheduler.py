@@ -15,10 +15,11 @@ downloader keeps exactly one slot per origin.
 
 The gate middleware (:mod:`polite_crawler.middlewares.gate`) reaches the scheduler
 through ``polite_context(crawler).frontier`` to settle, release, retry and stop,
-and to hold a request handed out ahead of its start (``wait_before_start``):
-requests leave the scheduler up to ``FrontierConfig.lead`` (0.1 s) before their
-origin's rest is over, so the engine's loop and the middlewares above the gate
-take their time out of that lead rather than out of the rest.
+and to hold a request that would start before its origin's ready time
+(``wait_before_start``: a Crawl-delay learnt after the request was handed out).
+Requests are handed out when their origin's rest is over, not before
+(``FrontierConfig.lead`` is 0 here): the downloader holds no request that waits
+for a host.
 """
 
 from __future__ import annotations
@@ -41,7 +42,6 @@ from scrapy.utils.job import job_dir
 from polite_crawler.context import polite_context
 from polite_crawler.frontier.core import (
     CONTENT,
-    DISPATCH_LEAD,
     ROBOTS,
     Dispatch,
     Frontier,
@@ -104,7 +104,7 @@ class FrontierScheduler:
             budget=settings.getint("POLITE_HOST_BUDGET", 10_000),
             lease_ttl=max(settings.getfloat("POLITE_LEASE_TTL", 60.0), 1.0),
             in_flight_timeout=max(2 * timeout + 60.0, 120.0),
-            lead=DISPATCH_LEAD,
+            lead=0.0,  # see DISPATCH_LEAD
         )
         self.checkpoint_interval = max(settings.getfloat("POLITE_CHECKPOINT_INTERVAL", 2.0), 0.05)
         self.rng = random.Random()

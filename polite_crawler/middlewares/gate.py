@@ -2,9 +2,10 @@
 
 Order 990. ``process_request`` marks the request dispatched (only a request the
 frontier handed out for its origin passes: nothing reaches the network around the
-frontier). The frontier hands a request out up to ``FrontierConfig.lead`` before
-its origin's rest is over; the gate holds it until the frontier's ``ready_at``
-(which also folds in a Crawl-delay read in the meantime), then stamps the start.
+frontier). The frontier may hand a request out up to ``FrontierConfig.lead`` (0 in
+the crawl) before its origin's rest is over; the gate holds it until the frontier's
+``ready_at`` (which also folds in a Crawl-delay read in the meantime), then stamps
+the start.
 ``process_response`` and ``process_exception`` take the exchange's duration (from
 the gate's own timestamps: the whole exchange, body included), ask
 :mod:`polite_crawler.policy.verdicts` for the verdict, fold it into the origin's
