@@ -192,6 +192,8 @@ simple_tails = st.text(alphabet=string.ascii_letters + string.digits + "-._~/!$'
        st.sampled_from(["example.org", "a-b.c0.example", "127.0.0.1", "xn--bcher-kva.example",
                         "xn--zz.example", "h"]),
        st.sampled_from(["", ":80", ":443", ":0080", ":8080", ":99999", ":0"]), simple_tails)
+@example("http", "example.org", "", "?==")  # an "=" inside a value (found by hypothesis)
+@example("http", "example.org", "", "/p?a=b=c&d=e")
 def test_fast_path_agrees_with_w3lib_path(scheme: str, host: str, port: str, tail: str) -> None:
     url = f"{scheme}://{host}{port}/{tail}"
     strip = frozenset({"ref"})

@@ -126,7 +126,8 @@ def _fast(url: str, strip: frozenset[str]) -> str | None:
         port = "" if int(port) == _DEFAULT_PORTS[scheme] else f":{int(port)}"
     if query:
         pairs = [p.split("=", 1) for p in query.split("&") if p]
-        if any(len(kv) != 2 for kv in pairs):
+        # w3lib escapes an "=" inside a value ("?a==" -> "?a=%3D"): its path does that.
+        if any(len(kv) != 2 or "=" in kv[1] for kv in pairs):
             return None
         kept = sorted((k, v) for k, v in pairs if _keep_param(k, strip))
         query = "&".join(f"{k}={v}" for k, v in kept)
