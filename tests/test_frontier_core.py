@@ -378,45 +378,6 @@ def test_restore_requeues_in_flight_and_keeps_the_rest(tmp_path: Path, clock: Cl
     env2.close()
 
 
-def test_lead_hands_out_early_and_the_start_waits(tmp_path: Path, clock: Clock) -> None:
-    env = Env(tmp_path, clock, config=FrontierConfig(params=PARAMS, lead=0.1))
-    env.push("http://127.0.0.1/1")
-    env.push("http://127.0.0.1/2")
-    d = env.f.pop()
-    assert d is not None
-    assert env.f.ready_at(A) <= clock.t + DISPATCH_MARGIN  # the first may start at once
-    clock.t += 0.1
-    env.f.settle(A, d.token, start=T0, end=clock.t)  # rest 1 s from T0 + 0.1
-    end = clock.t
-    assert env.f.next_eligible() == pytest.approx(end + 1.0 + DISPATCH_MARGIN - 0.1, abs=1e-6)
-    clock.t = end + 1.0 - 0.1 + DISPATCH_MARGIN - 0.001
-    assert env.f.pop() is None  # more than the lead before the rest is over
-    clock.t += 0.002
-    d2 = env.f.pop()
-    assert d2 is not None and d2.row is not None and d2.row.url == "http://127.0.0.1/2"
-    # Handed out early; it may start only when the rest is over.
-    assert env.f.ready_at(A) == pytest.approx(end + 1.0 + DISPATCH_MARGIN, abs=1e-6)
-    assert env.f.ready_at(A) > clock.t
-    env.close()
-
-
-def test_crawl_delay_read_during_the_lead_moves_the_start(tmp_path: Path, clock: Clock) -> None:
-    robots = Robots()
-    robots.known[A] = True
-    env = Env(tmp_path, clock, robots=robots, config=FrontierConfig(params=PARAMS, lead=0.5))
-    env.push("http://127.0.0.1/1")
-    env.push("http://127.0.0.1/2")
-    d = env.f.pop()
-    assert d is not None
-    env.f.settle(A, d.token, start=T0, end=T0)
-    clock.t = T0 + 1.0 - 0.5 + DISPATCH_MARGIN
-    d2 = env.f.pop()
-    assert d2 is not None
-    robots.delay[A] = 4.0  # read after the dispatch, before the start
-    assert env.f.ready_at(A) == pytest.approx(T0 + 4.0 + DISPATCH_MARGIN, abs=1e-6)
-    env.close()
-
-
 def test_lease_fast_path_sees_another_jobs_write(tmp_path: Path, clock: Clock) -> None:
     a = Env(tmp_path, clock, name="job-a")
     a.push("http://127.0.0.9/1")

@@ -51,17 +51,6 @@ CONTENT, ROBOTS, TRANSIENT = "content", "robots", "transient"
 # stamps the end of an answer after its write returns, which can be a little after
 # the crawler has read it; a few milliseconds keep the rest the server sees whole.
 DISPATCH_MARGIN = 0.01
-# How long before that start the scheduler may hand a request out (FrontierConfig.lead),
-# the gate then holding it until :meth:`Frontier.ready_at`. The crawler runs with
-# no lead (FrontierScheduler): the downloader holds no request that waits for a host,
-# and at N = 1,000, R = 10 s the polite efficiency measured the same with and without
-# it (0.963). The gate's hold stays as a guard: a request never starts before its
-# origin's ready time, even if the origin's state moved after it was handed out.
-DISPATCH_LEAD = 0.1
-# Only a rest at least this long gets the lead: the exchange before it has long been
-# through every middleware (the robots.txt book has read its answer) when the next
-# request is handed out. Shorter rests (tests on loopback) get none.
-LEAD_MIN_REST = 1.0
 # An origin served this much after it became eligible counts as a late dispatch.
 LATE = 0.5
 # How long a settled request may wait for the spider to finish with it before the
@@ -76,9 +65,6 @@ class FrontierConfig:
     budget: int = 10_000
     lease_ttl: float = 60.0
     in_flight_timeout: float = 600.0  # an exchange never settled frees its origin after this
-    # Hand a request out this long before its origin is eligible (the gate waits the
-    # rest out): 0 hands it out when it may start.
-    lead: float = 0.0
 
 
 @dataclass
@@ -171,20 +157,12 @@ class Frontier:
             return
         seq = next(self._seq)
         rec.heap_seq = seq
-        heapq.heappush(self._heap, (at + DISPATCH_MARGIN - self._lead(rec, at), seq, origin))
-
-    def _lead(self, rec: _Origin, at: float) -> float:
-        """How early a request of the origin, eligible at ``at``, may be handed out."""
-        lead = self.config.lead
-        if lead and at - rec.state.last_end < LEAD_MIN_REST:
-            return 0.0
-        return lead
+        heapq.heappush(self._heap, (at + DISPATCH_MARGIN, seq, origin))
 
     def next_eligible(self) -> float | None:
         """When the next request may be handed out (None: nothing waits).
 
-        That is its origin's eligible time plus :data:`DISPATCH_MARGIN`, less the
-        configured lead.
+        That is its origin's eligible time plus :data:`DISPATCH_MARGIN`.
         """
         heap = self._heap
         while heap:
@@ -264,8 +242,7 @@ class Frontier:
         if robots is not None:
             self._learn_crawl_delay(origin, rec, robots)
         at = rec.state.eligible_at()
-        ready_by = now + self._lead(rec, at)
-        if at > ready_by:
+        if at > now:
             self._reheap(origin, rec, at)
             return None
         kind = CONTENT
@@ -306,8 +283,7 @@ class Frontier:
                     continue
                 break
         lease = self.origin_store.try_lease(
-            origin, now, self.config.lease_ttl, rec.params.base(False), ready_by=ready_by,
-            state=rec.state,
+            origin, now, self.config.lease_ttl, rec.params.base(False), state=rec.state,
         )
         rec.state = lease.state
         if not lease.taken:
@@ -360,22 +336,6 @@ class Frontier:
     def in_flight(self, origin: str, token: int | None) -> bool:
         rec = self._origins.get(origin)
         return rec is not None and token is not None and rec.in_flight == token
-
-    def ready_at(self, origin: str) -> float:
-        """When the origin's dispatched request may start (the gate waits until then).
-
-        A request is handed out up to ``config.lead`` early (after a rest of at least
-        :data:`LEAD_MIN_REST`); this is its origin's
-        eligible time plus :data:`DISPATCH_MARGIN`, with any Crawl-delay read since
-        the dispatch folded in.
-        """
-        rec = self._origins.get(origin)
-        if rec is None:
-            return 0.0
-        robots = self._robots()
-        if robots is not None:
-            self._learn_crawl_delay(origin, rec, robots)
-        return rec.state.eligible_at() + DISPATCH_MARGIN
 
     def settle(
         self,

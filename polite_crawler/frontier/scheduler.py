@@ -14,12 +14,7 @@ sets ``download_slot`` to the origin on every request it hands out, so the
 downloader keeps exactly one slot per origin.
 
 The gate middleware (:mod:`polite_crawler.middlewares.gate`) reaches the scheduler
-through ``polite_context(crawler).frontier`` to settle, release, retry and stop,
-and to hold a request that would start before its origin's ready time
-(``wait_before_start``: a Crawl-delay learnt after the request was handed out).
-Requests are handed out when their origin's rest is over, not before
-(``FrontierConfig.lead`` is 0 here): the downloader holds no request that waits
-for a host.
+through ``polite_context(crawler).frontier`` to settle, release, retry and stop.
 """
 
 from __future__ import annotations
@@ -40,13 +35,7 @@ from scrapy.utils.asyncio import call_later, create_looping_call
 from scrapy.utils.job import job_dir
 
 from polite_crawler.context import polite_context
-from polite_crawler.frontier.core import (
-    CONTENT,
-    ROBOTS,
-    Dispatch,
-    Frontier,
-    FrontierConfig,
-)
+from polite_crawler.frontier.core import CONTENT, ROBOTS, Dispatch, Frontier, FrontierConfig
 from polite_crawler.frontier.dupefilter import CanonicalDupeFilter
 from polite_crawler.frontier.serialize import RequestCodec
 from polite_crawler.frontier.store import OriginStore, QueueStore, process_owner
@@ -104,7 +93,6 @@ class FrontierScheduler:
             budget=settings.getint("POLITE_HOST_BUDGET", 10_000),
             lease_ttl=max(settings.getfloat("POLITE_LEASE_TTL", 60.0), 1.0),
             in_flight_timeout=max(2 * timeout + 60.0, 120.0),
-            lead=0.0,  # see DISPATCH_LEAD
         )
         self.checkpoint_interval = max(settings.getfloat("POLITE_CHECKPOINT_INTERVAL", 2.0), 0.05)
         self.rng = random.Random()
@@ -320,13 +308,6 @@ class FrontierScheduler:
         meta = request.meta
         origin, token = meta.get("polite_origin", ""), meta.get("polite_token")
         return f is not None and f.in_flight(origin, token)
-
-    def wait_before_start(self, request: Request) -> float:
-        """Seconds the gate must still hold the request (it is handed out a little early)."""
-        f = self.frontier
-        if f is None:
-            return 0.0
-        return f.ready_at(request.meta.get("polite_origin", "")) - self.clock()
 
     def is_test_origin(self, origin: str) -> bool:
         """Loopback or in POLITE_TEST_NETWORKS: lower numbers than the public floor apply."""

@@ -244,12 +244,10 @@ class OriginStore:
             state.reset_run()
         return state, owner, taken
 
-    def try_lease(self, origin: str, now: float, ttl: float, dead_rest: float,  # noqa: PLR0917
-                  ready_by: float | None = None, state: OriginState | None = None) -> Lease:
-        """Take the origin's lease if nobody holds it and its rest is over by ``ready_by``.
+    def try_lease(self, origin: str, now: float, ttl: float, dead_rest: float,
+                  state: OriginState | None = None) -> Lease:
+        """Take the origin's lease if nobody holds it and its rest is over.
 
-        ``ready_by`` (default: now) lets a request be handed out a little before its
-        origin is eligible; the holder still starts nothing before ``state.eligible_at()``.
         A lease held by a dead process of this machine is taken over, but not before
         ``dead_rest`` after now (its exchange may have ended at any moment).
 
@@ -258,11 +256,10 @@ class OriginStore:
         UPDATE takes the lease and that copy stands; otherwise the row is read
         (and a dead holder's lease taken over) in a transaction.
         """
-        ready = now if ready_by is None else ready_by
         stamp = self._written.get(origin)
         if state is not None and stamp is not None:
             at = state.eligible_at()
-            if at > ready:
+            if at > now:
                 return Lease(False, state, at)
             cur = self.conn.execute(
                 "UPDATE polite_origin SET lease_owner=?, lease_until=?, lease_taken=?, updated=? "
@@ -304,7 +301,7 @@ class OriginStore:
                     conn.execute("COMMIT")
                     return Lease(False, state, min(until, now + max(dead_rest, 0.1)))
             at = state.eligible_at()
-            if at > ready:
+            if at > now:
                 conn.execute("COMMIT")
                 return Lease(False, state, at)
             conn.execute(

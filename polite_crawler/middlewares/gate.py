@@ -2,12 +2,8 @@
 
 Order 990. ``process_request`` marks the request dispatched (only a request the
 frontier handed out for its origin passes: nothing reaches the network around the
-frontier). The frontier may hand a request out up to ``FrontierConfig.lead`` (0 in
-the crawl) before its origin's rest is over; the gate holds it until the frontier's
-``ready_at`` (which also folds in a Crawl-delay read in the meantime), then stamps
-the start.
-``process_response`` and ``process_exception`` take the exchange's duration (from
-the gate's own timestamps: the whole exchange, body included), ask
+frontier). ``process_response`` and ``process_exception`` take the exchange's
+duration (from the gate's own timestamps: the whole exchange, body included), ask
 :mod:`polite_crawler.policy.verdicts` for the verdict, fold it into the origin's
 failure state and settle the origin in the frontier (end time + rest). Then:
 
@@ -36,7 +32,6 @@ import random
 from typing import TYPE_CHECKING
 
 from scrapy.exceptions import IgnoreRequest, NotConfigured
-from scrapy.utils.asyncio import sleep
 
 from polite_crawler.context import polite_context
 from polite_crawler.policy.verdicts import (
@@ -94,20 +89,13 @@ class GateMiddleware:
             self.crawler.stats.inc_value(key)
 
     # --- out -------------------------------------------------------------------
-    async def process_request(self, request: Request) -> None:
+    def process_request(self, request: Request) -> None:
         frontier = self.frontier
         if not frontier.owns(request):
             self._inc("polite/gate/bypass")
             logger.warning("Refusing %(request)s: it did not come through the frontier",
                            {"request": request})
             raise IgnoreRequest("request did not come through the frontier")
-        # The frontier hands a request out a little before its origin's rest is over,
-        # so the middlewares above take their time out of the lead, not out of the rest.
-        while (wait := frontier.wait_before_start(request)) > 0:
-            await sleep(wait)
-            frontier = self.frontier
-            if not frontier.owns(request):
-                raise IgnoreRequest("the frontier let go of the request while it waited")
         request.meta["polite_dispatched"] = True
         request.meta["polite_start"] = self.clock()
 
