@@ -24,16 +24,12 @@ from polite_crawler.defaults import POLITE_DEFAULTS
 from polite_crawler.extract import MainText, main_text
 from polite_crawler.policy.links import PageLinks, extract_links
 from polite_crawler.policy.text import Words, read_words
-from polite_crawler.policy.traps import html_text
+from polite_crawler.policy.traps import MIN_MAIN_WORDS, html_text
 
 if TYPE_CHECKING:
     from scrapy.http import Response
 
 MAX_LINKS: int = POLITE_DEFAULTS["POLITE_MAX_LINKS_PER_PAGE"]
-# Below this many words the main text says too little about a page (an extractor
-# that found no main content, a page that is all navigation): the yield monitor
-# reads the whole page's text instead.
-MIN_MAIN_WORDS = 20
 
 
 @dataclass

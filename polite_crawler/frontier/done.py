@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from scrapy import Request
 from scrapy.utils.asyncio import sleep
 
+from polite_crawler.callbacks import keep_callback
 from polite_crawler.context import polite_context
 
 if TYPE_CHECKING:
@@ -50,6 +51,13 @@ class FrontierDoneMiddleware:
         frontier = self.ctx.frontier
         if request is not None and frontier is not None:
             frontier.done(request)
+
+    def process_spider_input(self, response: Response) -> None:
+        # The frontier rebuilds every request's callback from disk: keep Scrapy's
+        # check of it answered once (polite_crawler.callbacks).
+        request = response.request
+        if request is not None:
+            keep_callback(self.crawler.spider, request.callback)
 
     async def process_start(self, start: AsyncIterator[Any]) -> AsyncIterator[Any]:
         n = 0

@@ -39,7 +39,6 @@ from scrapy.http import HtmlResponse
 from scrapy.spidermiddlewares.base import BaseSpiderMiddleware
 
 from polite_crawler.analysis import yield_text
-from polite_crawler.callbacks import keep_callback
 from polite_crawler.context import polite_context
 from polite_crawler.defaults import POLITE_DEFAULTS as _DEFAULT
 from polite_crawler.policy.traps import (
@@ -126,9 +125,6 @@ class TrapMiddleware(BaseSpiderMiddleware):
             self.crawler.stats.inc_value(key)
 
     def process_spider_input(self, response: Response) -> None:
-        request = getattr(response, "request", None)
-        if request is not None:
-            keep_callback(self.crawler.spider, request.callback)
         if response.meta.get(DISCOVERY) or not isinstance(response, HtmlResponse):
             return
         origin = origin_of(response.url)

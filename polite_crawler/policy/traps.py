@@ -89,6 +89,10 @@ _TAGS = re.compile(
 )
 _ENTITY = re.compile(rb"&#?[a-zA-Z0-9]+;")
 _SHINGLE = 4
+# The yield monitor judges a page's main text, unless it has this many words or
+# fewer (an extractor that found no main content, a page that is all navigation):
+# then the whole page's text.
+MIN_MAIN_WORDS = 20
 _SAMPLE = 8  # keep shingles whose hash is 0 modulo this
 _MAX_WORDS = 20_000  # a page's first words are plenty to judge it (and bound the memory)
 
