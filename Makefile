@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 
-.PHONY: demo test lint bench fuzz bot-page deploy scrapyd clean system-deps
+.PHONY: demo test lint bench fuzz bot-page bot-key deploy scrapyd clean system-deps
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -42,6 +42,13 @@ fuzz: $(STAMP)
 
 bot-page: $(STAMP)
 	$(BIN)/python -m polite_crawler.botpage bot_page/index.html
+
+# A new Ed25519 key for signing requests (Web Bot Auth), mode 0600; never overwrites
+# one. Then set POLITE_SIGNING_KEY to it and run make bot-page (it also writes the key
+# directory, bot_page/.well-known/http-message-signatures-directory).
+BOT_KEY ?= secrets/bot-key.pem
+bot-key: $(STAMP)
+	$(BIN)/python -m polite_crawler.botkey $(BOT_KEY)
 
 # A local scrapyd on 127.0.0.1:6800 with ./scrapyd.conf (state under var/). With
 # SCRAPYD_USERNAME and SCRAPYD_PASSWORD set, it requires them.

@@ -62,6 +62,7 @@ COMPONENTS: dict[str, dict[str, int | None]] = {
         "polite_crawler.middlewares.conditional.ConditionalRequestMiddleware": 900,  # 304s
         "polite_crawler.middlewares.identity.IdentityMiddleware": 980,
         "polite_crawler.middlewares.gate.GateMiddleware": 990,  # last before the network
+        "polite_crawler.middlewares.signing.SigningMiddleware": 995,  # Web Bot Auth, last
     },
     "SPIDER_MIDDLEWARES": {
         "polite_crawler.frontier.done.FrontierDoneMiddleware": 10,  # outermost

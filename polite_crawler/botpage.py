@@ -20,6 +20,15 @@ from typing import TYPE_CHECKING, Any
 from polite_crawler import __version__
 from polite_crawler.addon import ENFORCED, PINNED
 from polite_crawler.defaults import POLITE_DEFAULTS
+from polite_crawler.policy.signing import (
+    DIRECTORY_PATH,
+    KeyRing,
+    SigningError,
+    describe,
+    directory_json,
+    parse_key_paths,
+    signer_from_settings,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -147,6 +156,65 @@ footer { margin-top: 3rem; color: var(--muted); font-size: .9rem; }
 """
 
 
+def signing_ring(settings: BaseSettings) -> tuple[KeyRing, str] | None:
+    """The keys of POLITE_SIGNING_KEY and the Signature-Agent origin; None without a key."""
+    from polite_crawler.middlewares.identity import LOCAL_BOT_URL
+
+    paths = parse_key_paths(settings.get("POLITE_SIGNING_KEY"))
+    if not paths:
+        return None
+    signer, ring = signer_from_settings(
+        paths, settings.get("POLITE_SIGNATURE_AGENT") or "",
+        settings.get("POLITE_BOT_URL") or LOCAL_BOT_URL)
+    return ring, signer.agent
+
+
+def render_directory(settings: BaseSettings) -> str | None:
+    """The key directory (JWK Set, public keys only) to publish; None without a key."""
+    found = signing_ring(settings)
+    return directory_json(found[0].published) if found else None
+
+
+def _signing_html(settings: BaseSettings) -> tuple[str, str]:
+    found = signing_ring(settings)
+    if found is None:
+        return ("<h3>Signed requests</h3><p>The operator has not set up request signing "
+                "(<code>POLITE_SIGNING_KEY</code>): its requests carry no Web Bot Auth "
+                "signature.</p>", "not set up by the operator")
+    ring, agent = found
+    info = describe(ring, agent)
+    directory = info["directory"]
+    others = [k.thumbprint for k in ring.published if k != ring.signing.public]
+    rotation = ("" if not others else
+                "<p>The directory also lists " + ", ".join(_code(t) for t in others)
+                + ", a key being retired; requests are signed with the key above.</p>")
+    glance = f"yes: keyid {_code(info['keyid'])}"
+    html_ = f"""<h3>Signed requests</h3>
+<p>Every request it sends, robots.txt included, is signed with HTTP Message Signatures
+(RFC&nbsp;9421) as Web Bot Auth defines them, so a signature proves the request came from this
+crawler whatever its address. Its public key is published at
+<a href="{_e(directory)}">{_e(directory)}</a> (a JWK Set).</p>
+<dl>
+<dt>keyid (the key's RFC&nbsp;7638 thumbprint)</dt><dd>{_code(info["keyid"])}</dd>
+<dt>Signature-Agent header</dt><dd>{_code(f'sig1="{agent}"')}</dd>
+</dl>
+{rotation}
+<p>To check a request, the way CDNs that support Web Bot Auth do it for you:</p>
+<ol>
+<li>Its <code>Signature-Input</code> has <code>tag="web-bot-auth"</code>, <code>alg="ed25519"</code>
+and a <code>keyid</code>; its <code>Signature-Agent</code> names {_code(agent)}.</li>
+<li>Fetch the key directory above and take the key whose <code>kid</code> is that
+<code>keyid</code> (or whose thumbprint is).</li>
+<li>Rebuild the signature base from the covered components (<code>@method</code>,
+<code>@authority</code>, <code>@path</code> and the <code>signature-agent</code> member), as
+RFC&nbsp;9421 section&nbsp;2.5 says, and check the Ed25519 signature in
+<code>Signature</code> against it; the time must lie between <code>created</code> and
+<code>expires</code> (a signature lives {duration(settings.getint("POLITE_SIGNATURE_TTL"))}).</li>
+</ol>
+<p>A request that verifies is from this crawler, from whatever address it comes.</p>"""
+    return html_, glance
+
+
 def render_bot_page(settings: BaseSettings) -> str:
     """The bot page as an HTML document, from ``settings`` (see :func:`load_settings`)."""
     from polite_crawler.middlewares.identity import identity_from_settings
@@ -203,6 +271,8 @@ def render_bot_page(settings: BaseSettings) -> str:
                      "(<code>POLITE_SOURCE_ADDRESSES</code>). Until it does, the User-Agent is the "
                      "only sign, and a User-Agent can be copied by anyone.</p>")
 
+    signing_html, signing_glance = _signing_html(settings)
+
     sections = [
         ("stop", "Stop it or slow it down"),
         ("collects", "What it collects, and why"),
@@ -235,6 +305,7 @@ it are the ones it runs with.</p>
 <dt>Pace on one site</dt><dd>one request at a time, then a rest of at least {duration(rest_page)}
 before the next one</dd>
 <dt>Contact</dt><dd>{contact_html}</dd>
+<dt>Signed requests (Web Bot Auth)</dt><dd>{signing_glance}</dd>
 </dl>
 
 <nav class="toc" aria-label="On this page"><ol>{toc}</ol></nav>
@@ -376,6 +447,7 @@ name; both must agree and fall within the list above:</p>
 host crawler.example.org  # the name the first answer gave</code></pre>
 <p>A request that claims to be <code>{_e(token)}</code> from any other address is not from this
 crawler: block it as you see fit, and tell us.</p>
+{signing_html}
 </section>
 
 <section aria-labelledby="contact">
@@ -418,7 +490,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("-s", "--set", action="append", default=[], metavar="NAME=VALUE",
                         help="a setting, as with scrapy crawl -s")
     args = parser.parse_args(argv)
-    page = render_bot_page(load_settings(_parse_overrides(args.set)))
+    settings = load_settings(_parse_overrides(args.set))
+    try:
+        page = render_bot_page(settings)
+        directory = render_directory(settings)
+    except SigningError as exc:
+        raise SystemExit(f"bot-page: {exc}") from None
     if args.output == "-":
         sys.stdout.write(page)
     else:
@@ -426,6 +503,13 @@ def main(argv: list[str] | None = None) -> int:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(page, encoding="utf-8")
         print(f"wrote {out}")
+        if directory is not None:
+            # The key directory beside the page, at the path the drafts reserve; served
+            # with Content-Type application/http-message-signatures-directory+json.
+            dpath = out.parent / DIRECTORY_PATH.lstrip("/")
+            dpath.parent.mkdir(parents=True, exist_ok=True)
+            dpath.write_text(directory, encoding="utf-8")
+            print(f"wrote {dpath}")
     return 0
 
 

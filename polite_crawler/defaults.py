@@ -24,6 +24,18 @@ POLITE_DEFAULTS: dict[str, Any] = {
     # Source addresses or reverse-DNS domain site owners can verify (bot page).
     "POLITE_SOURCE_ADDRESSES": "",
     "POLITE_PURPOSE": "",  # why the crawl collects pages, one sentence for the bot page
+    # --- Web Bot Auth signing (issue 20) --------------------------------------
+    # Ed25519 private key file(s), PEM, mode 0600 (make bot-key). Several, comma
+    # separated: the first (the newest) signs, every one is published in the key
+    # directory (a rotation; later ones may be public-key PEMs). Empty: no signing.
+    "POLITE_SIGNING_KEY": "",
+    # https origin serving /.well-known/http-message-signatures-directory, sent in
+    # Signature-Agent. Empty: the origin of POLITE_BOT_URL.
+    "POLITE_SIGNATURE_AGENT": "",
+    # The key directory as make bot-page writes it; when the file exists the signing
+    # key must be in it (checked at start). Empty: no check.
+    "POLITE_SIGNATURE_DIRECTORY": "bot_page/.well-known/http-message-signatures-directory",
+    "POLITE_SIGNATURE_TTL": 60,  # seconds from a signature's created to its expires
     # --- rest and frontier (issue 3) ---------------------------------------
     "POLITE_REST_PAGE": 3.0,  # seconds between two pages of one origin
     "POLITE_REST_API": 1.0,  # for requests marked meta["polite_api"] = True
