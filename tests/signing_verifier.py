@@ -39,7 +39,7 @@ def _b64url_decode(text: str) -> bytes:
 
 def thumbprint(jwk: Mapping[str, Any]) -> str:
     # RFC 7638 section 3: the required members in lexicographic order, no whitespace.
-    text = '{"crv":"%s","kty":"%s","x":"%s"}' % (jwk["crv"], jwk["kty"], jwk["x"])
+    text = f'{{"crv":"{jwk["crv"]}","kty":"{jwk["kty"]}","x":"{jwk["x"]}"}}'
     digest = hashlib.sha256(text.encode()).digest()
     return base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
 
@@ -60,7 +60,7 @@ def verify_request(
     method: str, target: str, headers: Mapping[str, str],
     keys: Mapping[str, Ed25519PublicKey], now: float, *, skew: float = 5.0,
 ) -> Outcome:
-    """Verify a received request; ``headers`` has lower-case names, ``target`` is the request line's."""
+    """Verify a received request (``headers`` lower-case, ``target`` from the request line)."""
     sig_input = headers.get("signature-input")
     sig_field = headers.get("signature")
     agent_field = headers.get("signature-agent")

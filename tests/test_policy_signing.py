@@ -176,7 +176,7 @@ def test_not_ed25519_refused(tmp_path: Path) -> None:
         serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
         serialization.NoEncryption())
     path = _write_key(tmp_path / "ec.pem", ec_pem)
-    with pytest.raises(SigningError, match="ECDSA key.*Ed25519") as err:
+    with pytest.raises(SigningError, match=r"ECDSA key.*Ed25519") as err:
         load_key_file(path)
     assert "PRIVATE" not in str(err.value)
     garbage = _write_key(tmp_path / "g.pem", b"-----BEGIN PRIVATE KEY-----\nAAAA\n"

@@ -460,7 +460,7 @@ class RequestSigner:
         return (f"({self._ids});created={created};keyid={self._keyid};alg=\"{ALG}\""
                 f";expires={expires};nonce={sf_string(nonce)};tag=\"{TAG}\"")
 
-    def base(self, method: str, url: str, created: int, expires: int, nonce: str,
+    def base(self, method: str, url: str, created: int, expires: int, nonce: str, *,
              authority: str | None = None) -> tuple[str, str]:
         """(signature base, @signature-params value) for one request."""
         lines = []
@@ -488,7 +488,7 @@ class RequestSigner:
         created = int(now)
         base, params = self.base(method, url, created, created + self.ttl,
                                  nonce if nonce is not None else self._nonce(),
-                                 authority)
+                                 authority=authority)
         signature = base64.b64encode(self.key.sign(base.encode("ascii"))).decode("ascii")
         return {
             "Signature-Agent": self.agent_header,
@@ -512,8 +512,9 @@ def signer_from_settings(
     else:
         parts = urlsplit(bot_url)
         try:
-            origin = origin_of(f"{parts.scheme}://{parts.netloc}", setting="POLITE_SIGNATURE_AGENT (the origin of "
-                                                "POLITE_BOT_URL by default)")
+            origin = origin_of(f"{parts.scheme}://{parts.netloc}",
+                               setting="POLITE_SIGNATURE_AGENT (the origin of POLITE_BOT_URL "
+                                       "by default)")
         except SigningError as exc:
             raise SigningError(
                 f"{exc}; set POLITE_SIGNATURE_AGENT to the https origin that serves the key "
