@@ -119,15 +119,20 @@ async def test_every_request_verifies(web_factory, tmp_path, caplog) -> None:
     caplog.set_level(logging.DEBUG)
     key, directory = _setup(tmp_path)
     one = VerifyingSite(_routes("one"), directory)
-    two = VerifyingSite(_routes("two"), directory)
+    routes = _routes("two")  # its robots.txt moved: the redirect hop is signed too
+    routes["/robots.txt"] = lambda req: Resp(
+        302, b"", headers={"Location": f"http://{req.host}:{req.port}/rules.txt"})
+    routes["/rules.txt"] = Resp(200, b"User-agent: *\nAllow: /\n", content_type="text/plain")
+    two = VerifyingSite(routes, directory)
     web = web_factory({"127.0.0.1": one, "127.0.0.2": two})
     result = await run_crawl(SiteSpider, _settings(tmp_path, key, directory),
                              url=f"{web.url('127.0.0.1')},{web.url('127.0.0.2')}")
     outcomes = one.outcomes + two.outcomes
     paths = [(p, s) for p, s, _ in outcomes]
+    assert ("/robots.txt", 200) in [(p, s) for p, s, _ in one.outcomes]
+    assert {("/robots.txt", 302), ("/rules.txt", 200)} <= {(p, s) for p, s, _ in two.outcomes}
     for site in (one, two):
         seen = [(p, s) for p, s, _ in site.outcomes]
-        assert ("/robots.txt", 200) in seen
         assert ("/old", 301) in seen and ("/new", 200) in seen  # the redirect's both hops
         assert ("/flaky", 503) in seen and ("/flaky", 200) in seen  # the retry after 503
         assert ("/a", 200) in seen
