@@ -83,13 +83,12 @@ def test_webbotauth_draft_vector() -> None:
     assert key.thumbprint == WBA["thumbprint"]
     signer = RequestSigner(key, WBA["signature_agent_origin"], label=WBA["label"],
                            agent_key=WBA["agent_key"],
-                           components=("@authority", "signature-agent"),
-                           ttl=WBA["expires"] - WBA["created"])
+                           components=("@authority", "signature-agent"))
     base, _ = signer.base("GET", f"https://{WBA['authority']}/", WBA["created"],
                           WBA["expires"], WBA["nonce"])
     assert base == WBA["signature_base"]
     got = signer.headers("GET", f"https://{WBA['authority']}/", WBA["created"],
-                         nonce=WBA["nonce"])
+                         nonce=WBA["nonce"], expires=WBA["expires"])
     assert got == {"Signature-Agent": WBA["signature_agent"],
                    "Signature-Input": WBA["signature_input"],
                    "Signature": WBA["signature"]}
@@ -234,3 +233,29 @@ def test_signer_from_settings_defaults_to_bot_url_origin(tmp_path: Path) -> None
         signing.signer_from_settings([path], "", "http://crawler.example.org/bot/")
     with pytest.raises(SigningError, match="not https"):
         signing.signer_from_settings([path], "http://crawler.example.org", "")
+
+
+def test_encrypted_and_openssh_keys(tmp_path: Path) -> None:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    private = Ed25519PrivateKey.generate()
+    encrypted = private.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+        serialization.BestAvailableEncryption(b"passphrase"))
+    with pytest.raises(SigningError, match="is encrypted"):
+        load_key_file(_write_key(tmp_path / "enc.pem", encrypted))
+    openssh = private.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH,
+        serialization.NoEncryption())
+    with pytest.raises(SigningError, match="readable by group or others"):
+        load_key_file(_write_key(tmp_path / "id_ed25519", openssh, 0o604))
+    key = load_key_file(_write_key(tmp_path / "id_ed25519", openssh))
+    assert isinstance(key, SigningKey)
+    assert key.public.raw == private.public_key().public_bytes(
+        serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+
+
+@pytest.mark.parametrize("ttl", [0, -5, 24 * 3600 + 1])
+def test_signature_lifetime_bounded(ttl: int) -> None:
+    with pytest.raises(SigningError, match="POLITE_SIGNATURE_TTL"):
+        RequestSigner(_rfc_key(), "https://crawler.example.org", ttl=ttl)

@@ -55,6 +55,7 @@ DIRECTORY_MEDIA_TYPE = "application/http-message-signatures-directory+json"
 # captured signature cannot be replayed against other resources of the site.
 COMPONENTS: tuple[str, ...] = ("@method", "@authority", "@path", "signature-agent")
 DEFAULT_TTL = 60  # seconds from created to expires
+MAX_TTL = 24 * 3600
 
 _KEY_RE = re.compile(r"^[a-z*][a-z0-9_.*-]*$")
 _DEFAULT_PORTS = {"http": 80, "https": 443}
@@ -310,7 +311,10 @@ def parse_key_pem(data: bytes, path: str) -> SigningKey | PublicKey:
         return PublicKey(public.public_bytes(serialization.Encoding.Raw,
                                              serialization.PublicFormat.Raw))
     try:
-        private: Any = serialization.load_pem_private_key(data, password=None)
+        if b"-----BEGIN OPENSSH PRIVATE KEY-----" in data:  # ssh-keygen -t ed25519
+            private: Any = serialization.load_ssh_private_key(data, password=None)
+        else:
+            private = serialization.load_pem_private_key(data, password=None)
     except TypeError:
         raise SigningError(
             f"key file {path} is encrypted; the crawler needs an unencrypted PEM key, "
@@ -434,8 +438,11 @@ class RequestSigner:
         components: Sequence[str] = COMPONENTS,
         nonce: Callable[[], str] = new_nonce,
     ) -> None:
-        if ttl <= 0:
-            raise SigningError(f"the signature lifetime must be positive, not {ttl}")
+        if not 0 < ttl <= MAX_TTL:
+            # RFC 9421 leaves it open; the drafts recommend at most 24 h, and a short life
+            # bounds how long a captured signature can be replayed.
+            raise SigningError(
+                f"POLITE_SIGNATURE_TTL must be between 1 and {MAX_TTL} s, not {ttl}")
         self.key = key
         self.agent = agent
         self.ttl = int(ttl)
@@ -483,10 +490,15 @@ class RequestSigner:
         return "\n".join(lines), params
 
     def headers(self, method: str, url: str, now: float, *, authority: str | None = None,
-                nonce: str | None = None) -> dict[str, str]:
-        """The three fields that sign a request sent now: Signature-Agent, -Input, Signature."""
+                nonce: str | None = None, expires: int | None = None) -> dict[str, str]:
+        """The three fields that sign a request sent now: Signature-Agent, -Input, Signature.
+
+        ``nonce`` and ``expires`` are for test vectors; by default a fresh nonce, and
+        ``now`` plus the signer's lifetime.
+        """
         created = int(now)
-        base, params = self.base(method, url, created, created + self.ttl,
+        base, params = self.base(method, url, created,
+                                 expires if expires is not None else created + self.ttl,
                                  nonce if nonce is not None else self._nonce(),
                                  authority=authority)
         signature = base64.b64encode(self.key.sign(base.encode("ascii"))).decode("ascii")
