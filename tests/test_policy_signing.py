@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from polite_crawler.policy import signing
 from polite_crawler.policy.signing import (
@@ -259,3 +261,30 @@ def test_encrypted_and_openssh_keys(tmp_path: Path) -> None:
 def test_signature_lifetime_bounded(ttl: int) -> None:
     with pytest.raises(SigningError, match="POLITE_SIGNATURE_TTL"):
         RequestSigner(_rfc_key(), "https://crawler.example.org", ttl=ttl)
+
+
+_SEGMENT = st.text(alphabet="abcXYZ019-._~%!$&'()*+,;=:@", min_size=0, max_size=12)
+
+
+@settings(max_examples=200, deadline=None)
+@given(scheme=st.sampled_from(["http", "https"]),
+       host=st.sampled_from(["example.com", "news.example.org", "127.0.0.1", "[::1]"]),
+       port=st.one_of(st.none(), st.integers(1, 65535)),
+       segments=st.lists(_SEGMENT, max_size=5),
+       query=st.one_of(st.none(), _SEGMENT),
+       method=st.sampled_from(["GET", "HEAD", "POST"]))
+def test_any_request_verifies(scheme: str, host: str, port: int | None, segments: list[str],
+                              query: str | None, method: str) -> None:
+    """Whatever the URL, the independent verifier accepts what the signer made."""
+    key = _rfc_key()
+    signer = RequestSigner(key, "https://crawler.example.org")
+    netloc = host if port is None else f"{host}:{port}"
+    path = "/" + "/".join(segments)
+    target = path if query is None else f"{path}?{query}"
+    hdrs = signer.headers(method, f"{scheme}://{netloc}{target}", 1_800_000_000)
+    default = {"http": 80, "https": 443}[scheme]
+    sent_host = host if port in (None, default) else netloc  # as an HTTP client writes Host
+    received = {"host": sent_host, **{k.lower(): v for k, v in hdrs.items()}}
+    directory = keys_from_directory(signing.directory_json([key.public]))
+    out = verify_request(method, target, received, directory, now=1_800_000_001)
+    assert out.verified, out.reason
