@@ -208,10 +208,6 @@ def b64url(data: bytes) -> str:
     return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
 
 
-def _b64url_decode(text: str) -> bytes:
-    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-
-
 @dataclass(frozen=True)
 class PublicKey:
     """An Ed25519 public key, as published in the key directory."""
