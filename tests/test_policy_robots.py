@@ -332,15 +332,92 @@ def test_fix_unknown_line_does_not_end_the_user_agent_lines() -> None:
     assert _protego(text, "/x", "OtherBot")  # Protego: OtherBot's group ended at "Foo"
 
 
-def test_crawl_delay_belongs_to_its_group_and_ends_the_user_agent_lines() -> None:
-    # Crawl-delay is a member of its group (as Bing and Yandex read it): a
-    # "*" group made only of a Crawl-delay does not take the next group's rules.
+def test_issue15_crawl_delay_does_not_end_the_user_agent_lines() -> None:
+    # Failed before the fix (Crawl-delay ended the run of user-agent lines).
+    # RFC 9309 section 2.2.4: "Parsing of other records MUST NOT interfere with
+    # the parsing of explicitly defined records": one group, both agents.
+    text = "User-agent: googlebot\nCrawl-delay: 1\nUser-agent: qihoobot\nDisallow: /\n"
+    for bot in ("googlebot", "qihoobot"):
+        rules = RobotsRules.parse(text, bot)
+        assert not rules.allowed(BASE + "/page"), bot
+        assert rules.crawl_delay == 1, bot  # it belongs to the group it is in
+    assert RobotsRules.parse(text, TOKEN).allowed(BASE + "/page")
+    assert _protego(text, "/page", "googlebot")  # Protego: googlebot's group ended
+
+
+def test_issue15_star_disallow_reaches_every_agent_above_it_across_crawl_delay() -> None:
+    # Failed before the fix. The university's file of the issue.
+    text = "User-agent: Applebot\nCrawl-delay: 10\nUser-agent: *\nDisallow: /node\n"
+    for bot in ("Applebot", TOKEN):
+        rules = RobotsRules.parse(text, bot)
+        assert not rules.allowed(BASE + "/node/1"), bot
+        assert rules.allowed(BASE + "/about"), bot
+        assert rules.crawl_delay == 10, bot
     text = "User-agent: *\nCrawl-delay: 7\n\nUser-agent: BadBot\nDisallow: /\n"
+    assert not RobotsRules.parse(text, TOKEN).allowed(BASE + "/x")
+    assert RobotsRules.parse(text, TOKEN).crawl_delay == 7
+    assert RobotsRules.parse(text, "BadBot").crawl_delay == 7
+
+
+@pytest.mark.parametrize(
+    "line", ["Sitemap: https://example.com/s.xml", "Foo: bar", "Crawl-delay: 5",
+             "Content-Signal: search=yes, ai-train=no", "Host: example.com"],
+)
+def test_issue15_other_records_do_not_end_the_user_agent_lines(line: str) -> None:
+    # Failed before the fix for Crawl-delay and Content-Signal.
+    text = f"User-agent: OtherBot\n{line}\nUser-agent: PoliteCrawler\nDisallow: /x\n"
+    assert not allowed(text, "/x")
+    assert not allowed(text, "/x", "OtherBot")
+
+
+def test_issue15_content_usage_is_a_rule_and_ends_the_user_agent_lines() -> None:
+    # draft-ietf-aipref-attach section 3: "rule =/ content-usage".
+    text = "User-agent: OtherBot\nContent-Usage: / train-ai=n\nUser-agent: PoliteCrawler\nDisallow: /x\n"
+    assert not allowed(text, "/x")
+    assert allowed(text, "/x", "OtherBot")
+    assert RobotsRules.parse(text, "OtherBot").signals(BASE + "/x").ai_train is False
+    assert RobotsRules.parse(text, TOKEN).signals(BASE + "/x").ai_train is None
+
+
+def test_issue15_content_signal_belongs_to_its_whole_group() -> None:
+    # Failed before the fix: the line split the group in two.
+    text = "User-agent: OtherBot\nContent-Signal: ai-input=no\nUser-agent: PoliteCrawler\nAllow: /\n"
+    assert RobotsRules.parse(text, TOKEN).signals(BASE + "/x").ai_input is False
+    assert RobotsRules.parse(text, "OtherBot").signals(BASE + "/x").ai_input is False
+
+
+@pytest.mark.parametrize(
+    "name", ["PoliteCrawler2", "PoliteCrawler.beta", "PoliteCrawler's", "PoliteCrawler!",
+             "PoliteCrawler:x", "PoliteCrawler_x", "PoliteCrawler-", "PoliteCrawler*"],
+)
+def test_issue15_another_bots_name_starting_with_our_token_is_not_ours(name: str) -> None:
+    # Failed before the fix (the value was cut to its leading letters).
+    text = f"User-agent: {name}\nAllow: /\n\nUser-agent: *\nDisallow: /\n"
     rules = RobotsRules.parse(text, TOKEN)
-    assert rules.allowed(BASE + "/x")
-    assert rules.crawl_delay == 7
-    assert not RobotsRules.parse(text, "BadBot").allowed(BASE + "/x")
-    assert RobotsRules.parse(text, "BadBot").crawl_delay is None
+    assert rules.matched == "*"
+    assert not rules.allowed(BASE + "/page")
+    assert product_token_of(name) != TOKEN.lower()
+
+
+@pytest.mark.parametrize(
+    "name", ["PoliteCrawler", "politecrawler", "PoliteCrawler/1.0", "PoliteCrawler/",
+             "PoliteCrawler (+https://example.com/bot)", "PoliteCrawler\tcomment"],
+)
+def test_issue15_our_token_followed_by_end_slash_or_space_is_ours(name: str) -> None:
+    text = f"User-agent: {name}\nAllow: /\n\nUser-agent: *\nDisallow: /\n"
+    rules = RobotsRules.parse(text, TOKEN)
+    assert rules.matched == "token"
+    assert rules.allowed(BASE + "/page")
+
+
+def test_issue15_real_names_with_digits_are_whole_tokens() -> None:
+    # Names met in real files (the issue): never cut to their letters.
+    assert product_token_of("MJ12bot") == "mj12bot"
+    assert product_token_of("Iron33/1.0.2") == "iron33"
+    assert product_token_of("k2spider") == "k2spider"
+    text = "User-agent: MJ\nDisallow: /\n"
+    assert RobotsRules.parse("User-agent: MJ12bot\nDisallow: /\n", "MJ").allowed(BASE + "/")
+    assert not RobotsRules.parse(text, "MJ").allowed(BASE + "/")
 
 
 def test_fix_query_escapes_match_their_characters() -> None:
@@ -407,7 +484,7 @@ def test_decode_robots() -> None:
 
 def test_crawl_delay_of_the_matched_group_only() -> None:
     text = (
-        "User-agent: *\nCrawl-delay: 30\n\n"
+        "User-agent: *\nCrawl-delay: 30\nDisallow: /tmp\n\n"
         "User-agent: PoliteCrawler\nCrawl-delay: 2.5\nAllow: /\n"
     )
     assert RobotsRules.parse(text, TOKEN).crawl_delay == 2.5

@@ -11,7 +11,8 @@ there:
   value up to its first character that cannot be in a token, exactly and
   case-insensitively;
 * a line it does not know (``Foo: bar``, ``Crawl-delay``) ends the run of
-  ``User-agent`` lines of a group; in RFC 9309 section 2.2 only a rule does;
+  ``User-agent`` lines of a group; in RFC 9309 section 2.2 only a rule does
+  (section 2.2.4: other records "MUST NOT interfere" with the defined ones);
 * a UTF-8 byte order mark makes the first line unknown;
 * ``str.splitlines`` breaks lines at characters other than CR and LF
   (VT, FF, NEL, U+2028 ...); RFC 9309 section 2.2 ends a line at CR, LF or CRLF.
@@ -41,7 +42,11 @@ DEFAULT_MAX_BYTES = 512 * 1024
 DEFAULT_MAX_REDIRECTS = 5
 
 _EOL = re.compile(r"\r\n|\r|\n")
-_TOKEN_PREFIX = re.compile(r"[A-Za-z_-]*")
+# RFC 9309 section 2.2.1: a product token is letters, "-" and "_". A value names
+# that token only when the token is followed by the end of the value, "/" (a
+# version) or whitespace (a comment): "PoliteCrawler2", "PoliteCrawler.beta"
+# and "PoliteCrawler's" are other bots' names.
+_PRODUCT_TOKEN = re.compile(r"([A-Za-z_-]+)(?=$|[/\s])")
 _UTF8_BOM = b"\xef\xbb\xbf"
 
 # Directive names, lower case, with the misspellings Google's parser accepts.
@@ -381,12 +386,18 @@ def product_token_of(value: str) -> str:
 
     >>> product_token_of("PoliteCrawler/1.0 (+https://e.org)"), product_token_of("* ignored")
     ('politecrawler', '*')
+    >>> product_token_of("PoliteCrawler2"), product_token_of("PoliteCrawler.beta")
+    ('politecrawler2', 'politecrawler.beta')
     """
     value = value.strip()
     if value == "*" or (value.startswith("*") and value[1:2].isspace()):
         return "*"
-    match = _TOKEN_PREFIX.match(value)
-    return match.group(0).lower() if match else ""
+    match = _PRODUCT_TOKEN.match(value)
+    if match:
+        return match.group(1).lower()
+    # Another bot's name (or garbage): kept whole up to its first "/" or space,
+    # so it never equals a product token, which has none of its characters.
+    return re.split(r"[/\s]", value, maxsplit=1)[0].lower()
 
 
 def _parse_groups(text: str) -> tuple[list[_Group], list[str]]:
@@ -415,18 +426,26 @@ def _parse_groups(text: str) -> tuple[list[_Group], list[str]]:
             if value:
                 current.rules.append(("allow" if key in _ALLOW else "disallow", value))
         elif key in _CRAWL_DELAY:
-            # Not in RFC 9309's grammar, but a member of its group wherever it
-            # is honoured (Bing, Yandex): it ends the user-agent lines as a rule
-            # does, so "User-agent: *, Crawl-delay: 10" does not swallow the
-            # next group's Disallow (Google, which ignores the line, would).
-            current.has_rule = True
+            # Not in RFC 9309's grammar: an "other record" (section 2.2.4), which
+            # "MUST NOT interfere" with the defined ones, so it does not end the
+            # run of user-agent lines ("User-agent: a / Crawl-delay: 1 /
+            # User-agent: b / Disallow: /" is one group for a and b). It belongs
+            # to the group it appears in, every agent of it; the largest wins.
             delay = _parse_delay(value)
             if delay is not None:
                 old = current.crawl_delay
                 current.crawl_delay = delay if old is None else max(old, delay)
-        elif key in _CONTENT_SIGNAL or key in _CONTENT_USAGE:
-            # draft-ietf-aipref-attach adds Content-Usage to the "rule" grammar.
+        elif key in _CONTENT_USAGE:
+            # draft-ietf-aipref-attach section 3 extends RFC 9309's grammar with
+            # "rule =/ content-usage": a rule, so it ends the user-agent lines
+            # as Allow and Disallow do.
             current.has_rule = True
+            current.signals.append(value)
+        elif key in _CONTENT_SIGNAL:
+            # Cloudflare's Content Signals Policy (contentsignals.org) and
+            # draft-romm-aipref-contentsignals define a vocabulary only; nothing
+            # adds the line to RFC 9309's "rule" grammar, so it is an other
+            # record like Crawl-delay: it belongs to its group and ends nothing.
             current.signals.append(value)
         # Any other line is ignored and changes nothing (section 2.2.4).
     return groups, sitemaps
