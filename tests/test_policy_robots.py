@@ -372,7 +372,10 @@ def test_issue15_other_records_do_not_end_the_user_agent_lines(line: str) -> Non
 
 def test_issue15_content_usage_is_a_rule_and_ends_the_user_agent_lines() -> None:
     # draft-ietf-aipref-attach section 3: "rule =/ content-usage".
-    text = "User-agent: OtherBot\nContent-Usage: / train-ai=n\nUser-agent: PoliteCrawler\nDisallow: /x\n"
+    text = (
+        "User-agent: OtherBot\nContent-Usage: / train-ai=n\n"
+        "User-agent: PoliteCrawler\nDisallow: /x\n"
+    )
     assert not allowed(text, "/x")
     assert allowed(text, "/x", "OtherBot")
     assert RobotsRules.parse(text, "OtherBot").signals(BASE + "/x").ai_train is False
@@ -381,7 +384,10 @@ def test_issue15_content_usage_is_a_rule_and_ends_the_user_agent_lines() -> None
 
 def test_issue15_content_signal_belongs_to_its_whole_group() -> None:
     # Failed before the fix: the line split the group in two.
-    text = "User-agent: OtherBot\nContent-Signal: ai-input=no\nUser-agent: PoliteCrawler\nAllow: /\n"
+    text = (
+        "User-agent: OtherBot\nContent-Signal: ai-input=no\n"
+        "User-agent: PoliteCrawler\nAllow: /\n"
+    )
     assert RobotsRules.parse(text, TOKEN).signals(BASE + "/x").ai_input is False
     assert RobotsRules.parse(text, "OtherBot").signals(BASE + "/x").ai_input is False
 

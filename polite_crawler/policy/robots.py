@@ -400,9 +400,11 @@ def product_token_of(value: str) -> str:
     return re.split(r"[/\s]", value, maxsplit=1)[0].lower()
 
 
-def _parse_groups(text: str) -> tuple[list[_Group], list[str]]:
+def _parse_groups(text: str) -> tuple[list[_Group], list[str], list[str]]:
+    """The groups, the sitemaps and the Content-Signal values before any group."""
     groups: list[_Group] = []
     sitemaps: list[str] = []
+    global_signals: list[str] = []
     current: _Group | None = None
     for raw in _EOL.split(text):
         parsed = _split_line(raw)
@@ -420,6 +422,11 @@ def _parse_groups(text: str) -> tuple[list[_Group], list[str]]:
             if value:
                 sitemaps.append(value)  # not part of any group (section 2.2.4)
         elif current is None:
+            if key in _CONTENT_SIGNAL:
+                # Not in a group: like Sitemap, it speaks for the whole file
+                # (as crawler-commons reads it); a signal restricts, so
+                # honouring it costs the site nothing.
+                global_signals.append(value)
             continue  # a rule before any user-agent line applies to nobody
         elif key in _ALLOW or key in _DISALLOW:
             current.has_rule = True
@@ -448,7 +455,7 @@ def _parse_groups(text: str) -> tuple[list[_Group], list[str]]:
             # record like Crawl-delay: it belongs to its group and ends nothing.
             current.signals.append(value)
         # Any other line is ignored and changes nothing (section 2.2.4).
-    return groups, sitemaps
+    return groups, sitemaps, global_signals
 
 
 def _parse_delay(value: str) -> float | None:
@@ -511,7 +518,7 @@ class RobotsRules:
             text = content.removeprefix("\ufeff")
             if len(text.encode("utf-8", "replace")) > max_bytes:
                 text, truncated = decode_robots(text.encode("utf-8", "replace"), max_bytes)
-        groups, sitemaps = _parse_groups(text)
+        groups, sitemaps, global_signals = _parse_groups(text)
         own = token.lower()
         chosen = [g for g in groups if own in g.agents]
         matched: str | None = "token"
@@ -520,7 +527,7 @@ class RobotsRules:
             matched = "*" if chosen else None
         rules: list[tuple[str, str]] = []
         delays: list[float] = []
-        signal_rules: list[_SignalRule] = []
+        signal_rules = [r for r in map(_signal_rule, global_signals) if r is not None]
         for group in chosen:
             rules.extend(group.rules)
             if group.crawl_delay is not None:
