@@ -258,3 +258,84 @@ def test_garbage_never_raises(body: bytes) -> None:
     r = parse_sitemap(body, SM)
     for e in r.pages + r.sitemaps:
         assert e.url.startswith(("http://example.org/", "https://example.org/"))
+
+
+# ---------------------------------------------------------------------------
+# Issue 15: encodings and files cut before their end (each failed before the fix)
+
+HAWAII = "http://www.example.com/catalog?item=12&amp;desc=vacation_hawaii"
+HAWAII_CANON = "http://www.example.com/catalog?desc=vacation_hawaii&item=12"
+
+
+def _sample(encoding: str = "UTF-8") -> str:
+    return (f'<?xml version="1.0" encoding="{encoding}"?>\n<urlset {NS}>\n'
+            f"  <url><loc>{HAWAII}</loc></url>\n</urlset>\n")
+
+
+def test_issue15_bom_and_whitespace_before_the_declaration_keep_every_ampersand() -> None:
+    for prefix in (b"\xef\xbb\xbf", b"\xef\xbb\xbf \n\t\r\n", b"\n  ", b" "):
+        r = parse_sitemap(prefix + _sample().encode(), "http://www.example.com/sitemap.xml")
+        assert [e.url for e in r.pages] == [HAWAII_CANON], prefix
+        assert not r.truncated
+
+
+def test_issue15_utf16_sitemap_with_bom_and_declaration() -> None:
+    text = _sample("UTF-16")
+    for codec in ("utf-16", "utf-16-le", "utf-16-be"):
+        r = parse_sitemap(text.encode(codec), "http://www.example.com/sitemap.xml")
+        assert r.kind == URLSET, codec
+        assert [e.url for e in r.pages] == [HAWAII_CANON], codec
+    # a UTF-16 index, byte order mark and whitespace first
+    index = (f'\ufeff \n<?xml version="1.0" encoding="UTF-16"?><sitemapindex {NS}>'
+             "<sitemap><loc>http://www.example.com/s1.xml?a=1&amp;b=2</loc></sitemap></sitemapindex>")
+    r = parse_sitemap(index.encode("utf-16-le"), "http://www.example.com/sitemap.xml")
+    assert [e.url for e in r.sitemaps] == ["http://www.example.com/s1.xml?a=1&b=2"]
+
+
+def _index(n: int) -> bytes:
+    items = "".join(f"\n <sitemap>\n  <loc>http://www.example.com/sitemap{i}.xml.gz</loc>\n"
+                    f"  <lastmod>2004-10-0{i % 9 + 1}</lastmod>\n </sitemap>" for i in range(n))
+    head = f'<?xml version="1.0" encoding="UTF-8"?>\n<sitemapindex {NS}>'
+    return f"{head}{items}\n</sitemapindex>\n".encode()
+
+
+def test_issue15_index_cut_anywhere_lists_every_complete_entry_and_only_those() -> None:
+    body = _index(4)
+    start = body.index(b"<sitemap>")
+    for cut in range(start, len(body)):
+        part = body[:cut]
+        r = parse_sitemap(part, "http://www.example.com/sitemap_index.xml")
+        whole_locs = part.count(b"</loc>")
+        assert r.kind == INDEX
+        assert [e.url for e in r.sitemaps] == [
+            f"http://www.example.com/sitemap{i}.xml.gz" for i in range(whole_locs)], cut
+        for i, e in enumerate(r.sitemaps):  # a lastmod is whole or absent
+            assert e.lastmod in (None, f"2004-10-0{i % 9 + 1}"), cut
+        assert r.truncated is (b"</sitemapindex>" not in part), cut
+
+
+def test_issue15_urlset_cut_mid_file_and_gzipped_cut() -> None:
+    whole = urlset(*(f"http://example.org/p{i}" for i in range(30)))
+    cut = whole[: whole.index(b"http://example.org/p20") + 12]  # inside p20's <loc>
+    r = parse_sitemap(cut, SM)
+    assert [e.url for e in r.pages] == [f"http://example.org/p{i}" for i in range(20)]
+    assert r.truncated
+    gz = gzip.compress(whole)
+    r = parse_sitemap(gz[: len(gz) * 2 // 3], SM)  # a download stopped part way
+    assert r.truncated
+    assert all(e.url in {f"http://example.org/p{i}" for i in range(30)} for e in r.pages)
+    assert [e.url for e in r.pages] == [f"http://example.org/p{i}" for i in range(len(r.pages))]
+    assert not parse_sitemap(whole, SM).truncated
+
+
+def test_issue15_text_sitemap_cut_at_the_cap_drops_its_half_line() -> None:
+    body = b"".join(b"http://example.org/page%d\n" % i for i in range(10))
+    r = parse_sitemap(body, "http://example.org/s.txt", max_bytes=len(body) - 5)
+    assert r.truncated
+    assert [e.url for e in r.pages] == [f"http://example.org/page{i}" for i in range(9)]
+
+
+def test_a_page_that_is_no_sitemap_is_not_counted_as_truncated() -> None:
+    r = parse_sitemap(b"<html><body><p>no sitemap here", SM)
+    assert r.kind == UNKNOWN
+    assert not r.truncated

@@ -20,7 +20,7 @@ DATA = Path(__file__).parent / "data" / "robots"
 
 
 def _checks() -> list[Any]:
-    params = []
+    params: list[Any] = []
     for path in sorted(DATA.glob("*.json")):
         doc = json.loads(path.read_text("utf-8"))
         assert doc["source"] and doc["url"], path
@@ -31,7 +31,7 @@ def _checks() -> list[Any]:
 
 
 def _cases() -> list[Any]:
-    params = []
+    params: list[Any] = []
     for path in sorted(DATA.glob("*.json")):
         for case in json.loads(path.read_text("utf-8"))["cases"]:
             if {"crawl_delay", "sitemaps", "signals"} & case.keys():

@@ -15,6 +15,16 @@ limits stay on), comments and processing instructions dropped. Decompressed
 size is capped at 50 MB and a file yields at most 50,000 URLs (the protocol's
 limits); the rest is counted, not read.
 
+Encodings: a UTF-8 byte order mark and whitespace before ``<?xml`` are
+skipped (libxml2 would otherwise read the misplaced declaration as junk and, in
+recovery, drop every ``&amp;``); a UTF-16 file (byte order mark, or ``<?`` in
+UTF-16) is read as UTF-16.
+
+A file cut before its end (a download stopped, a size cap reached, a server
+that died mid-answer) yields every entry that closed before the cut and none
+after it (a half ``<loc>`` would be a wrong URL); ``SitemapResult.truncated``
+says so.
+
 Scope (sitemaps.org, "Sitemap file location"): a sitemap lists URLs of its own
 host, under its own directory. ``/catalog/sitemap.xml`` may list
 ``/catalog/shirts`` but not ``/shoes``. A sitemap named in robots.txt speaks for
@@ -48,6 +58,15 @@ _LINE = re.compile(rb"[^\r\n]+")
 _DOCTYPE = re.compile(rb"<!DOCTYPE", re.IGNORECASE)
 _DOCTYPE_END = re.compile(rb"[>\[]")
 _ENTITY_DECL = re.compile(rb"<!ENTITY", re.IGNORECASE)
+_UTF8_BOM = b"\xef\xbb\xbf"
+_UTF16_STARTS = (b"\xff\xfe", b"\xfe\xff", b"<\x00?\x00", b"\x00<\x00?")
+_XML_DECL = re.compile(r"<\?xml[^>]*\?>")
+# The end tag of one entry, and of the document, whatever the namespace prefix.
+_ENTRY_END = re.compile(rb"</(?:[\w.-]+:)?(?:url|sitemap|item|entry)\s*>", re.IGNORECASE)
+_ENTRY_START = re.compile(rb"<(?:[\w.-]+:)?(?:url|sitemap|item|entry)[\s/>]", re.IGNORECASE)
+_LOC_END = re.compile(rb"</(?:[\w.-]+:)?(?:loc|link)\s*>", re.IGNORECASE)
+_ROOT_END = re.compile(rb"</(?:[\w.-]+:)?(?:urlset|sitemapindex|rss|rdf|feed)\s*>", re.IGNORECASE)
+_TAIL = 64 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +85,9 @@ class SitemapResult:
     pages: list[SitemapEntry] = field(default_factory=list)
     sitemaps: list[SitemapEntry] = field(default_factory=list)  # an index's children
     dropped: dict[str, int] = field(default_factory=dict)  # reason -> count
-    truncated: bool = False  # decompressed size reached the cap
+    # The file was cut: at the size cap, or it ends inside its document (no end
+    # tag). Every entry complete before the cut is listed; callers count it.
+    truncated: bool = False
     error: str | None = None
 
     def drop(self, reason: str, n: int = 1) -> None:
@@ -140,6 +161,34 @@ def _child_text(elem: etree._Element, *names: str) -> str | None:
     return None
 
 
+def _locs_of(elem: etree._Element) -> list[tuple[str | None, str | None]]:
+    """The ``(loc, lastmod)`` pairs of one ``<url>`` or ``<sitemap>``.
+
+    Normally one. An entry whose end tag was forgotten between two entries
+    (``<sitemap><loc>a</loc><loc>b</loc></sitemap>``) holds several: each
+    ``<loc>`` is an entry of its own, with the ``<lastmod>`` that follows it (as
+    crawler-commons reads such files). A ``<lastmod>`` before the first ``<loc>``
+    is that one's.
+    """
+    pairs: list[tuple[str | None, str | None]] = []
+    pending: str | None = None
+    for child in elem:
+        name = _local(child.tag)
+        if name == "loc":
+            pairs.append((str(child.text) if child.text else None, pending))
+            pending = None
+        elif name == "lastmod" and child.text:
+            if pairs and pairs[-1][1] is None:
+                pairs[-1] = (pairs[-1][0], str(child.text))
+            elif not pairs:
+                pending = str(child.text)
+    if not pairs and elem.text and elem.text.strip():
+        # No <loc> at all, the URL written as the entry's own text (met in the
+        # wild; crawler-commons reads it too).
+        return [(str(elem.text), pending)]
+    return pairs or [(None, None)]
+
+
 def _declares_dtd(body: bytes) -> bool:
     """Whether the file declares entities or opens an internal DTD subset.
 
@@ -195,8 +244,9 @@ def _parse_xml(body: bytes, base: str, scope: str, result: SitemapResult, max_ur
                     return
             continue
         if root_kind in (URLSET, INDEX) and name in ("url", "sitemap"):
-            _add(result, _child_text(elem, "loc"), _child_text(elem, "lastmod"), base, scope,
-                 index=(name == "sitemap"), hosts_only=False, max_urls=max_urls)
+            for loc, lastmod in _locs_of(elem):
+                _add(result, loc, lastmod, base, scope,
+                     index=(name == "sitemap"), hosts_only=False, max_urls=max_urls)
         elif root_kind == RSS and name == "item":
             link = _child_text(elem, "link")
             if link is None:  # RSS 2.0: a guid that is a permalink stands for the link
@@ -223,8 +273,60 @@ def _parse_xml(body: bytes, base: str, scope: str, result: SitemapResult, max_ur
                 del parent[0]
 
 
+def _start_of_document(body: bytes) -> bytes:
+    """``body`` as UTF-8 (or its declared 8-bit encoding) with nothing before its first byte.
+
+    A UTF-8 byte order mark and leading whitespace go; UTF-16 becomes UTF-8
+    with its declaration saying so.
+    """
+    if body.startswith(_UTF16_STARTS):
+        text = body.decode("utf-16" if body[:2] in _UTF16_STARTS[:2] else
+                           "utf-16-le" if body[1:2] == b"\x00" else "utf-16-be", "replace")
+        text = text.lstrip("\ufeff \t\r\n")
+        if text.startswith("<?xml"):
+            text = _XML_DECL.sub('<?xml version="1.0" encoding="UTF-8"?>', text, count=1)
+        return text.encode("utf-8")
+    return body.removeprefix(_UTF8_BOM).lstrip(b" \t\r\n")
+
+
+def _last_entry_end(body: bytes) -> re.Match[bytes] | None:
+    # Searched backwards in growing windows: the end of a big file is read, not all of it.
+    size = _TAIL
+    while True:
+        start = max(0, len(body) - size)
+        last = None
+        for last in _ENTRY_END.finditer(body, start):  # noqa: B007 (the last one is wanted)
+            pass
+        if last is not None or start == 0:
+            return last
+        size *= 4
+
+
+def _cut_to_complete_entries(body: bytes) -> tuple[bytes, bool]:
+    """An XML body up to the start of its first incomplete entry, and whether it was cut.
+
+    Whole when the document's end tag follows its last complete entry. Cut at
+    the start tag after that entry, so the document's own start stays even
+    when no entry is complete.
+    """
+    last = _last_entry_end(body)
+    after = last.end() if last is not None else 0
+    if _ROOT_END.search(body, after) is not None:
+        return body, False
+    start = _ENTRY_START.search(body, after)
+    if start is None:
+        return body[: after if last else len(body)], True
+    # An entry whose <loc> (or RSS <link>) closed before the cut has a whole URL:
+    # kept, with whatever else of it closed before its <loc> did.
+    loc_end = _LOC_END.search(body, start.end())
+    return body[: loc_end.end() if loc_end is not None else start.start()], True
+
+
 def _parse_text(body: bytes, base: str, scope: str, result: SitemapResult, max_urls: int) -> None:
     result.kind = TEXT
+    if result.truncated and not body.endswith((b"\n", b"\r")):
+        # Cut at the size cap: the last line may be half a URL.
+        body = body[: max(body.rfind(b"\n"), body.rfind(b"\r")) + 1]
     for match in _LINE.finditer(body):
         line = match.group().strip().removeprefix(b"\xef\xbb\xbf")
         if not line or line.startswith(b"#"):
@@ -277,7 +379,8 @@ def parse_sitemap(
         result.truncated = cut
     elif len(body) > max_bytes:
         body, result.truncated = body[:max_bytes], True
-    head = body[:512].lstrip(b"\xef\xbb\xbf \t\r\n")
+    body = _start_of_document(body)
+    head = body[:512]
     if head.startswith(b"<") and _declares_dtd(body):
         # Entity declarations have no place in a sitemap or feed; they are how
         # billion-laughs and external-entity files are built. Refuse the file.
@@ -286,7 +389,9 @@ def parse_sitemap(
         return result
     try:
         if head.startswith(b"<"):
+            body, cut = _cut_to_complete_entries(body)
             _parse_xml(body, base, scope, result, max_urls)
+            result.truncated = result.truncated or (cut and result.kind != UNKNOWN)
         else:
             _parse_text(body, base, scope, result, max_urls)
     except (etree.LxmlError, ValueError, RecursionError) as exc:
