@@ -457,3 +457,51 @@ def test_challenge_in_a_compressed_body() -> None:
         assert v.reason == "challenge:cloudflare", coding
     plain = classify_response(200, {"content-encoding": "gzip"}, gzip.compress(b"<p>hi</p>"), NOW)
     assert plain.action is Action.OK
+
+
+# --- issue 15: failures that are a property of the answer ------------------------------
+
+
+def test_issue15_unusable_answers_are_given_up_but_count_as_failures() -> None:
+    # Failed before the fix: both were retried later (RETRY_LATER).
+    from scrapy.exceptions import DownloadFailedError
+    from twisted.python.failure import Failure
+    from twisted.web._newclient import BadResponseVersion, ParseError, ResponseFailed
+
+    from polite_crawler.handlers import HeadersTooLargeError
+
+    def as_scrapy_raises(inner: BaseException) -> BaseException:
+        try:
+            try:
+                raise ResponseFailed([Failure(inner)])
+            except ResponseFailed as exc:
+                raise DownloadFailedError(str(exc)) from exc
+        except DownloadFailedError as outer:
+            return outer
+
+    cases = [
+        (HeadersTooLargeError("head"), "head_too_large"),
+        (as_scrapy_raises(ParseError("wrong number of parts", b"garbage")), "malformed"),
+        (as_scrapy_raises(BadResponseVersion("bad version", b"HTTQ/1.1")), "malformed"),
+        (ResponseFailed([Failure(ParseError("non-integer status code", b"x"))]), "malformed"),
+    ]
+    for exc, kind in cases:
+        assert error_kind(exc) == kind
+        v = classify_exception(exc)
+        assert v == Verdict(Action.GIVE_UP, f"error:{kind}", failure=True)
+    # A lost connection inside the same wrapping stays a network failure.
+    from twisted.internet.error import ConnectionLost
+    assert classify_exception(as_scrapy_raises(ConnectionLost())).action is Action.RETRY_LATER
+
+
+def test_issue15_unusable_answers_back_off_and_reach_the_breaker() -> None:
+    v = Verdict(Action.GIVE_UP, "error:head_too_large", failure=True)
+    s = FailureState()
+    for n in range(1, DEFAULT_PARAMS.breaker_failures + 1):
+        s = apply_verdict(s, v, NOW, DEFAULT_PARAMS, _rng())
+        assert s.consecutive_failures == n
+        assert s.wait_until > NOW  # backs off like any failure
+    assert s.stopped == STOP_BREAKER
+    ok = apply_verdict(FailureState(consecutive_failures=3), classify_response(200, {}, b"", NOW),
+                       NOW, DEFAULT_PARAMS, _rng())
+    assert ok.consecutive_failures == 0

@@ -295,3 +295,44 @@ async def test_challenge_on_robots_txt_stops(web_factory, tmp_path) -> None:
     web = web_factory({"127.0.0.1": _Challenged()})
     await fetch([web.url("127.0.0.1", f"/p{n}") for n in range(3)], _settings(tmp_path))
     assert [e.path for e in web.entries("127.0.0.1")] == ["/robots.txt"]
+
+
+# --- issue 15: a failure that is a property of the answer -------------------------------
+
+_FAT_HEAD = b"HTTP/1.1 200 OK\r\n" + b"".join(
+    b"X-Filler-%d: %s\r\n" % (i, b"y" * 100) for i in range(800)) + b"Content-Length: 2\r\n\r\nok"
+
+
+@pytest_twisted.ensureDeferred
+async def test_issue15_oversized_head_is_not_retried(web_factory, tmp_path) -> None:
+    # Failed before the fix: the URL was asked for four times (three retries).
+    web = web_factory({"127.0.0.1": _site(Resp(200, page("fine")),
+                                          **{"/fat": Resp(raw=_FAT_HEAD)})})
+    result = await fetch([web.url("127.0.0.1", "/fat")],
+                         _settings(tmp_path, POLITE_MAX_HEADER_BYTES=16 * 1024))
+    assert [e.path for e in _content(web, "127.0.0.1")] == ["/fat"]  # one request only
+    assert result.stats.get("polite/verdicts/error:head_too_large") == 1
+    assert not result.stats.get("polite/gate/retry/count")
+    lines = read_access_log(next(tmp_path.glob("access-*.jsonl")))
+    assert [x["verdict"] for x in lines if not x["robots"]] == ["give_up:error:head_too_large"]
+
+
+@pytest_twisted.ensureDeferred
+async def test_issue15_unusable_answers_count_toward_the_breaker(web_factory, tmp_path) -> None:
+    # Five answers with an oversized head, or a status line that does not parse,
+    # stop the origin; each URL is asked for once.
+    web = web_factory({
+        "127.0.0.1": _site(Resp(raw=_FAT_HEAD)),
+        "127.0.0.2": _site(Resp(raw=b"HTTP/1.1 two-hundred OK\r\nContent-Length: 2\r\n\r\nok")),
+        "127.0.0.3": _site(Resp(200, page("fine"))),
+    })
+    hosts = ("127.0.0.1", "127.0.0.2", "127.0.0.3")
+    urls = [web.url(h, f"/p{n}") for n in range(7) for h in hosts]
+    result = await fetch(urls, _settings(tmp_path, POLITE_MAX_HEADER_BYTES=16 * 1024,
+                                         POLITE_BACKOFF_BASE=0.5))
+    for host in hosts[:2]:
+        paths = [e.path for e in _content(web, host)]
+        assert len(paths) == 5 and len(set(paths)) == 5, (host, paths)
+    assert len(_content(web, "127.0.0.3")) == 7
+    assert result.stats.get("polite/verdicts/error:malformed") == 5
+    assert not result.stats.get("polite/gate/retry/count")

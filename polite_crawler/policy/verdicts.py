@@ -21,6 +21,10 @@ The rules (seeds 002 and 003):
   and TLS failures back off and count toward the circuit breaker: POLITE_BREAKER_FAILURES in a row
   stop the origin. A success (2xx, 3xx, 304) or a plain 4xx resets the streak.
 * 408 is retried later with backoff; every other 4xx is never retried.
+* A failure that is a property of the answer itself (a response head over
+  POLITE_MAX_HEADER_BYTES, a status line that does not parse) would fail the
+  same way every time: that URL is not retried (GIVE_UP), but the failure
+  still backs off and counts toward the breaker, as a network failure does.
 """
 
 from __future__ import annotations
@@ -305,6 +309,11 @@ _ERROR_KINDS: dict[str, str] = {
     "CertificateError": "tls",
     "SSLCertVerificationError": "tls",
     "VerificationError": "tls",
+    # the answer itself is unusable, and would be again (handlers.HeadersTooLargeError,
+    # twisted.web._newclient.ParseError / BadResponseVersion for a status line)
+    "HeadersTooLargeError": "head_too_large",
+    "BadResponseVersion": "malformed",
+    "ParseError": "malformed",
     # anything else on the way to the server
     "NoRouteError": "connect",
     "ConnectError": "connect",
@@ -314,6 +323,8 @@ _ERROR_KINDS: dict[str, str] = {
     "OSError": "connect",
 }
 _NOT_FAILURES = frozenset({"ignored", "cancelled"})
+# Failures of the answer, not of the way to it: a retry would get the same answer.
+_ANSWER_FAULTS = frozenset({"head_too_large", "malformed"})
 
 
 def _unwrap(exc: BaseException) -> BaseException:
@@ -329,9 +340,34 @@ def _unwrap(exc: BaseException) -> BaseException:
     return exc
 
 
+def _answer_fault(exc: BaseException) -> str | None:
+    """An unusable answer anywhere inside ``exc``: Scrapy reraises Twisted's
+    ResponseFailed as DownloadFailedError (``from`` it), whose reasons hold the
+    parser's ParseError."""
+    seen: list[BaseException] = [exc]
+    for current in seen:
+        if len(seen) > 20:
+            break
+        for cls in type(current).__mro__:
+            kind = _ERROR_KINDS.get(cls.__name__)
+            if kind in _ANSWER_FAULTS:
+                return kind
+        if current.__cause__ is not None:
+            seen.append(current.__cause__)
+        reasons = getattr(current, "reasons", None)
+        if isinstance(reasons, list):
+            seen.extend(r for r in (getattr(x, "value", x) for x in reasons)
+                        if isinstance(r, BaseException))
+    return None
+
+
 def error_kind(exc: BaseException) -> str:
-    """"dns", "refused", "reset", "lost", "timeout", "tls", "connect", "ignored",
-    "cancelled" or "other" (class names in the MRO; the first known wins)."""
+    """"dns", "refused", "reset", "lost", "timeout", "tls", "connect", "head_too_large",
+    "malformed", "ignored", "cancelled" or "other" (class names in the MRO; the first
+    known wins)."""
+    fault = _answer_fault(exc)
+    if fault is not None:
+        return fault
     exc = _unwrap(exc)
     for cls in type(exc).__mro__:
         if cls.__module__.split(".")[0] == "OpenSSL":
@@ -347,14 +383,20 @@ def classify_exception(exc: BaseException) -> Verdict:
 
     Every kind of network failure is retried later and counts toward the
     breaker; our own cancellations (an IgnoreRequest, a cancelled download) do
-    neither.
+    neither. An answer that is itself unusable (its head over the cap, a status
+    line that does not parse) is not retried, and counts toward the breaker.
 
     >>> classify_exception(ConnectionRefusedError()).label
     'retry_later:error:refused'
+    >>> class HeadersTooLargeError(Exception): ...
+    >>> v = classify_exception(HeadersTooLargeError()); v.label, v.failure
+    ('give_up:error:head_too_large', True)
     """
     kind = error_kind(exc)
     if kind in _NOT_FAILURES:
         return Verdict(Action.GIVE_UP, f"error:{kind}")
+    if kind in _ANSWER_FAULTS:
+        return Verdict(Action.GIVE_UP, f"error:{kind}", failure=True)
     return Verdict(Action.RETRY_LATER, f"error:{kind}", failure=True)
 
 
@@ -367,9 +409,11 @@ def apply_verdict(
     """
     if verdict.action is Action.STOP_ORIGIN:
         return replace(state, stopped=state.stopped or verdict.reason)
-    if verdict.action is not Action.RETRY_LATER:
+    if verdict.action is not Action.RETRY_LATER and not verdict.failure:
         # The origin answered: the failure streak and the backoff start over.
         return replace(state, consecutive_failures=0, backoff_streak=0)
+    # A retry-later verdict, or a failure given up on at once (an unusable
+    # answer): both back off and count toward the breaker.
     streak = state.backoff_streak + 1
     failures = state.consecutive_failures + (1 if verdict.failure else 0)
     hits = state.rate_limit_hits + (1 if verdict.rate_limited else 0)
