@@ -339,3 +339,15 @@ def test_a_page_that_is_no_sitemap_is_not_counted_as_truncated() -> None:
     r = parse_sitemap(b"<html><body><p>no sitemap here", SM)
     assert r.kind == UNKNOWN
     assert not r.truncated
+
+
+def test_issue15_feed_cut_mid_item_lists_the_items_before_it() -> None:
+    items = "".join(f"<item><title>t{i}</title><link>http://example.org/post/{i}</link>"
+                    f"<pubDate>Mon, 0{i + 1} Jan 2026 00:00:00 GMT</pubDate></item>"
+                    for i in range(5))
+    body = f'<?xml version="1.0"?><rss version="2.0"><channel><link>http://example.org/</link>{items}'
+    body = body[: body.index("post/4") - 3]  # inside the last item's <link>
+    r = parse_sitemap(body.encode(), "http://example.org/feed.xml")
+    assert r.kind == RSS
+    assert [e.url for e in r.pages] == [f"http://example.org/post/{i}" for i in range(4)]
+    assert r.truncated
