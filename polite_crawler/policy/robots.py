@@ -8,8 +8,9 @@ there:
 * a ``User-agent`` value is matched as a whole (``PoliteCrawler/1.0`` never
   matches) and as a substring of the bot's name (``User-agent: polite`` matches
   ``PoliteCrawler``); RFC 9309 section 2.2.1 matches the product token, the
-  value up to its first character that cannot be in a token, exactly and
-  case-insensitively;
+  value's leading letters, ``-`` and ``_``, exactly and
+  case-insensitively, and only when the token ends the value or is followed by
+  ``/`` or whitespace (``PoliteCrawler2`` is another bot);
 * a line it does not know (``Foo: bar``, ``Crawl-delay``) ends the run of
   ``User-agent`` lines of a group; in RFC 9309 section 2.2 only a rule does
   (section 2.2.4: other records "MUST NOT interfere" with the defined ones);
