@@ -1,36 +1,50 @@
 """One canonical form for every URL: every duplicate decision and the stored identity.
 
-Built on :func:`w3lib.url.canonicalize_url` (safe characters, percent-encoding
-normalised to upper-case escapes of non-unreserved bytes, query sorted by key
-then value, dot segments resolved, fragment dropped, IDN host to punycode) and
-completed with what it leaves out:
+The canonical form is also the URL the crawler requests, so it stays equivalent
+under RFC 3986 to what the page linked. It applies the syntax-based
+normalisations of RFC 3986 section 6.2.2 and the scheme-based ones of 6.2.3,
+and nothing else beyond the transforms the crawler needs:
 
-- scheme and host lower-case, a trailing dot of the host dropped;
-- the default port stripped (``:80`` for http, ``:443`` for https);
+- scheme and host lower-case (6.2.2.1), a trailing dot of the host dropped, an
+  IDN host in its IDNA A-label form (3.2.2), an IPv6 literal as RFC 5952 writes
+  it (dotted for an IPv4-mapped address, section 5);
+- percent-escapes with upper-case hex (6.2.2.1); an escape of an unreserved
+  character decoded (6.2.2.2), every other escape kept as written; characters a
+  component may not hold raw (space, non-ASCII, ``"<>[]^`{|}``, a ``%`` that
+  starts no escape) percent-encoded as UTF-8; characters it may hold (``:/?@``,
+  ``!$&'()*+,;=``) kept raw;
+- dot segments resolved (6.2.2.3), an empty path is ``/`` and the default
+  port (``:80`` for http, ``:443`` for https) or an empty one dropped (6.2.3);
+- the fragment dropped; it never reaches the server;
+- query parameters (``&``-separated pieces) sorted by name, then by the rest
+  of the piece; empty pieces dropped; a bare name (``?a``) stays bare and is
+  not ``?a=``; ``;`` is no separator;
 - tracking parameters stripped (``utm_*``, ``fbclid``, ``gclid``, ``msclkid``,
   ``mc_eid`` and the like, plus ``strip_params`` from POLITE_STRIP_PARAMS);
 - session identifiers stripped, from the query (``PHPSESSID``, ``sid``,
   ``sessionid`` …), from path parameters (``;jsessionid=…``) and ASP.NET's
   cookieless ``/(S(…))/`` segments;
-- the trailing-slash policy: an empty path is ``/``; any other path keeps
-  the slash as written. ``/docs`` and ``/docs/`` are different resources by
-  RFC 3986 and a server that treats them as one redirects one to the other,
-  which the crawler follows; stripping the slash would send the crawler to the
-  redirecting form and then drop the target as a duplicate of itself.
+- the trailing-slash policy: any non-empty path keeps the slash as written.
+  ``/docs`` and ``/docs/`` are different resources by RFC 3986 and a server
+  that treats them as one redirects one to the other, which the crawler
+  follows; stripping the slash would send the crawler to the redirecting form
+  and then drop the target as a duplicate of itself.
 
-Only http and https URLs have a canonical form; anything else raises
-:class:`URLError` (a :class:`ValueError`).
+As a browser does (WHATWG URL), tabs and newlines are removed, leading and
+trailing spaces and control characters stripped, and ``\\`` before the query
+read as ``/``.
+
+Only http and https URLs with a host have a canonical form; anything else
+raises :class:`URLError` (a :class:`ValueError`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import re
-from ipaddress import IPv6Address, ip_address
+from ipaddress import AddressValueError, IPv6Address
 from typing import TYPE_CHECKING
-from urllib.parse import urlsplit, urlunsplit
-
-from w3lib.url import canonicalize_url
+from urllib.parse import urlsplit
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -59,6 +73,28 @@ _PATH_SESSION = re.compile(
 # ASP.NET cookieless session segment: /(S(lit3py55t21z5v55vlm25s55))/page.aspx
 _ASPNET_SESSION = re.compile(r"/\((?:[A-Za-z]\([^()/]*\))+\)(?=/|$)")
 
+# RFC 3986 section 2.3 and appendix A.
+_UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
+_SUB_DELIMS = "!$&'()*+,;="
+_HEX = frozenset("0123456789abcdefABCDEF")
+
+
+def _escapes(raw: str) -> re.Pattern[str]:
+    """A valid escape, a run of characters the component may not hold raw, or a lone "%"."""
+    allowed = re.escape("".join(sorted(_UNRESERVED)) + raw + "%")
+    return re.compile(r"%[0-9A-Fa-f]{2}|[^" + allowed + r"]+|%")
+
+
+# path-abempty: pchar and "/"; query: pchar, "/" and "?"; userinfo: no "@" or "/".
+_PATH_FIX = _escapes(_SUB_DELIMS + ":@/")
+_QUERY_FIX = _escapes(_SUB_DELIMS + ":@/?")
+_USERINFO_FIX = _escapes(_SUB_DELIMS + ":")
+_ZONE_FIX = _escapes("")
+# A host is a reg-name (unreserved and sub-delims) once decoded and IDNA-encoded.
+_HOST_OK = frozenset(_UNRESERVED | set(_SUB_DELIMS))
+# Leading and trailing C0 controls and space go (WHATWG URL "basic URL parser").
+_STRIP = "".join(chr(c) for c in range(0x21))
+_TAB_NEWLINE = re.compile(r"[\t\n\r]")
 
 _NONE: frozenset[str] = frozenset()
 
@@ -67,31 +103,125 @@ class URLError(ValueError):
     """The text is not an http(s) URL with a host; it has no canonical form."""
 
 
-def _host_port(scheme: str, netloc: str) -> str:
-    userinfo, at, hostport = netloc.rpartition("@")
-    if hostport.startswith("["):
-        end = hostport.find("]")
-        host, port = hostport[: end + 1], hostport[end + 1 :].removeprefix(":")
+def _fix(match: re.Match[str]) -> str:
+    text = match.group()
+    if text[0] == "%" and len(text) == 3 and text[1] in _HEX and text[2] in _HEX:
+        char = chr(int(text[1:], 16))
+        # RFC 3986 6.2.2.2: only an escaped unreserved character is decoded.
+        return char if char in _UNRESERVED else text.upper()
+    # A "%" that starts no escape stands for itself, hence "%25".
+    return "".join(f"%{byte:02X}" for byte in text.encode("utf-8", "surrogatepass"))
+
+
+def _component(text: str, fix: re.Pattern[str]) -> str:
+    return fix.sub(_fix, text) if text else text
+
+
+def _remove_dot_segments(path: str) -> str:
+    """RFC 3986 5.2.4 for a path that starts with "/"."""
+    if "." not in path:
+        return path
+    segments = path.split("/")
+    out: list[str] = []
+    for seg in segments[1:-1]:
+        if seg == "..":
+            if out:
+                out.pop()
+        elif seg != ".":
+            out.append(seg)
+    last = segments[-1]
+    if last == "..":
+        if out:
+            out.pop()
+        out.append("")
+    elif last == ".":
+        out.append("")
     else:
-        host, _, port = hostport.partition(":")
+        out.append(last)
+    return "/" + "/".join(out)
+
+
+def _ipv6(literal: str) -> str:
+    """``[...]`` as RFC 5952 writes it; the zone (RFC 6874 ``%25``) kept."""
+    inner = literal[1:-1]
+    address, sep, zone = inner.partition("%25")
+    if "%" in address or (sep and not zone):
+        raise URLError(f"bad IPv6 literal {literal!r}")
+    try:
+        ip = IPv6Address(address)
+    except (AddressValueError, ValueError) as exc:
+        # IPvFuture ("[v1.x]") included: no resolver knows it.
+        raise URLError(f"bad IPv6 literal {literal!r}") from exc
+    # RFC 5952 section 5: an IPv4-mapped address keeps its dotted quad.
+    text = f"::ffff:{ip.ipv4_mapped}" if ip.ipv4_mapped is not None else str(ip)
+    return f"[{text}" + (f"%25{_component(zone, _ZONE_FIX)}" if sep else "") + "]"
+
+
+def _decode_host(host: str) -> str:
+    """Percent-escapes of a reg-name decoded as UTF-8 (RFC 3986 3.2.2)."""
+    raw = bytearray()
+    i = 0
+    while i < len(host):
+        char = host[i]
+        if char == "%":
+            pair = host[i + 1 : i + 3]
+            if len(pair) != 2 or not set(pair) <= _HEX:
+                raise URLError(f"bad percent-escape in host {host!r}")
+            raw.append(int(pair, 16))
+            i += 3
+        else:
+            raw += char.encode("utf-8", "surrogatepass")
+            i += 1
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise URLError(f"host {host!r} is not UTF-8 once decoded") from exc
+
+
+def _host(host: str) -> str:
+    """The host as the canonical form spells it; :class:`URLError` if it has none."""
+    if host.startswith("["):
+        if not host.endswith("]"):
+            raise URLError(f"bad IPv6 literal {host!r}")
+        return _ipv6(host.lower())
+    if "%" in host:
+        # RFC 3986 3.2.2: escapes in a reg-name are UTF-8 octets, and a name for
+        # DNS is IDNA-encoded before lookup; a browser does the same (WHATWG URL
+        # "host parser"), so this is the host the link leads to.
+        host = _decode_host(host)
     host = host.lower().rstrip(".")
-    if not host or host == "[]":
+    if not host:
         raise URLError("no host")
     if not host.isascii():
-        # w3lib leaves a host it cannot IDNA-encode as written ("ü.." has an empty
-        # label); with the dots gone it may encode, and then it must, or a second
-        # pass would give another form. One that still cannot has no DNS name.
         try:
             host = host.encode("idna").decode("ascii")
         except UnicodeError as exc:
             raise URLError(f"host {host!r} has no IDNA form") from exc
-    if port:
-        if not port.isdigit() or int(port) > 65535:
+    if not _HOST_OK.issuperset(host):
+        raise URLError(f"host {host!r} has characters no host name holds")
+    return host
+
+
+def _authority(scheme: str, authority: str) -> str:
+    userinfo, at, hostport = authority.rpartition("@")
+    if hostport.startswith("["):
+        end = hostport.find("]")
+        if end < 0:
+            raise URLError(f"bad IPv6 literal in {authority!r}")
+        host, port = hostport[: end + 1], hostport[end + 1 :]
+        if port and not port.startswith(":"):
             raise URLError(f"bad port {port!r}")
-        port = str(int(port))
-        if int(port) == _DEFAULT_PORTS[scheme]:
-            port = ""
-    return f"{userinfo}{at}{host}" + (f":{port}" if port else "")
+        port = port[1:]
+    else:
+        host, _, port = hostport.partition(":")
+    host = _host(host)
+    if port:
+        if not port.isdigit() or not port.isascii() or int(port) > 65535:
+            raise URLError(f"bad port {port!r}")
+        port = "" if int(port) == _DEFAULT_PORTS[scheme] else f":{int(port)}"
+    if at:
+        userinfo = _component(userinfo, _USERINFO_FIX) + "@"
+    return f"{userinfo}{host}{port}"
 
 
 def _keep_param(pair: str, strip: frozenset[str]) -> bool:
@@ -104,11 +234,25 @@ def _keep_param(pair: str, strip: frozenset[str]) -> bool:
     )
 
 
-# URLs already in the shape canonicalize_url produces, minus sorting and
-# stripping: they skip w3lib (links on real pages mostly look like this).
+def _param_order(piece: str) -> tuple[str, str]:
+    # By name, then by the whole piece: "b" < "b=" < "b=1" (a bare name and an
+    # empty value are different requests and both are kept).
+    return piece.split("=", 1)[0], piece
+
+
+def _query(query: str, strip: frozenset[str]) -> str:
+    pieces = [p for p in query.split("&") if p and _keep_param(p, strip)]
+    if len(pieces) > 1:
+        pieces.sort(key=_param_order)
+    return "&".join(pieces)
+
+
+# URLs already in canonical shape apart from host case, port, parameter order
+# and stripping: they skip the general path (links on real pages mostly look
+# like this). No "%", no dot segment, no path parameter, no character to escape.
 _SIMPLE = re.compile(
-    r"(https?)://([a-z0-9-]+(?:\.[a-z0-9-]+)*)(?::([0-9]{1,5}))?"
-    r"(/[A-Za-z0-9\-._~/!$'*,=:@]*)?(?:\?([A-Za-z0-9\-._~=&]*))?"
+    r"(https?)://([A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*)(?::([0-9]{1,5}))?"
+    r"(/[A-Za-z0-9\-._~/!$&'*+,=:@]*)?(?:\?([A-Za-z0-9\-._~!$&'()*+,;=:@/?]*))?"
 )
 
 
@@ -117,21 +261,18 @@ def _fast(url: str, strip: frozenset[str]) -> str | None:
     if m is None:
         return None
     scheme, host, port, path, query = m.groups()
-    path = path or "/"
-    if "/." in path or "//" in path or host.startswith("xn--") or ".xn--" in host:
+    if path is None:
+        path = "/"
+    elif "/." in path:
         return None
     if port is not None:
-        if int(port) > 65535:
+        number = int(port)
+        if number > 65535:
             return None
-        port = "" if int(port) == _DEFAULT_PORTS[scheme] else f":{int(port)}"
+        port = "" if number == _DEFAULT_PORTS[scheme] else f":{number}"
     if query:
-        pairs = [p.split("=", 1) for p in query.split("&") if p]
-        # w3lib escapes an "=" inside a value ("?a==" -> "?a=%3D"): its path does that.
-        if any(len(kv) != 2 or "=" in kv[1] for kv in pairs):
-            return None
-        kept = sorted((k, v) for k, v in pairs if _keep_param(k, strip))
-        query = "&".join(f"{k}={v}" for k, v in kept)
-    return f"{scheme}://{host}{port or ''}{path}" + (f"?{query}" if query else "")
+        query = _query(query, strip)
+    return f"{scheme}://{host.lower()}{port or ''}{path}" + (f"?{query}" if query else "")
 
 
 def canonicalize(url: str, *, strip_params: Iterable[str] = ()) -> str:
@@ -141,6 +282,10 @@ def canonicalize(url: str, *, strip_params: Iterable[str] = ()) -> str:
     'http://example.org/a/c?a=1&b=2'
     >>> canonicalize("https://bücher.example:443/shop;jsessionid=0AF3?PHPSESSID=9&q=%7e")
     'https://xn--bcher-kva.example/shop?q=~'
+    >>> canonicalize("http://example.org/show?b&a=1&/category/3&r=http://x.example/?q=tl;dr")
+    'http://example.org/show?/category/3&a=1&b&r=http://x.example/?q=tl;dr'
+    >>> canonicalize("http://example.org/%2a/%7e/90%+of/a b")
+    'http://example.org/%2A/~/90%25+of/a%20b'
     >>> canonicalize("http://example.org")
     'http://example.org/'
     >>> canonicalize("http://example.org/x?ref=1", strip_params=["ref"])
@@ -152,41 +297,39 @@ def canonicalize(url: str, *, strip_params: Iterable[str] = ()) -> str:
     """
     if not isinstance(url, str):
         raise URLError(f"not a string: {type(url).__name__}")
-    text = url.strip()
+    strip = frozenset(p.lower() for p in strip_params) if strip_params else _NONE
+    fast = _fast(url, strip)
+    if fast is not None:
+        return fast
+    text = url.strip(_STRIP)
+    if "\t" in text or "\n" in text or "\r" in text:
+        text = _TAB_NEWLINE.sub("", text)
     scheme = text.split(":", 1)[0].lower() if ":" in text else ""
     if scheme not in _DEFAULT_PORTS or not text[len(scheme) + 1 :].startswith("//"):
         raise URLError(f"not an http(s) URL: {url!r}")
-    strip = frozenset(p.lower() for p in strip_params) if strip_params else _NONE
-    fast = _fast(text, strip)
-    if fast is not None:
-        return fast
     return _canonicalize_slow(url, text, scheme, strip)
 
 
 def _canonicalize_slow(url: str, text: str, scheme: str, strip: frozenset[str]) -> str:
-    try:
-        first = canonicalize_url(text)
-        parts = urlsplit(first)
-        netloc = _host_port(scheme, parts.netloc)
-        path = parts.path
+    rest = text[len(scheme) + 3 :].split("#", 1)[0]
+    before, q, query = rest.partition("?")
+    # WHATWG URL: in an http(s) URL a "\" before the query is a "/".
+    before = before.replace("\\", "/")
+    slash = before.find("/")
+    authority, path = (before, "") if slash < 0 else (before[:slash], before[slash:])
+    if not authority:
+        raise URLError(f"no host in {url!r}")
+    netloc = _authority(scheme, authority)
+    if path:
+        path = _component(path, _PATH_FIX)
         if ";" in path or "(" in path:
-            path = _ASPNET_SESSION.sub("", _PATH_SESSION.sub("", path)) or "/"
-        query = parts.query
-        if query:
-            query = "&".join(p for p in query.split("&") if p and _keep_param(p, strip))
-        out = urlunsplit((scheme, netloc, path, query, ""))
-        if path != parts.path or query != parts.query or "@" in netloc:
-            # What was cut may leave escapes or segments that w3lib resolves on a
-            # second pass; one more pass makes the result a fixed point.
-            again = urlsplit(canonicalize_url(out))
-            if again.netloc != netloc:  # userinfo oddities w3lib re-encodes
-                netloc = _host_port(scheme, again.netloc)
-            out = urlunsplit((scheme, netloc, again.path, again.query, ""))
-    except URLError:
-        raise
-    except (ValueError, UnicodeError) as exc:
-        raise URLError(f"unparseable URL {url!r}: {exc}") from exc
-    return out
+            path = _ASPNET_SESSION.sub("", _PATH_SESSION.sub("", path))
+        path = _remove_dot_segments(path) if path else "/"
+    else:
+        path = "/"
+    if q and query:
+        query = _query(_component(query, _QUERY_FIX), strip)
+    return f"{scheme}://{netloc}{path}" + (f"?{query}" if query else "")
 
 
 def host_of(url: str) -> str:
@@ -194,23 +337,29 @@ def host_of(url: str) -> str:
 
     >>> host_of("http://WWW.Example.org.:8080/")
     'www.example.org'
-    >>> host_of("http://[::FFFF:127.0.0.1]/") == host_of(canonicalize("http://[::FFFF:127.0.0.1]/"))
-    True
+    >>> host_of("http://[::FFFF:127.0.0.1]/")
+    '[::ffff:127.0.0.1]'
     """
     try:
-        host = (urlsplit(url).hostname or "").lower().rstrip(".")
+        netloc = urlsplit(url).netloc
     except ValueError:
         return ""
+    hostport = netloc.rpartition("@")[2]
+    if hostport.startswith("["):
+        host = hostport[: hostport.find("]") + 1]
+    else:
+        host = hostport.partition(":")[0]
+    if not host:
+        return ""
+    try:
+        return _host(host)
+    except URLError:
+        pass
+    # No canonical form: the host as written, lower-case, for a log or a key.
+    host = host.lower().rstrip(".")
     if host and not host.isascii():
         with contextlib.suppress(UnicodeError):
             host = host.encode("idna").decode("ascii")
-    if ":" in host:
-        # An IPv6 literal in the form w3lib gives it ("::FFFF:1.2.3.4" -> "::ffff:102:304").
-        with contextlib.suppress(ValueError):
-            address = ip_address(host)
-            if isinstance(address, IPv6Address):
-                host = str(address)
-        return f"[{host}]"
     return host
 
 
