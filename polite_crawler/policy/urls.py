@@ -247,12 +247,13 @@ def _query(query: str, strip: frozenset[str]) -> str:
     return "&".join(pieces)
 
 
-# URLs already in canonical shape apart from host case, port, parameter order
-# and stripping: they skip the general path (links on real pages mostly look
-# like this). No "%", no dot segment, no path parameter, no character to escape.
+# URLs already in canonical shape apart from host case, port, parameter order,
+# stripping and fragment: they skip the general path (links on real pages
+# mostly look like this). No "%", no dot segment, no path parameter, no
+# character to escape.
 _SIMPLE = re.compile(
     r"(https?)://([A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*)(?::([0-9]{1,5}))?"
-    r"(/[A-Za-z0-9\-._~/!$&'*+,=:@]*)?(?:\?([A-Za-z0-9\-._~!$&'()*+,;=:@/?]*))?"
+    r"(/[A-Za-z0-9\-._~/!$&'()*+,=:@]*)?(?:\?([A-Za-z0-9\-._~!$&'()*+,;=:@/?]*))?(?:#.*)?"
 )
 
 
@@ -263,7 +264,7 @@ def _fast(url: str, strip: frozenset[str]) -> str | None:
     scheme, host, port, path, query = m.groups()
     if path is None:
         path = "/"
-    elif "/." in path:
+    elif "/." in path or ("(" in path and _ASPNET_SESSION.search(path)):
         return None
     if port is not None:
         number = int(port)
