@@ -70,7 +70,8 @@ _CONDITIONAL_HEADERS = (b"If-None-Match", b"If-Modified-Since")
 # Aliases whose page's copy and validators stand for the URL: a redirect lands on
 # that page. An exact duplicate or a rel=canonical alias is another resource (its
 # own validators, its own base for links): it is fetched as unknown.
-FOLLOW = ("redirect",)
+# A "migrated" alias is a spelling the canonical form before issue 15 stored as this page.
+FOLLOW = ("redirect", "migrated")
 # Headers a 304 updates in the stored copy (RFC 9111 section 4.3.4; the others stay).
 _UPDATED_BY_304 = ("cache-control", "expires", "date", "etag", "last-modified", "age", "vary")
 

@@ -12,7 +12,8 @@ and nothing else beyond the transforms the crawler needs:
   character decoded (6.2.2.2), every other escape kept as written; characters a
   component may not hold raw (space, non-ASCII, ``"<>[]^`{|}``, a ``%`` that
   starts no escape) percent-encoded as UTF-8; characters it may hold (``:/?@``,
-  ``!$&'()*+,;=``) kept raw;
+  ``!$&'()*+,;=``) kept raw, but for ``'`` in the query, which is ``%27`` there
+  as browsers and Scrapy's ``Request`` send it;
 - dot segments resolved (6.2.2.3), an empty path is ``/`` and the default
   port (``:80`` for http, ``:443`` for https) or an empty one dropped (6.2.3);
 - the fragment dropped; it never reaches the server;
@@ -87,7 +88,10 @@ def _escapes(raw: str) -> re.Pattern[str]:
 
 # path-abempty: pchar and "/"; query: pchar, "/" and "?"; userinfo: no "@" or "/".
 _PATH_FIX = _escapes(_SUB_DELIMS + ":@/")
-_QUERY_FIX = _escapes(_SUB_DELIMS + ":@/?")
+# "'" is a sub-delim, but browsers send it as %27 in an http(s) query (WHATWG URL,
+# special-query percent-encode set) and so does Scrapy's Request (safe_url_string):
+# the canonical form spells it as it goes on the wire.
+_QUERY_FIX = _escapes(_SUB_DELIMS.replace("'", "") + ":@/?")
 _USERINFO_FIX = _escapes(_SUB_DELIMS + ":")
 _ZONE_FIX = _escapes("")
 # A host is a reg-name (unreserved and sub-delims) once decoded and IDNA-encoded.
@@ -253,7 +257,7 @@ def _query(query: str, strip: frozenset[str]) -> str:
 # character to escape.
 _SIMPLE = re.compile(
     r"(https?)://([A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*)(?::([0-9]{1,5}))?"
-    r"(/[A-Za-z0-9\-._~/!$&'()*+,=:@]*)?(?:\?([A-Za-z0-9\-._~!$&'()*+,;=:@/?]*))?(?:#.*)?"
+    r"(/[A-Za-z0-9\-._~/!$&'()*+,=:@]*)?(?:\?([A-Za-z0-9\-._~!$&()*+,;=:@/?]*))?(?:#.*)?"
 )
 
 

@@ -2,7 +2,8 @@
 
 Each migration has a version, a name and its statements, written once with
 type placeholders (``{ID}``, ``{FLOAT}``, ``{BLOB}``, ``{BIGINT}``) that each
-dialect fills in. :func:`migrate` applies, in one transaction per migration,
+dialect fills in, and may have a step in Python (``run``) that rewrites data
+after them, in the same transaction. :func:`migrate` applies, in one transaction per migration,
 those not yet recorded in ``page_store_schema``; two processes opening the
 same database at once take turns (SQLite: ``BEGIN IMMEDIATE``; PostgreSQL: a
 transaction-scoped advisory lock). Never edit a released migration: add one.
@@ -14,8 +15,12 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from polite_crawler.store.migrations.recanonicalize import recanonicalize_pages
+
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
+
+    Execute = Callable[[str, Sequence[Any]], list[tuple[Any, ...]]]
 
 TYPES: dict[str, dict[str, str]] = {
     "sqlite": {"ID": "INTEGER PRIMARY KEY", "FLOAT": "REAL", "BLOB": "BLOB",
@@ -33,6 +38,7 @@ class Migration:
     version: int
     name: str
     statements: Sequence[str]
+    run: Callable[[Execute, str], object] | None = None  # (execute, dialect), after statements
 
     def sql(self, dialect: str) -> list[str]:
         return [s.format(**TYPES[dialect]) for s in self.statements]
@@ -82,6 +88,10 @@ MIGRATIONS: tuple[Migration, ...] = (
         )""",
         "CREATE INDEX page_aliases_target ON page_aliases (canonical_url)",
     )),
+    # Issue 15: the canonical form keeps the link as written where RFC 3986 allows it
+    # (bare query names, raw reserved characters, %2A, %25 for a lone "%", decoded
+    # percent-encoded hosts, dotted IPv4-mapped addresses). Stored URLs follow.
+    Migration(2, "canonical form 2", (), run=recanonicalize_pages),
 )
 
 _SCHEMA_TABLE = """CREATE TABLE IF NOT EXISTS page_store_schema (
@@ -111,6 +121,8 @@ def migrate(execute: Callable[[str, Sequence[Any]], list[tuple[Any, ...]]], dial
                 continue
             for statement in m.sql(dialect):
                 execute(statement, ())
+            if m.run is not None:
+                m.run(execute, dialect)
             execute("INSERT INTO page_store_schema (version, name, applied_at) VALUES (?, ?, ?)",
                     (m.version, m.name, time.time()))
             execute("COMMIT", ())

@@ -1,0 +1,178 @@
+"""Migration 2 of the page store (canonical form 2, issue 15) on SQLite and a real PostgreSQL."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from polite_crawler.middlewares.conditional import FOLLOW
+from polite_crawler.policy.urls import canonicalize
+from polite_crawler.store.migrations import MIGRATIONS, current_version, migrate
+from polite_crawler.store.migrations.recanonicalize import MIGRATED, respellings
+from polite_crawler.store.pages import PageRecord, SQLPageBackend, backend_factory
+from tests.pg import pg_server, pg_uri  # noqa: F401  (fixtures)
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def backend(request: pytest.FixtureRequest, tmp_path: Any) -> Any:
+    if request.param == "sqlite":
+        uri = f"sqlite:///{tmp_path / 'polite.sqlite3'}"
+    else:
+        uri = str(request.getfixturevalue("pg_uri"))
+    b = backend_factory(uri, "")()
+    yield b
+    b.close()
+
+
+def _rec(url: str, fetched_at: float, **kw: Any) -> PageRecord:
+    values: dict[str, Any] = {
+        "canonical_url": url, "url": url, "final_url": url, "status": 200,
+        "fetched_at": fetched_at, "etag": f'"{fetched_at:g}"', "title": url,
+        "text": f"text of {url}", "text_hash": f"{abs(hash(url)):032x}",
+        "body": f"<html>{url}</html>".encode(), "revisit_interval": 86400.0,
+        "due_at": fetched_at + 86400.0, "visits": 2, "changes": 1,
+    }
+    values.update(kw)
+    return PageRecord(**values)
+
+
+# Canonical URLs as version 1 of the canonical form wrote them.
+V1_PAGES = [
+    _rec("http://example.org/show?article300=", 10.0),               # link ?article300
+    _rec("http://example.org/r?u=http%3A%2F%2Fx.example%2F", 11.0),   # link ?u=http://x.example/
+    _rec("http://example%2ecom/a", 12.0, etag='"old"'),              # older copy ...
+    _rec("http://example.com/a", 19.0, etag='"new"', last_modified="Tue, 1 Dec 2026"),
+    _rec("http://example.org/90%+of", 30.0, etag='"newest"'),        # newer copy ...
+    _rec("http://example.org/90%25+of", 20.0, etag='"older"'),
+    _rec("http://[::ffff:7f00:1]:8080/x", 13.0, near_duplicate_of="http://example%2ecom/a"),
+    _rec("http://example.org/plain", 14.0),
+]
+V1_ALIASES = [
+    ("http://example%2ecom/old", "http://example%2ecom/a", "redirect", 5.0),
+    ("http://example%2ecom/a", "http://example.com/a", "duplicate", 6.0),  # one page now
+    ("http://example.org/gone?x=", "http://[::ffff:7f00:1]:8080/x", "canonical", 7.0),
+]
+
+
+def _v1_store(backend: SQLPageBackend) -> None:
+    migrate(backend.execute, backend.dialect, MIGRATIONS[:1])
+    backend.begin()
+    for rec in V1_PAGES:
+        backend.put(rec)
+    # The origin column as version 1 wrote it.
+    backend.execute("UPDATE pages SET origin = ? WHERE canonical_url = ?",
+                    ("http://[::ffff:7f00:1]:8080", "http://[::ffff:7f00:1]:8080/x"))
+    backend.execute("UPDATE pages SET origin = ? WHERE canonical_url = ?",
+                    ("http://example%2ecom", "http://example%2ecom/a"))
+    for alias, target, reason, seen_at in V1_ALIASES:
+        backend.add_alias(alias, target, reason, seen_at)
+    backend.commit()
+    assert current_version(backend.execute) == 1
+
+
+def test_migration_rewrites_merges_and_keeps_every_page(backend: SQLPageBackend) -> None:
+    _v1_store(backend)
+    assert backend.migrate() == [2]
+    assert backend.migrate() == []
+    urls = {r[0] for r in backend.execute("SELECT canonical_url FROM pages", ())}
+    assert urls == {
+        "http://example.org/show?article300=",
+        "http://example.org/r?u=http%3A%2F%2Fx.example%2F",
+        "http://example.com/a",
+        "http://example.org/90%25+of",
+        "http://[::ffff:127.0.0.1]:8080/x",
+        "http://example.org/plain",
+    }
+    # Every stored page is still found under the new form of its old URL.
+    for rec in V1_PAGES:
+        assert backend.resolve(canonicalize(rec.canonical_url)) is not None, rec.canonical_url
+    # Merged rows: the newest fetch and its validators stay, visits and changes add up.
+    merged = backend.get("http://example.com/a", body=True)
+    assert merged is not None
+    assert (merged.etag, merged.last_modified, merged.fetched_at) == ('"new"', "Tue, 1 Dec 2026",
+                                                                      19.0)
+    assert merged.body == b"<html>http://example.com/a</html>"
+    assert (merged.visits, merged.changes) == (4, 2)
+    newest = backend.get("http://example.org/90%25+of")
+    assert newest is not None
+    assert (newest.etag, newest.fetched_at) == ('"newest"', 30.0)
+    # The origin column and the near-duplicate link follow.
+    origins = dict(backend.execute("SELECT canonical_url, origin FROM pages", ()))
+    assert origins["http://[::ffff:127.0.0.1]:8080/x"] == "http://[::ffff:127.0.0.1]:8080"
+    assert origins["http://example.com/a"] == "http://example.com"
+    v6 = backend.get("http://[::ffff:127.0.0.1]:8080/x")
+    assert v6 is not None
+    assert v6.near_duplicate_of == "http://example.com/a"
+    assert backend.count() == len(V1_PAGES) - 2
+
+
+def test_migration_rewrites_aliases(backend: SQLPageBackend) -> None:
+    _v1_store(backend)
+    backend.migrate()
+    assert backend.alias_of("http://example.com/old") == ("http://example.com/a", "redirect")
+    assert backend.alias_of("http://example%2ecom/old") is None
+    # An alias that is one page with its target now is gone.
+    assert backend.alias_of("http://example.com/a") is None
+    assert backend.alias_of("http://example.org/gone?x=") == (
+        "http://[::ffff:127.0.0.1]:8080/x", "canonical")
+
+
+def test_other_spellings_of_a_link_find_the_page(backend: SQLPageBackend) -> None:
+    _v1_store(backend)
+    backend.migrate()
+    # Version 1 lost whether the name was bare, or the reserved characters raw.
+    for link, page in [
+        ("http://example.org/show?article300", "http://example.org/show?article300="),
+        ("http://example.org/r?u=http://x.example/",
+         "http://example.org/r?u=http%3A%2F%2Fx.example%2F"),
+    ]:
+        found = backend.resolve(canonicalize(link), follow=FOLLOW)
+        assert found is not None, link
+        assert found.canonical_url == page
+    assert backend.alias_of("http://example.org/show?article300") == (
+        "http://example.org/show?article300=", MIGRATED)
+    # An alias's other spellings are aliases for the same reason.
+    assert backend.alias_of("http://example.org/gone?x") == (
+        "http://[::ffff:127.0.0.1]:8080/x", "canonical")
+    # The conditional-request middleware follows these aliases.
+    assert MIGRATED in FOLLOW
+
+
+def test_migration_of_an_empty_store_and_a_current_one(backend: SQLPageBackend) -> None:
+    assert backend.migrate() == [m.version for m in MIGRATIONS]
+    backend.begin()
+    backend.put(_rec("http://example.org/show?article300", 1.0))
+    backend.commit()
+    assert backend.migrate() == []
+    assert backend.count() == 1
+
+
+def test_failing_migration_changes_nothing(backend: SQLPageBackend) -> None:
+    _v1_store(backend)
+    broken = (*MIGRATIONS[:1], type(MIGRATIONS[1])(2, "canonical form 2", (), run=_explode))
+    with pytest.raises(RuntimeError):
+        migrate(backend.execute, backend.dialect, broken)
+    assert current_version(backend.execute) == 1
+    urls = sorted(r[0] for r in backend.execute("SELECT canonical_url FROM pages", ()))
+    assert urls == sorted(r.canonical_url for r in V1_PAGES)
+
+
+def _explode(execute: Any, dialect: str) -> None:
+    from polite_crawler.store.migrations.recanonicalize import recanonicalize_pages
+
+    recanonicalize_pages(execute, dialect)
+    raise RuntimeError("power cut")
+
+
+@pytest.mark.parametrize(("stored", "forms"), [
+    ("http://example.org/", ["http://example.org/"]),
+    ("http://example.org/p?q=", ["http://example.org/p?q=", "http://example.org/p?q"]),
+    ("http://example.org/p?a=b%3Dc&t=x+y", ["http://example.org/p?a=b%3Dc&t=x+y"]),
+    ("http://example.org/p?u=a%3Bb%2C", ["http://example.org/p?u=a%3Bb%2C",
+                                         "http://example.org/p?u=a;b,"]),
+    ("http://example%2ecom/a", ["http://example.com/a"]),
+    ("not a url", ["not a url"]),  # kept, never dropped
+])
+def test_respellings(stored: str, forms: list[str]) -> None:
+    assert respellings(stored) == forms
