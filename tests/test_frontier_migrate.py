@@ -1,0 +1,163 @@
+"""A job's frontier database in canonical form 2 (issue 15): queue and seen set, on a real file."""
+
+from __future__ import annotations
+
+import pickle
+from pathlib import Path
+
+import pytest
+from scrapy import Request
+
+from polite_crawler.frontier.dupefilter import canonical_fingerprint
+from polite_crawler.frontier.migrate import CANONICAL_FORM, _fingerprint, migrate_frontier
+from polite_crawler.frontier.serialize import RequestCodec
+from polite_crawler.frontier.store import QueueStore
+
+# Requests as the crawler queued them before issue 15 (URLs in canonical form 1).
+V1_QUEUE = [
+    # (origin column, priority, URL, method, body)
+    ("http://example.org", 0, "http://example.org/show?article300=", "GET", b""),
+    ("http://[::ffff:7f00:1]:8080", 0, "http://[::ffff:7f00:1]:8080/x", "GET", b""),
+    ("http://example%2ecom", 0, "http://example%2ecom/a", "GET", b""),
+    ("http://example.com", 5, "http://example.com/a", "GET", b""),  # the same request now
+    ("http://example%2ecom", 0, "http://example%2ecom/form", "POST", b"q=1"),
+    ("http://example.com", 0, "http://example.com/form", "POST", b"q=2"),  # another body
+]
+# Fetched before the upgrade: in the seen set only.
+V1_FETCHED = "http://example.org/r?u=http%3A%2F%2Fx.example%2F"
+
+
+def _v1_frontier(path: Path) -> None:
+    store = QueueStore(path)
+    codec = RequestCodec(None)
+    for origin, prio, url, method, body in V1_QUEUE:
+        request = Request(url, method=method, body=body)
+        assert request.url == url
+        store.push(origin, prio, url, codec.dumps(request))
+        store.add_seen(_fingerprint(url, method, body))
+    store.add_seen(_fingerprint(V1_FETCHED, "GET", b""))
+    store.stop("http://[::ffff:7f00:1]:8080", "403")
+    store.commit()
+    # As version 1 left it: no canonical_form in frontier_meta.
+    store.conn.execute("DELETE FROM frontier_meta WHERE key='canonical_form'")
+    store.close()
+
+
+def _queue(store: QueueStore) -> list[tuple[str, int, str, Request]]:
+    codec = RequestCodec(None)
+    rows = store.conn.execute("SELECT origin, prio, url, data FROM frontier_queue ORDER BY id")
+    return [(o, p, u, codec.loads(d)) for o, p, u, d in rows]
+
+
+def test_fingerprint_is_the_dupefilter_s() -> None:
+    for url, method, body in [("http://example.org/a?b", "GET", b""),
+                              ("http://example.org/f", "POST", b"x=1")]:
+        assert _fingerprint(url, method, body) == canonical_fingerprint(
+            Request(url, method=method, body=body))
+
+
+def test_queue_is_rewritten_and_merged(tmp_path: Path) -> None:
+    path = tmp_path / "frontier.sqlite3"
+    _v1_frontier(path)
+    store = QueueStore(path)
+    result = migrate_frontier(store.conn, known_urls=[V1_FETCHED])
+    assert result is not None
+    assert (result.from_version, result.rewritten, result.merged) == (1, 3, 1)
+    rows = _queue(store)
+    assert [(o, p, u) for o, p, u, _ in rows] == [
+        ("http://example.org", 0, "http://example.org/show?article300="),
+        ("http://[::ffff:127.0.0.1]:8080", 0, "http://[::ffff:127.0.0.1]:8080/x"),
+        # first in keeps its place, with the highest priority of the merged rows
+        ("http://example.com", 5, "http://example.com/a"),
+        ("http://example.com", 0, "http://example.com/form"),
+        ("http://example.com", 0, "http://example.com/form"),
+    ]
+    # The serialised requests carry the new URLs (and their own method and body).
+    assert [(r.url, r.method, r.body) for *_, r in rows] == [
+        ("http://example.org/show?article300=", "GET", b""),
+        ("http://[::ffff:127.0.0.1]:8080/x", "GET", b""),
+        ("http://example.com/a", "GET", b""),
+        ("http://example.com/form", "POST", b"q=1"),
+        ("http://example.com/form", "POST", b"q=2"),
+    ]
+    assert store.head("http://[::ffff:127.0.0.1]:8080") is not None
+    assert store.stopped() == {"http://[::ffff:127.0.0.1]:8080": "403"}
+    store.close()
+
+
+def test_seen_set_knows_every_form_of_what_was_seen(tmp_path: Path) -> None:
+    path = tmp_path / "frontier.sqlite3"
+    _v1_frontier(path)
+    store = QueueStore(path)
+    migrate_frontier(store.conn, known_urls=[V1_FETCHED])
+    for link in [
+        "http://example.org/show?article300",     # the link form 1 stored with "="
+        "http://example.org/show?article300=",
+        "http://[::ffff:127.0.0.1]:8080/x",
+        "http://example%2Ecom/a",
+        "http://example.org/r?u=http://x.example/",  # fetched, not queued: known_urls
+        "http://example.org/r?u=http%3A%2F%2Fx.example%2F",
+    ]:
+        assert store.is_seen(canonical_fingerprint(Request(link))), link
+    assert store.is_seen(canonical_fingerprint(Request("http://example.com/form", method="POST",
+                                                       body=b"q=1")))
+    assert not store.is_seen(canonical_fingerprint(Request("http://example.org/never")))
+    store.close()
+
+
+def test_migration_runs_once_and_survives_reopening(tmp_path: Path) -> None:
+    path = tmp_path / "frontier.sqlite3"
+    _v1_frontier(path)
+    store = QueueStore(path)
+    assert migrate_frontier(store.conn) is not None
+    assert migrate_frontier(store.conn) is None
+    store.close()
+    again = QueueStore(path)
+    assert migrate_frontier(again.conn) is None
+    row = again.conn.execute("SELECT value FROM frontier_meta WHERE key='canonical_form'")
+    assert row.fetchone() == (str(CANONICAL_FORM),)
+    assert len(_queue(again)) == len(V1_QUEUE) - 1
+    again.close()
+
+
+def test_new_frontier_is_marked_current(tmp_path: Path) -> None:
+    store = QueueStore(tmp_path / "frontier.sqlite3")
+    result = migrate_frontier(store.conn)
+    assert result is not None
+    assert (result.rewritten, result.merged, result.seen_added) == (0, 0, 0)
+    assert migrate_frontier(store.conn) is None
+    store.close()
+
+
+def test_failing_migration_leaves_the_database_as_it_was(tmp_path: Path) -> None:
+    path = tmp_path / "frontier.sqlite3"
+    _v1_frontier(path)
+    store = QueueStore(path)
+    before = _queue(store)
+
+    def broken() -> object:
+        yield V1_FETCHED
+        raise RuntimeError("power cut")
+
+    with pytest.raises(RuntimeError):
+        migrate_frontier(store.conn, known_urls=broken())  # type: ignore[arg-type]
+    assert [(o, p, u) for o, p, u, _ in _queue(store)] == [(o, p, u) for o, p, u, _ in before]
+    assert store.conn.execute(
+        "SELECT 1 FROM frontier_meta WHERE key='canonical_form'").fetchone() is None
+    assert migrate_frontier(store.conn, known_urls=[V1_FETCHED]) is not None
+    store.close()
+
+
+def test_not_a_frontier_database(tmp_path: Path) -> None:
+    import sqlite3
+
+    conn = sqlite3.connect(tmp_path / "other.sqlite3")
+    with pytest.raises(ValueError, match="not a frontier database"):
+        migrate_frontier(conn)
+    conn.close()
+
+
+def test_queue_data_is_a_request_dict() -> None:
+    # The migration edits the serialised request's "url" in place: hold the format to that.
+    data = RequestCodec(None).dumps(Request("http://example.org/a"))
+    assert pickle.loads(data)["url"] == "http://example.org/a"
