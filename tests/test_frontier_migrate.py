@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pickle
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from scrapy import Request
@@ -12,6 +12,9 @@ from polite_crawler.frontier.dupefilter import canonical_fingerprint
 from polite_crawler.frontier.migrate import CANONICAL_FORM, _fingerprint, migrate_frontier
 from polite_crawler.frontier.serialize import RequestCodec
 from polite_crawler.frontier.store import QueueStore
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 # Requests as the crawler queued them before issue 15 (URLs in canonical form 1).
 V1_QUEUE = [
