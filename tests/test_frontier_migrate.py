@@ -34,7 +34,9 @@ def _v1_frontier(path: Path) -> None:
     store = QueueStore(path)
     codec = RequestCodec(None)
     for origin, prio, url, method, body in V1_QUEUE:
-        request = Request(url, method=method, body=body)
+        meta = {"polite_robots_origin": origin, "polite_sitemap_scope": origin + "/",
+                "polite_conditional": url, "other": url}
+        request = Request(url, method=method, body=body, meta=meta)
         assert request.url == url
         store.push(origin, prio, url, codec.dumps(request))
         store.add_seen(_fingerprint(url, method, body))
@@ -83,6 +85,12 @@ def test_queue_is_rewritten_and_merged(tmp_path: Path) -> None:
         ("http://example.com/form", "POST", b"q=1"),
         ("http://example.com/form", "POST", b"q=2"),
     ]
+    # Meta naming a canonical URL or an origin follows; other meta is left alone.
+    meta = rows[1][3].meta
+    assert meta["polite_robots_origin"] == "http://[::ffff:127.0.0.1]:8080"
+    assert meta["polite_sitemap_scope"] == "http://[::ffff:127.0.0.1]:8080/"
+    assert meta["polite_conditional"] == "http://[::ffff:127.0.0.1]:8080/x"
+    assert meta["other"] == "http://[::ffff:7f00:1]:8080/x"
     assert store.head("http://[::ffff:127.0.0.1]:8080") is not None
     assert store.stopped() == {"http://[::ffff:127.0.0.1]:8080": "403"}
     store.close()

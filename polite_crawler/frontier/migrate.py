@@ -4,7 +4,9 @@ The queue holds canonical URLs (a row's ``url``, its ``origin`` and the
 serialised request) and the seen set holds fingerprints of canonical URLs
 (:func:`polite_crawler.frontier.dupefilter.canonical_fingerprint`). When the
 canonical form changes (issue 15: version 2), :func:`migrate_frontier` rewrites
-the queue in the new form, merges queued requests that now have one URL, and
+the queue in the new form (with the request meta that names a canonical URL or an
+origin: ``polite_sitemap_scope``, ``polite_conditional``, ``polite_robots_origin``),
+merges queued requests that now have one URL, re-keys stopped origins, and
 adds to the seen set the fingerprints of every form a seen URL's link may now
 take (:func:`~polite_crawler.store.migrations.recanonicalize.respellings`), so a
 resumed job neither fetches again what it has fetched nor loses what it queued.
@@ -61,6 +63,29 @@ def _request_key(d: dict[str, Any]) -> tuple[str, bytes]:
     method = str(d.get("method") or "GET").upper()
     body = d.get("body") or b""
     return method, body if isinstance(body, bytes) else str(body).encode("utf-8")
+
+
+# Request meta that names a canonical URL or an origin (site spider, conditional requests).
+_URL_META = ("polite_sitemap_scope", "polite_conditional")
+_ORIGIN_META = ("polite_robots_origin",)
+
+
+def _new_origin(origin: str) -> str:
+    return origin_of(respellings(origin + "/")[0])
+
+
+def _rewrite_meta(meta: object) -> bool:
+    if not isinstance(meta, dict):
+        return False
+    changed = False
+    for name in (*_URL_META, *_ORIGIN_META):
+        value = meta.get(name)
+        if isinstance(value, str) and value.startswith(("http://", "https://")):
+            new = _new_origin(value) if name in _ORIGIN_META else respellings(value)[0]
+            if new != value:
+                meta[name] = new
+                changed = True
+    return changed
 
 
 def _has_tables(conn: sqlite3.Connection) -> bool:
@@ -129,14 +154,15 @@ def _migrate(conn: sqlite3.Connection, known_urls: Iterable[str],
             result.merged += 1
             continue
         kept[(new, *key)] = (row_id, prio)
-        if new != url:
+        meta_changed = _rewrite_meta(d.get("meta"))
+        if new != url or meta_changed:
             d["url"] = new
             conn.execute("UPDATE frontier_queue SET url=?, origin=?, data=? WHERE id=?",
                          (new, origin_of(new), pickle.dumps(d, protocol=5), row_id))
-            result.rewritten += 1
+            result.rewritten += int(new != url)
     # Stopped origins are keyed by origin, whose host may be spelt anew.
     for origin, reason in conn.execute("SELECT origin, reason FROM frontier_stopped").fetchall():
-        new_origin = origin_of(respellings(origin + "/")[0])
+        new_origin = _new_origin(origin)
         if new_origin != origin:
             conn.execute("DELETE FROM frontier_stopped WHERE origin=?", (origin,))
             conn.execute("INSERT OR REPLACE INTO frontier_stopped VALUES (?, ?)",
