@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+import pytest_twisted
 
 from polite_crawler.middlewares.conditional import FOLLOW
 from polite_crawler.policy.urls import canonicalize
@@ -176,3 +177,84 @@ def _explode(execute: Any, dialect: str) -> None:
 ])
 def test_respellings(stored: str, forms: list[str]) -> None:
     assert respellings(stored) == forms
+
+
+# --- a real crawl after the upgrade ------------------------------------------------------
+
+HOST = "127.0.8.15"
+# Links whose canonical form changed with issue 15, and how form 1 stored them.
+QUERY_LINKS = {
+    "/q?article300": "/q?article300=",
+    "/q?r=http://x.example/&b": "/q?b=&r=http%3A%2F%2Fx.example%2F",
+    "/q?t=tl;dr": "/q?t=tl%3Bdr",
+}
+
+
+def _query_site(n: int = 3) -> Any:
+    from polite_crawler.web.server import Req, Resp, etag_for
+    from tests.pages_web import ArticleSite, article_html
+
+    class QueryLinkSite(ArticleSite):
+        """The article site, its index also linking pages by query string."""
+
+        def handle(self, req: Req) -> Resp:
+            path, _, query = req.path.partition("?")
+            if path == "/":
+                body = article_html("Index", "The index of all articles.",
+                                    [*sorted(self.texts)[:n], *QUERY_LINKS])
+            elif path == "/q":
+                # A page per link, whatever the order of its parameters.
+                pages = [sorted(link[3:].split("&")) for link in QUERY_LINKS]
+                if sorted(query.split("&")) not in pages:
+                    return Resp(404, b"<html><body>Not found</body></html>")
+                i = n + pages.index(sorted(query.split("&")))
+                body = article_html(f"Query {query}", self.texts[f"/a/{i}"], ["/"])
+            else:
+                return super().handle(req)
+            return Resp(200, body, etag=etag_for(body), last_modified=self.mtime)
+
+    return QueryLinkSite(n=n + len(QUERY_LINKS))
+
+
+def _to_form_1(tmp_path: Any, base: str) -> None:
+    """Make the crawl's page store look as the crawler before issue 15 left it."""
+    import sqlite3
+
+    conn = sqlite3.connect(tmp_path / "polite.sqlite3")
+    with conn:
+        for link, stored in QUERY_LINKS.items():
+            new = canonicalize(base + link)
+            assert conn.execute("UPDATE pages SET canonical_url = ? WHERE canonical_url = ?",
+                                (base + stored, new)).rowcount == 1, new
+        conn.execute("DELETE FROM page_aliases")
+        conn.execute("DELETE FROM page_store_schema WHERE version >= 2")
+    conn.close()
+
+
+@pytest.mark.usefixtures("web_factory")
+@pytest_twisted.ensureDeferred
+async def test_first_crawl_after_the_upgrade_revalidates_instead_of_refetching(
+        web_factory: Any, tmp_path: Any) -> None:
+    from tests.crawl import run_crawl
+    from tests.pages_web import PageSpider
+    from tests.test_pipelines_pages import _settings
+
+    site = _query_site()
+    web = web_factory({HOST: site})
+    base = web.url(HOST, "")
+    first = await run_crawl(PageSpider, _settings(tmp_path), url=web.url(HOST))
+    assert {i["canonical_url"] for i in first.items} >= {canonicalize(base + q)
+                                                        for q in QUERY_LINKS}
+    _to_form_1(tmp_path, base)
+    before = len(web.entries(HOST))
+
+    second = await run_crawl(PageSpider, _settings(tmp_path, "job2"), url=web.url(HOST),
+                             recrawl="all")
+
+    asked = [e for e in web.entries(HOST)[before:] if e.path.startswith("/q")]
+    assert sorted(e.path for e in asked) == sorted(canonicalize(base + q)[len(base):]
+                                                   for q in QUERY_LINKS)
+    for e in asked:  # each page stored in form 1 is revalidated, not fetched as new
+        assert "if-none-match" in e.headers, e.path
+        assert e.status == 304, e.path
+    assert second.stats.get("polite/conditional/not_modified", 0) >= len(QUERY_LINKS)
