@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import doctest
 import json
+import re
 import string
 from pathlib import Path
 from urllib.parse import unquote
@@ -159,6 +160,11 @@ def test_never_raises_anything_but_urlerror(text: str) -> None:
     assert isinstance(out, str)
     assert out.isascii()
     assert canonicalize(out) == out
+    assert _URI.fullmatch(out), out
+
+
+# RFC 3986 appendix A, loosely: only URI characters, and every "%" starts an escape.
+_URI = re.compile(r"https?://(?:[A-Za-z0-9\-._~!$&'()*+,;=:@/?\[\]]|%[0-9A-F]{2})*")
 
 
 @settings(max_examples=300)
