@@ -9,11 +9,18 @@ import pytest
 from scrapy import Request
 
 from polite_crawler.frontier.dupefilter import canonical_fingerprint
-from polite_crawler.frontier.migrate import CANONICAL_FORM, _fingerprint, migrate_frontier
+from polite_crawler.frontier.migrate import (
+    CANONICAL_FORM,
+    FrontierMigration,
+    _fingerprint,
+    migrate_frontier,
+)
 from polite_crawler.frontier.serialize import RequestCodec
 from polite_crawler.frontier.store import QueueStore
+from polite_crawler.store.paths import connect
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable, Iterator
     from pathlib import Path
 
 # Requests as the crawler queued them before issue 15 (URLs in canonical form 1).
@@ -48,6 +55,16 @@ def _v1_frontier(path: Path) -> None:
     store.close()
 
 
+def _migrate(path: Path, known_urls: Iterable[str] = ()) -> FrontierMigration | None:
+    # Its own connection, as the frontier's open path makes one (QueueStore may migrate
+    # by itself once it calls migrate_frontier).
+    conn = connect(path)
+    try:
+        return migrate_frontier(conn, known_urls=known_urls)
+    finally:
+        conn.close()
+
+
 def _queue(store: QueueStore) -> list[tuple[str, int, str, Request]]:
     codec = RequestCodec(None)
     rows = store.conn.execute("SELECT origin, prio, url, data FROM frontier_queue ORDER BY id")
@@ -64,10 +81,10 @@ def test_fingerprint_is_the_dupefilter_s() -> None:
 def test_queue_is_rewritten_and_merged(tmp_path: Path) -> None:
     path = tmp_path / "frontier.sqlite3"
     _v1_frontier(path)
-    store = QueueStore(path)
-    result = migrate_frontier(store.conn, known_urls=[V1_FETCHED])
+    result = _migrate(path, known_urls=[V1_FETCHED])
     assert result is not None
     assert (result.from_version, result.rewritten, result.merged) == (1, 3, 1)
+    store = QueueStore(path)
     rows = _queue(store)
     assert [(o, p, u) for o, p, u, _ in rows] == [
         ("http://example.org", 0, "http://example.org/show?article300="),
@@ -99,8 +116,8 @@ def test_queue_is_rewritten_and_merged(tmp_path: Path) -> None:
 def test_seen_set_knows_every_form_of_what_was_seen(tmp_path: Path) -> None:
     path = tmp_path / "frontier.sqlite3"
     _v1_frontier(path)
+    _migrate(path, known_urls=[V1_FETCHED])
     store = QueueStore(path)
-    migrate_frontier(store.conn, known_urls=[V1_FETCHED])
     for link in [
         "http://example.org/show?article300",     # the link form 1 stored with "="
         "http://example.org/show?article300=",
@@ -119,10 +136,8 @@ def test_seen_set_knows_every_form_of_what_was_seen(tmp_path: Path) -> None:
 def test_migration_runs_once_and_survives_reopening(tmp_path: Path) -> None:
     path = tmp_path / "frontier.sqlite3"
     _v1_frontier(path)
-    store = QueueStore(path)
-    assert migrate_frontier(store.conn) is not None
-    assert migrate_frontier(store.conn) is None
-    store.close()
+    assert _migrate(path) is not None
+    assert _migrate(path) is None
     again = QueueStore(path)
     assert migrate_frontier(again.conn) is None
     row = again.conn.execute("SELECT value FROM frontier_meta WHERE key='canonical_form'")
@@ -132,31 +147,45 @@ def test_migration_runs_once_and_survives_reopening(tmp_path: Path) -> None:
 
 
 def test_new_frontier_is_marked_current(tmp_path: Path) -> None:
-    store = QueueStore(tmp_path / "frontier.sqlite3")
-    result = migrate_frontier(store.conn)
-    assert result is not None
-    assert (result.rewritten, result.merged, result.seen_added) == (0, 0, 0)
-    assert migrate_frontier(store.conn) is None
-    store.close()
+    path = tmp_path / "frontier.sqlite3"
+    QueueStore(path).close()
+    result = _migrate(path)
+    if result is not None:  # (None: QueueStore migrated it when it opened)
+        assert (result.rewritten, result.merged, result.seen_added) == (0, 0, 0)
+    assert _migrate(path) is None
 
 
 def test_failing_migration_leaves_the_database_as_it_was(tmp_path: Path) -> None:
     path = tmp_path / "frontier.sqlite3"
     _v1_frontier(path)
-    store = QueueStore(path)
-    before = _queue(store)
+    conn = connect(path)
+    before = conn.execute("SELECT id, origin, prio, url, data FROM frontier_queue").fetchall()
 
-    def broken() -> object:
+    def broken() -> Iterator[str]:
         yield V1_FETCHED
         raise RuntimeError("power cut")
 
     with pytest.raises(RuntimeError):
-        migrate_frontier(store.conn, known_urls=broken())  # type: ignore[arg-type]
-    assert [(o, p, u) for o, p, u, _ in _queue(store)] == [(o, p, u) for o, p, u, _ in before]
-    assert store.conn.execute(
+        migrate_frontier(conn, known_urls=broken())
+    assert conn.execute("SELECT id, origin, prio, url, data FROM frontier_queue").fetchall() \
+        == before
+    assert conn.execute(
         "SELECT 1 FROM frontier_meta WHERE key='canonical_form'").fetchone() is None
-    assert migrate_frontier(store.conn, known_urls=[V1_FETCHED]) is not None
-    store.close()
+    assert migrate_frontier(conn, known_urls=[V1_FETCHED]) is not None
+    conn.close()
+
+
+@pytest.mark.xfail(reason="wiring owned by the frontier: QueueStore.__init__ is to call "
+                          "migrate_frontier(self.conn); remove this mark then", strict=False)
+def test_opening_the_queue_migrates_it(tmp_path: Path) -> None:
+    path = tmp_path / "frontier.sqlite3"
+    _v1_frontier(path)
+    store = QueueStore(path)
+    try:
+        assert store.head("http://[::ffff:127.0.0.1]:8080") is not None
+        assert store.is_seen(canonical_fingerprint(Request("http://example.org/show?article300")))
+    finally:
+        store.close()
 
 
 def test_not_a_frontier_database(tmp_path: Path) -> None:
