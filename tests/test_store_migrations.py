@@ -258,3 +258,13 @@ async def test_first_crawl_after_the_upgrade_revalidates_instead_of_refetching(
         assert "if-none-match" in e.headers, e.path
         assert e.status == 304, e.path
     assert second.stats.get("polite/conditional/not_modified", 0) >= len(QUERY_LINKS)
+
+
+def test_doctests() -> None:
+    import doctest
+
+    from polite_crawler.store.migrations import recanonicalize
+
+    result = doctest.testmod(recanonicalize)
+    assert result.attempted >= 3
+    assert result.failed == 0
