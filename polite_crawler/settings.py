@@ -7,6 +7,9 @@ defaults are in :mod:`polite_crawler.defaults`.
 BOT_NAME = "polite_crawler"
 SPIDER_MODULES = ["polite_crawler.spiders"]
 NEWSPIDER_MODULE = "polite_crawler.spiders"
+# The operator's commands (crawl, explain, forget, history, report); other projects
+# get them through the scrapy.commands entry point.
+COMMANDS_MODULE = "polite_crawler.commands"
 
 ADDONS = {"polite_crawler.addon.PoliteAddon": 0}
 

@@ -1,0 +1,102 @@
+"""``scrapy crawl``: Scrapy's own command, with the add-on's refusals checked first.
+
+A crawl that cannot start (no site given, a missing ``-a urls=`` file, a browser
+User-Agent, no POLITE_BOT_URL for a public host) says so in one line on stderr and
+exits with status 2, before Scrapy writes its start-up log: the same checks the
+spider and the identity middleware make when the crawl starts, made here on the
+spider's class and arguments. Projects that do not use the add-on get Scrapy's
+command unchanged.
+
+This command wins over Scrapy's: Scrapy reads its own commands, then the
+``scrapy.commands`` entry points (which replace a built-in of the same name), then
+``COMMANDS_MODULE`` (which replaces both; this project's settings name this package).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from scrapy.commands.crawl import Command as ScrapyCrawlCommand
+from scrapy.settings import SETTINGS_PRIORITIES
+
+from polite_crawler.commands._base import fail, with_defaults
+from polite_crawler.policy.identity import IdentityError, check_user_agent, is_loopback_host
+from polite_crawler.policy.network import in_networks, parse_networks
+
+if TYPE_CHECKING:
+    import argparse
+
+    from scrapy.settings import BaseSettings
+
+ADDON = "polite_crawler.addon.PoliteAddon"
+
+
+def uses_addon(settings: BaseSettings) -> bool:
+    for key in settings.getdict("ADDONS"):
+        name = key if isinstance(key, str) else f"{key.__module__}.{key.__qualname__}"
+        if name == ADDON:
+            return True
+    return False
+
+
+def start_problem(settings: BaseSettings, spidercls: type, spargs: dict[str, Any]) -> str | None:
+    """Why a crawl of ``spidercls`` with ``spargs`` would refuse to start, or None.
+
+    The same refusals as :class:`~polite_crawler.spiders.site.SiteSpider` (its
+    arguments) and :class:`~polite_crawler.middlewares.identity.IdentityMiddleware`
+    (the identity) raise when the crawl opens.
+    """
+    from polite_crawler.middlewares.identity import identity_from_settings
+    from polite_crawler.spiders.site import SiteSpider, UsageError, read_start_urls
+
+    merged = settings.copy()
+    with_defaults(merged)
+    update = getattr(spidercls, "update_settings", None)
+    if callable(update):
+        update(merged)
+    start: list[str] = [u for u in (getattr(spidercls, "start_urls", None) or [])
+                        if isinstance(u, str)]
+    if isinstance(spidercls, type) and issubclass(spidercls, SiteSpider):
+        try:
+            start.extend(read_start_urls(spargs.get("url"), spargs.get("urls")))
+        except UsageError as exc:
+            return str(exc)
+    try:
+        identity = identity_from_settings(merged)
+        user_set = (merged.getpriority("USER_AGENT") or 0) > SETTINGS_PRIORITIES["default"]
+        check_user_agent(merged.get("USER_AGENT") if user_set else None, identity)
+        check_user_agent(getattr(spidercls, "user_agent", None), identity)
+    except IdentityError as exc:
+        return f"{exc}; remove it (the crawler sets its own User-Agent)"
+    if not merged.get("POLITE_BOT_URL"):
+        networks = parse_networks(merged.getlist("POLITE_TEST_NETWORKS"))
+        for url in start:
+            host = urlsplit(url).hostname or ""
+            if not (is_loopback_host(host) or in_networks(host, networks)):
+                return (f"refusing to crawl {url}: POLITE_BOT_URL is not set; publish "
+                        "bot_page/ (make bot-page) where site owners can read it and pass "
+                        "-s POLITE_BOT_URL=<its address> -s POLITE_CONTACT=<your mail>")
+    return None
+
+
+class Command(ScrapyCrawlCommand):
+    def long_desc(self) -> str:
+        return ("Run a spider of the current project, by name. With the polite_crawler "
+                "add-on, a crawl that would refuse to start says why in one line and "
+                "exits with status 2.")
+
+    def process_options(self, args: list[str], opts: argparse.Namespace) -> None:
+        super().process_options(args, opts)
+        if len(args) != 1 or self.settings is None or not uses_addon(self.settings):
+            return
+        from scrapy.spiderloader import get_spider_loader
+
+        try:
+            spidercls = get_spider_loader(self.settings).load(args[0])
+        except KeyError:
+            fail("crawl", f"no spider named {args[0]!r} (scrapy list names them)")
+            return
+        problem = start_problem(self.settings, spidercls, dict(opts.spargs))
+        if problem is not None:
+            fail("crawl", problem)
