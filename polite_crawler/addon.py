@@ -59,6 +59,7 @@ COMPONENTS: dict[str, dict[str, int | None]] = {
         "polite_crawler.middlewares.addresses.AddressPolicyMiddleware": 50,  # SSRF guard, first
         "polite_crawler.middlewares.traps.TrapStopMiddleware": 60,  # origins stopped for low yield
         "polite_crawler.middlewares.settled.SettledFailureMiddleware": 40,  # no tracebacks
+        "polite_crawler.middlewares.optout.OptOutMiddleware": 45,  # opt-outs, robots.txt too
         "polite_crawler.middlewares.conditional.ConditionalRequestMiddleware": 900,  # 304s
         "polite_crawler.middlewares.identity.IdentityMiddleware": 980,
         "polite_crawler.middlewares.gate.GateMiddleware": 990,  # last before the network

@@ -101,4 +101,8 @@ POLITE_DEFAULTS: dict[str, Any] = {
     "POLITE_EXCHANGE_TIMEOUT": 45.0,
     "POLITE_MAX_HEADER_BYTES": 64 * 1024,  # status line + headers of one response
     "POLITE_DNS_LOOKUP": "",  # (name, port) -> [address]; empty: getaddrinfo (tests inject one)
+    # --- the operator's side (issue 18) ------------------------------------
+    # Seconds between two reads of the opt-out list's version by a running crawl
+    # (scrapy forget waits for every live crawl to acknowledge).
+    "POLITE_OPTOUT_POLL": 0.2,
 }

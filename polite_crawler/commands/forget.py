@@ -1,0 +1,477 @@
+"""``scrapy forget ORIGIN``: a site owner's opt-out, honoured by every job from its next dispatch.
+
+The origin goes on the durable opt-out list in the origin store
+(:mod:`polite_crawler.store.optout`); every running job reads the list's version
+and stops the origin (the opt-out middleware drops even its robots.txt request),
+and ``forget`` waits until each live job has acknowledged: after it returns, no
+job sends the origin a request. Then it deletes what the crawl holds of the origin:
+its pages (with their texts and fingerprints) in the page store (SQLite or
+PostgreSQL), aliases to and from it, near-duplicate links pointing at its pages,
+its robots.txt copy, and its queued URLs in every job frontier it can find:
+
+* the frontier file each job registered when it opened (``polite_optout_jobs``:
+  JOBDIR/polite_frontier.sqlite3, or the temporary one in the state directory);
+* every ``polite_frontier.sqlite3`` under ``<state dir>/jobs/`` (the default JOBDIRs);
+* the JOBDIR setting, and each ``--jobdir DIR`` (a JOBDIR or a directory above some).
+
+A live job's own frontier is emptied of the origin by the job (it stops the origin);
+the others are edited here. The access logs are kept: they are the record that
+answers the owner's questions (``scrapy history``).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from scrapy.commands import ScrapyCommand
+
+from polite_crawler.commands._base import (
+    CommandError,
+    add_common,
+    emit,
+    fail,
+    origins_db,
+    pages_db,
+    parse_origin,
+    state_dir_of,
+    when,
+    with_defaults,
+)
+from polite_crawler.frontier.store import owner_alive
+from polite_crawler.store.optout import Job, OptOutList
+
+if TYPE_CHECKING:
+    import argparse
+
+    from polite_crawler.store.pages import SQLPageBackend
+
+QUEUE_DB = "polite_frontier.sqlite3"
+
+
+def _prefix_sql(column: str) -> str:
+    # Canonical URLs of an origin start with "<origin>/"; substr is portable (SQLite, PG).
+    return f"substr({column}, 1, ?) = ?"
+
+
+def page_store_backend(settings: Any, state: Path, timeout: float) -> tuple[SQLPageBackend,
+                                                                             str] | None:
+    """The page store's backend (None: no SQLite page store was ever written)."""
+    from polite_crawler.store.pages import backend_factory
+
+    uri = settings.get("POLITE_STORE") or ""
+    if uri.startswith(("postgresql://", "postgres://")):
+        try:
+            return backend_factory(uri, "")(), "postgresql"
+        except Exception as exc:  # psycopg's errors: no server, refused, bad URI
+            raise CommandError(f"cannot open the page store {uri}: {exc}") from exc
+    path = Path(uri.removeprefix("sqlite:///")) if uri.startswith("sqlite:///") else pages_db(state)
+    if not path.is_file():
+        return None
+    backend = backend_factory(f"sqlite:///{path}", str(path))()
+    backend.execute(f"PRAGMA busy_timeout={int(timeout * 1000)}")
+    return backend, str(path)
+
+
+def _columns(backend: SQLPageBackend) -> dict[str, set[str]]:
+    """Tables of the page store and their columns."""
+    if backend.dialect == "postgres":
+        rows = backend.execute(
+            "SELECT table_name, column_name FROM information_schema.columns "
+            "WHERE table_schema = current_schema()")
+        out: dict[str, set[str]] = {}
+        for table, column in rows:
+            out.setdefault(str(table), set()).add(str(column))
+        return out
+    tables = [r[0] for r in backend.execute(
+        "SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%'")]
+    return {t: {r[1] for r in backend.execute(f'PRAGMA table_info("{t}")')} for t in tables}
+
+
+def delete_from_page_store(backend: SQLPageBackend, origin: str) -> dict[str, int]:
+    """Delete everything of ``origin`` in the page store, in one transaction.
+
+    ``pages`` rows of the origin (their texts, hashes and SimHash fingerprints are
+    columns of those rows), ``page_aliases`` from or to it, near-duplicate links
+    (``near_duplicate_of``) pointing at it; and, in any other table of the store,
+    rows whose ``origin`` is it or whose ``canonical_url`` is one of its URLs.
+    """
+    prefix = origin + "/"
+    p = (len(prefix), prefix)
+    tables = _columns(backend)
+    removed: dict[str, int] = {}
+    backend.begin()
+    try:
+        def count(sql: str, params: tuple[Any, ...]) -> int:
+            return int(backend.execute(sql, params)[0][0])
+
+        if "pages" in tables:
+            removed["pages"] = count("SELECT COUNT(*) FROM pages WHERE origin = ?", (origin,))
+            if "near_duplicate_of" in tables["pages"]:
+                where = f"origin <> ? AND {_prefix_sql('near_duplicate_of')}"
+                removed["near_duplicate_links"] = count(
+                    f"SELECT COUNT(*) FROM pages WHERE {where}", (origin, *p))
+                backend.execute(f"UPDATE pages SET near_duplicate_of = NULL WHERE {where}",
+                                (origin, *p))
+            backend.execute("DELETE FROM pages WHERE origin = ?", (origin,))
+        if "page_aliases" in tables:
+            where = f"{_prefix_sql('alias_url')} OR {_prefix_sql('canonical_url')}"
+            removed["aliases"] = count(f"SELECT COUNT(*) FROM page_aliases WHERE {where}", p + p)
+            backend.execute(f"DELETE FROM page_aliases WHERE {where}", p + p)
+        for table, cols in sorted(tables.items()):
+            if table in ("pages", "page_aliases", "page_store_schema"):
+                continue
+            if "origin" in cols:
+                n = count(f'SELECT COUNT(*) FROM "{table}" WHERE origin = ?', (origin,))
+                backend.execute(f'DELETE FROM "{table}" WHERE origin = ?', (origin,))
+            elif "canonical_url" in cols:
+                where = _prefix_sql("canonical_url")
+                n = count(f'SELECT COUNT(*) FROM "{table}" WHERE {where}', p)
+                backend.execute(f'DELETE FROM "{table}" WHERE {where}', p)
+            else:
+                continue
+            if n:
+                removed[table] = n
+        backend.commit()
+    except BaseException:
+        backend.rollback()
+        raise
+    return removed
+
+
+def frontier_files(state: Path, jobs: list[Job], extra: list[str],
+                   jobdir: str | None) -> list[Path]:
+    """Every job frontier file this command can find (see the module docstring)."""
+    found: list[Path] = [Path(j.queue_path) for j in jobs if j.queue_path]
+    found.extend((state / "jobs").glob(f"**/{QUEUE_DB}"))
+    for raw in [*(extra or []), *([jobdir] if jobdir else [])]:
+        root = Path(raw).expanduser()
+        if root.is_file():
+            found.append(root)
+        elif (root / QUEUE_DB).is_file():
+            found.append(root / QUEUE_DB)
+        else:
+            found.extend(root.glob(f"**/{QUEUE_DB}"))
+    seen: set[Path] = set()
+    out = []
+    for path in found:
+        resolved = path.resolve()
+        if resolved not in seen and resolved.is_file():
+            seen.add(resolved)
+            out.append(resolved)
+    return out
+
+
+def edit_frontier(path: Path, origin: str, *, undo: bool, timeout: float) -> int | str:
+    """Drop the origin's queued URLs from a job frontier that no live job holds.
+
+    ``undo``: forget that the job stopped the origin for the opt-out instead.
+    Returns the rows changed, or why the file was left alone.
+    """
+    try:
+        conn = sqlite3.connect(str(path), timeout=timeout, isolation_level=None)
+    except sqlite3.Error as exc:
+        return f"unreadable: {exc}"
+    try:
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        if "frontier_queue" not in tables:
+            return "not a job frontier"
+        conn.execute("BEGIN IMMEDIATE")
+        if undo:
+            cur = conn.execute("DELETE FROM frontier_stopped WHERE origin=? AND reason=?",
+                               (origin, "opted_out"))
+        else:
+            cur = conn.execute("DELETE FROM frontier_queue WHERE origin=?", (origin,))
+        conn.execute("COMMIT")
+        return cur.rowcount
+    except sqlite3.OperationalError as exc:
+        return f"left alone: {exc}"
+    finally:
+        conn.close()
+
+
+def is_live(job: Job) -> bool:
+    return job.closed_at is None and owner_alive(job.owner) is not False
+
+
+class Command(ScrapyCommand):
+    requires_project = False
+    _ended: set[str] = set()
+    default_settings = {"LOG_ENABLED": False}
+
+    def syntax(self) -> str:
+        return "ORIGIN [--reason TEXT] | --list | --undo ORIGIN"
+
+    def short_desc(self) -> str:
+        return "Opt an origin out: never fetch it again and delete what is stored of it"
+
+    def long_desc(self) -> str:
+        return (
+            "Put ORIGIN (scheme://host[:port]) on the durable opt-out list that every "
+            "running and future job honours from its next dispatch (not even robots.txt is "
+            "fetched), wait until every running job has acknowledged it, then delete its "
+            "stored pages, texts, fingerprints, aliases, near-duplicate links pointing at "
+            "it, its robots.txt copy and its queued URLs in every job frontier found, and "
+            "print what was removed. --list shows the list, --undo takes an origin off it.")
+
+    def add_options(self, parser: argparse.ArgumentParser) -> None:
+        super().add_options(parser)
+        add_common(parser)
+        parser.add_argument("--reason", default="", help="why (kept with the list entry)")
+        parser.add_argument("--list", action="store_true", help="show the opt-out list")
+        parser.add_argument("--undo", action="store_true",
+                            help="take ORIGIN off the list (deleted data stays deleted)")
+        parser.add_argument("--force", action="store_true",
+                            help="list an origin the crawl has never seen")
+        parser.add_argument("--jobdir", action="append", default=[], metavar="DIR",
+                            help="another JOBDIR (or a directory above JOBDIRs) to clean")
+        parser.add_argument("--wait", type=float, default=60.0, metavar="SECONDS",
+                            help="how long to wait for running jobs to acknowledge (60)")
+        parser.add_argument("--lock-timeout", type=float, default=10.0, metavar="SECONDS",
+                            help="how long to wait for a store another process has locked (10)")
+
+    def run(self, args: list[str], opts: argparse.Namespace) -> None:
+        try:
+            data, text, status = self._run(args, opts)
+        except CommandError as exc:
+            fail("forget", str(exc))
+            return
+        emit(opts, data, text)
+        if status:
+            raise SystemExit(status)
+
+    # --------------------------------------------------------------------------------
+    def _run(self, args: list[str], opts: argparse.Namespace) -> tuple[Any, str, int]:
+        assert self.settings is not None
+        settings = with_defaults(self.settings)
+        state = state_dir_of(settings, opts.state_dir)
+        db = origins_db(state)
+        if opts.list:
+            if args:
+                raise CommandError("--list takes no origin")
+            return self._list(db, opts)
+        if len(args) != 1:
+            raise CommandError("name one origin, e.g. scrapy forget https://example.org")
+        origin = parse_origin(args[0])
+        optout = self._open_list(db, opts.lock_timeout)
+        try:
+            if opts.undo:
+                return self._undo(optout, state, origin, opts)
+            return self._forget(optout, settings, state, origin, opts)
+        finally:
+            optout.close()
+
+    @staticmethod
+    def _open_list(db: Path, timeout: float) -> OptOutList:
+        try:
+            optout = OptOutList(db, timeout=timeout)
+            # Nothing is changed unless the store can be written now.
+            optout.conn.execute("BEGIN IMMEDIATE")
+            optout.conn.execute("ROLLBACK")
+        except sqlite3.OperationalError as exc:
+            raise CommandError(f"the origin store {db} is locked by another process ({exc}); "
+                               "nothing was changed, try again") from exc
+        return optout
+
+    def _list(self, db: Path, opts: argparse.Namespace) -> tuple[Any, str, int]:
+        from polite_crawler.commands._base import has_table, open_read_only
+
+        conn = open_read_only(db)
+        try:
+            if not has_table(conn, "polite_optout"):
+                entries: list[Any] = []
+            else:
+                optout = OptOutList.__new__(OptOutList)
+                optout.conn, optout._own = conn, False
+                entries = [{"origin": e.origin, "reason": e.reason, "added_at": e.added_at}
+                           for e in optout.entries().values()]
+        finally:
+            conn.close()
+        lines = [f"{len(entries)} origins on the opt-out list"]
+        lines += [f"  {e['origin']}  since {when(e['added_at'])}"
+                  + (f"  ({e['reason']})" if e["reason"] else "") for e in entries]
+        return {"optout": entries}, "\n".join(lines), 0
+
+    def _known(self, settings: Any, state: Path, db: Path, origin: str) -> bool:
+        conn = sqlite3.connect(str(db), timeout=5.0)
+        try:
+            for table in ("polite_origin", "robots_txt"):
+                try:
+                    if conn.execute(f"SELECT 1 FROM {table} WHERE origin=?", (origin,)).fetchone():
+                        return True
+                except sqlite3.OperationalError:
+                    continue
+        finally:
+            conn.close()
+        pages = page_store_backend(settings, state, 5.0)
+        if pages is not None:
+            backend = pages[0]
+            try:
+                if backend.execute("SELECT 1 FROM pages WHERE origin = ? LIMIT 1", (origin,)):
+                    return True
+            except Exception:  # no pages table yet
+                pass
+            finally:
+                backend.close()
+        needle = f'"{origin}"'
+        for log in state.glob("access-*.jsonl"):
+            with log.open(encoding="utf-8", errors="replace") as fh:
+                if any(needle in line for line in fh):
+                    return True
+        return False
+
+    def _probe_locks(self, settings: Any, state: Path, timeout: float) -> None:
+        pages = page_store_backend(settings, state, timeout)
+        if pages is None:
+            return
+        backend, where = pages
+        try:
+            backend.begin()
+            backend.rollback()
+        except Exception as exc:
+            raise CommandError(f"the page store {where} is locked by another process ({exc}); "
+                               "nothing was changed, try again") from exc
+        finally:
+            backend.close()
+
+    def _forget(self, optout: OptOutList, settings: Any, state: Path, origin: str,
+                opts: argparse.Namespace) -> tuple[Any, str, int]:
+        db = origins_db(state)
+        if optout.get(origin) is None and not opts.force \
+                and not self._known(settings, state, db, origin):
+            raise CommandError(f"{origin} is unknown here (no origin state, robots.txt copy, "
+                               "page or access log line); check the spelling, or --force")
+        self._probe_locks(settings, state, opts.lock_timeout)
+        now = time.time()
+        version = optout.add(origin, opts.reason, now)
+        acked, late = self._wait_for_acks(optout, version, opts.wait)
+        ended = sorted(self._ended)
+        removed: dict[str, Any] = {}
+        pages = page_store_backend(settings, state, 30.0)
+        if pages is not None:
+            backend, where = pages
+            try:
+                counts = delete_from_page_store(backend, origin)
+                if acked:
+                    # A page a live job had read before it acknowledged may still be in its
+                    # store's open batch: look again once that batch is committed.
+                    time.sleep(settings.getfloat("POLITE_STORE_FLUSH", 1.0) + 0.5)
+                    for key, n in delete_from_page_store(backend, origin).items():
+                        counts[key] = counts.get(key, 0) + n
+            finally:
+                backend.close()
+            removed["page_store"] = {"where": where, **counts}
+        robots = optout.conn.execute("DELETE FROM robots_txt WHERE origin=?", (origin,)) \
+            if _has(optout.conn, "robots_txt") else None
+        removed["robots_txt"] = robots.rowcount if robots is not None else 0
+        live = {j.queue_path for j in acked if j.queue_path}
+        jobdir = settings.get("JOBDIR") or None
+        frontiers: dict[str, Any] = {}
+        for path in frontier_files(state, optout.jobs(), opts.jobdir, jobdir):
+            if str(path) in live:
+                frontiers[str(path)] = "dropped by the running job"
+            else:
+                frontiers[str(path)] = edit_frontier(path, origin, undo=False,
+                                                     timeout=min(opts.lock_timeout, 2.0))
+        removed["frontiers"] = frontiers
+        optout.record_removed(origin, removed)
+        data = {"origin": origin, "reason": opts.reason, "version": version, "at": now,
+                "acknowledged": [_job(j) for j in acked], "ended_meanwhile": ended,
+                "not_acknowledged":
+                [_job(j) for j in late], "removed": removed}
+        return data, _forget_text(data), 1 if late else 0
+
+    def _wait_for_acks(self, optout: OptOutList, version: int,
+                       wait: float) -> tuple[list[Job], list[Job]]:
+        deadline = time.monotonic() + max(wait, 0.0)
+        first = True
+        while True:
+            running = optout.jobs(running=True)
+            live = []
+            for job in running:
+                if is_live(job):
+                    live.append(job)
+                else:  # crashed without closing: it holds nothing
+                    optout.closed(job.owner, time.time())
+            late = [j for j in live if j.version < version]
+            if first:
+                self._ended = {j.owner for j in late}
+                first = False
+            if not late or time.monotonic() >= deadline:
+                self._ended -= {j.owner for j in live}
+                return [j for j in live if j.version >= version], late
+            time.sleep(0.02)
+
+    def _undo(self, optout: OptOutList, state: Path, origin: str,
+              opts: argparse.Namespace) -> tuple[Any, str, int]:
+        if optout.get(origin) is None:
+            raise CommandError(f"{origin} is not on the opt-out list (scrapy forget --list)")
+        version = optout.remove(origin, opts.reason, time.time())
+        running = [j for j in optout.jobs(running=True) if is_live(j)]
+        live = {j.queue_path for j in running if j.queue_path}
+        frontiers: dict[str, Any] = {}
+        assert self.settings is not None
+        for path in frontier_files(state, optout.jobs(), opts.jobdir,
+                                   self.settings.get("JOBDIR") or None):
+            if str(path) not in live:
+                frontiers[str(path)] = edit_frontier(path, origin, undo=True,
+                                                     timeout=min(opts.lock_timeout, 2.0))
+        data = {"origin": origin, "version": version, "undone": True,
+                "running_jobs_keep_it_stopped": [_job(j) for j in running],
+                "frontiers": frontiers}
+        lines = [f"{origin} is off the opt-out list (version {version}): future jobs may "
+                 "crawl it again; what was deleted stays deleted"]
+        if running:
+            lines.append(f"  {len(running)} running jobs keep it stopped until they end")
+        for path, n in frontiers.items():
+            if isinstance(n, int) and n:
+                lines.append(f"  {path}: its stop for the opt-out forgotten (a resumed job "
+                             "may crawl it)")
+        return data, "\n".join(lines), 0
+
+
+def _has(conn: sqlite3.Connection, table: str) -> bool:
+    return conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?",
+                        (table,)).fetchone() is not None
+
+
+def _job(job: Job) -> dict[str, Any]:
+    return {"owner": job.owner, "spider": job.spider, "frontier": job.queue_path,
+            "acknowledged": job.version}
+
+
+def _forget_text(data: dict[str, Any]) -> str:
+    removed = data["removed"]
+    lines = [f"forgot {data['origin']}" + (f" ({data['reason']})" if data["reason"] else "")]
+    lines.append(f"  opt-out list: on it since {when(data['at'])} (version {data['version']}); "
+                 "no job fetches it again, not even robots.txt")
+    acked, late = data["acknowledged"], data["not_acknowledged"]
+    lines.append(f"  running jobs: {len(acked)} acknowledged"
+                 + "".join(f"\n    {j['spider']} {j['owner']}" for j in acked))
+    if data["ended_meanwhile"]:
+        lines.append(f"  {len(data['ended_meanwhile'])} jobs ended while forget waited")
+    for job in late:
+        lines.append(f"  NOT acknowledged in time: {job['spider']} {job['owner']} (it honours "
+                     "the list at its next check; run forget again to confirm)")
+    store = removed.get("page_store")
+    if store is None:
+        lines.append("  page store: none in this state directory")
+    else:
+        lines.append(
+            f"  page store {store['where']}: {store.get('pages', 0)} pages deleted (with their "
+            f"texts and fingerprints), {store.get('aliases', 0)} aliases, "
+            f"{store.get('near_duplicate_links', 0)} near-duplicate links to its pages dropped")
+        for key, n in store.items():
+            if key not in ("where", "pages", "aliases", "near_duplicate_links"):
+                lines.append(f"    {key}: {n} rows")
+    lines.append(f"  robots.txt cache: {removed['robots_txt']} copy deleted")
+    frontiers = removed["frontiers"]
+    if not frontiers:
+        lines.append("  job frontiers: none found")
+    for path, n in frontiers.items():
+        what = f"{n} queued URLs deleted" if isinstance(n, int) else n
+        lines.append(f"  job frontier {path}: {what}")
+    lines.append("  access logs kept (what was fetched and when: scrapy history ORIGIN)")
+    return "\n".join(lines)

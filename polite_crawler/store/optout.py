@@ -1,0 +1,199 @@
+"""The opt-out list: origins whose owners asked not to be crawled (``scrapy forget``).
+
+Durable, in the origin store (``polite-origins.sqlite3``, :data:`.paths.ORIGINS_DB`),
+shared by every job on the state directory. Four tables:
+
+* ``polite_optout``: the refused origins (origin, reason, when);
+* ``polite_optout_log``: every change (forget and undo), with what was removed, so
+  the operator can show a site owner when the request was acted on;
+* ``polite_optout_meta``: the list's version, one integer raised by every change.
+  A crawl reads it (one indexed row) and reloads the list only when it moved;
+* ``polite_optout_jobs``: every job that honours the list, as it registered on
+  opening: its owner (``host:pid:token``), its frontier file (how ``forget`` finds
+  the JOBDIR queues), the version it last acknowledged and when it closed.
+  ``forget`` waits until every live job has acknowledged the new version: a job
+  acknowledges once it holds the new list and nothing of a refused origin is in
+  flight, so when ``forget`` returns no request of that origin leaves any job.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from polite_crawler.store.paths import connect
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS polite_optout (
+    origin   TEXT PRIMARY KEY,
+    reason   TEXT NOT NULL,
+    added_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS polite_optout_log (
+    id      INTEGER PRIMARY KEY AUTOINCREMENT,
+    origin  TEXT NOT NULL,
+    action  TEXT NOT NULL,            -- 'forget' or 'undo'
+    reason  TEXT NOT NULL,
+    at      REAL NOT NULL,
+    removed TEXT NOT NULL DEFAULT '{}' -- JSON: what was deleted, by store
+);
+CREATE TABLE IF NOT EXISTS polite_optout_meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS polite_optout_jobs (
+    owner      TEXT PRIMARY KEY,      -- host:pid:token
+    spider     TEXT NOT NULL,
+    queue_path TEXT,                  -- the job's frontier file (JOBDIR or a temporary one)
+    opened_at  REAL NOT NULL,
+    closed_at  REAL,                  -- NULL while the job runs
+    version    INTEGER NOT NULL,      -- the list version it acknowledged
+    acked_at   REAL NOT NULL
+);
+"""
+
+
+@dataclass(frozen=True)
+class OptOut:
+    origin: str
+    reason: str
+    added_at: float
+
+
+@dataclass(frozen=True)
+class Job:
+    owner: str
+    spider: str
+    queue_path: str | None
+    opened_at: float
+    closed_at: float | None
+    version: int
+    acked_at: float
+
+
+class OptOutList:
+    """The list in one SQLite connection (its own, or the caller's)."""
+
+    def __init__(self, db: Path | str | sqlite3.Connection, *, timeout: float = 30.0) -> None:
+        if isinstance(db, sqlite3.Connection):
+            self.conn = db
+            self._own = False
+        else:
+            self.conn = connect(db)
+            self.conn.execute(f"PRAGMA busy_timeout={int(timeout * 1000)}")
+            self._own = True
+        self.conn.executescript(_SCHEMA)
+
+    def close(self) -> None:
+        if self._own:
+            self.conn.close()
+
+    # --- reading (cheap: what a crawl does on its requests) --------------------
+    def version(self) -> int:
+        row = self.conn.execute(
+            "SELECT value FROM polite_optout_meta WHERE key='version'").fetchone()
+        return int(row[0]) if row else 0
+
+    def entries(self) -> dict[str, OptOut]:
+        return {o: OptOut(o, r, a) for o, r, a in self.conn.execute(
+            "SELECT origin, reason, added_at FROM polite_optout ORDER BY added_at")}
+
+    def snapshot(self) -> tuple[int, frozenset[str]]:
+        """The version and the origins, read together."""
+        self.conn.execute("BEGIN")
+        try:
+            version = self.version()
+            origins = frozenset(r[0] for r in self.conn.execute(
+                "SELECT origin FROM polite_optout"))
+        finally:
+            self.conn.execute("COMMIT")
+        return version, origins
+
+    def get(self, origin: str) -> OptOut | None:
+        row = self.conn.execute("SELECT origin, reason, added_at FROM polite_optout "
+                                "WHERE origin=?", (origin,)).fetchone()
+        return OptOut(*row) if row else None
+
+    def log(self, origin: str | None = None) -> list[dict[str, Any]]:
+        sql = "SELECT origin, action, reason, at, removed FROM polite_optout_log"
+        rows = self.conn.execute(sql + (" WHERE origin=? ORDER BY id" if origin else
+                                        " ORDER BY id"), (origin,) if origin else ())
+        return [{"origin": o, "action": a, "reason": r, "at": t, "removed": json.loads(m)}
+                for o, a, r, t, m in rows]
+
+    # --- changing (the forget command) -------------------------------------------
+    def _bump(self) -> int:
+        self.conn.execute(
+            "INSERT INTO polite_optout_meta (key, value) VALUES ('version', 1) "
+            "ON CONFLICT(key) DO UPDATE SET value = value + 1")
+        return self.version()
+
+    def add(self, origin: str, reason: str, now: float) -> int:
+        """Put the origin on the list; returns the new version."""
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            self.conn.execute(
+                "INSERT INTO polite_optout (origin, reason, added_at) VALUES (?, ?, ?) "
+                "ON CONFLICT(origin) DO UPDATE SET reason=excluded.reason", (origin, reason, now))
+            self.conn.execute("INSERT INTO polite_optout_log (origin, action, reason, at) "
+                              "VALUES (?, 'forget', ?, ?)", (origin, reason, now))
+            version = self._bump()
+            self.conn.execute("COMMIT")
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+        return version
+
+    def remove(self, origin: str, reason: str, now: float) -> int:
+        """Take the origin off the list (``--undo``); returns the new version."""
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            self.conn.execute("DELETE FROM polite_optout WHERE origin=?", (origin,))
+            self.conn.execute("INSERT INTO polite_optout_log (origin, action, reason, at) "
+                              "VALUES (?, 'undo', ?, ?)", (origin, reason, now))
+            version = self._bump()
+            self.conn.execute("COMMIT")
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+        return version
+
+    def record_removed(self, origin: str, removed: dict[str, Any]) -> None:
+        """What the last ``forget`` of the origin deleted (kept with its log line)."""
+        self.conn.execute(
+            "UPDATE polite_optout_log SET removed=? WHERE id=(SELECT MAX(id) FROM "
+            "polite_optout_log WHERE origin=? AND action='forget')",
+            (json.dumps(removed, sort_keys=True), origin))
+
+    # --- jobs ----------------------------------------------------------------------
+    def register(self, owner: str, spider: str, queue_path: str | None, version: int,
+                 now: float) -> None:
+        self.conn.execute(
+            "INSERT OR REPLACE INTO polite_optout_jobs (owner, spider, queue_path, opened_at, "
+            "closed_at, version, acked_at) VALUES (?, ?, ?, ?, NULL, ?, ?)",
+            (owner, spider, queue_path, now, version, now))
+
+    def ack(self, owner: str, version: int, now: float) -> None:
+        self.conn.execute("UPDATE polite_optout_jobs SET version=?, acked_at=? WHERE owner=?",
+                          (version, now, owner))
+
+    def closed(self, owner: str, now: float) -> None:
+        self.conn.execute("UPDATE polite_optout_jobs SET closed_at=? WHERE owner=?",
+                          (now, owner))
+
+    def jobs(self, *, running: bool | None = None) -> list[Job]:
+        sql = ("SELECT owner, spider, queue_path, opened_at, closed_at, version, acked_at "
+               "FROM polite_optout_jobs")
+        if running is True:
+            sql += " WHERE closed_at IS NULL"
+        elif running is False:
+            sql += " WHERE closed_at IS NOT NULL"
+        return [Job(*row) for row in self.conn.execute(sql + " ORDER BY opened_at")]
+
+    def forget_job(self, owner: str) -> None:
+        self.conn.execute("DELETE FROM polite_optout_jobs WHERE owner=?", (owner,))
+
+
+__all__ = ["Job", "OptOut", "OptOutList"]
