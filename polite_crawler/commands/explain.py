@@ -1,0 +1,663 @@
+"""``scrapy explain``: everything the crawler would do with a URL, and why.
+
+``scrapy explain URL`` reads the shared state (origin store, robots.txt cache,
+page store, opt-out list) and says: the canonical form and which rule changed it;
+the robots.txt decision (the group that applied and the line that decided, or why
+no file applies); page rules and content signals known for it; the trap rule that
+would drop it; its origin's state (next allowed time, the rest and the term that
+binds, backoff, breaker, stop, budget); what the store holds of it (last fetch,
+status, validators, next revisit and the rule behind that date).
+
+``scrapy explain --robots FILE URL`` tests a robots.txt body against the crawler's
+own product token, offline. ``scrapy explain --status 429 --header "Retry-After: 120"``
+prints the verdict on such an answer and the wait it sets.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qsl, urlsplit
+
+from scrapy.commands import ScrapyCommand
+
+from polite_crawler.commands._base import (
+    CommandError,
+    add_common,
+    emit,
+    fail,
+    has_table,
+    open_read_only,
+    origins_db,
+    state_dir_of,
+    when,
+    with_defaults,
+)
+from polite_crawler.policy.identity import is_loopback_host
+from polite_crawler.policy.network import in_networks, parse_networks
+from polite_crawler.policy.rest import OriginState, compute_rest, floor_params, utc_day
+from polite_crawler.policy.revisit import GROW, SHRINK, Decision, Known, decide
+from polite_crawler.policy.robots import (
+    ContentSignals,
+    RobotsRules,
+    decode_robots,
+    fetch_outcome,
+)
+from polite_crawler.policy.traps import TrapLimits, url_trap
+from polite_crawler.policy.urls import (
+    SESSION_PARAMS,
+    TRACKING_PARAMS,
+    TRACKING_PREFIXES,
+    URLError,
+    canonicalize,
+    origin_of,
+)
+from polite_crawler.policy.verdicts import (
+    Action,
+    FailureState,
+    VerdictParams,
+    apply_verdict,
+    classify_response,
+    describe_stop,
+    for_robots_txt,
+)
+
+if TYPE_CHECKING:
+    import argparse
+    import sqlite3
+
+    from scrapy.settings import BaseSettings
+
+_ACTIONS = {
+    Action.OK: "a success: the page is read, the origin rests as usual",
+    Action.NOT_MODIFIED: "a success: the stored copy is reused, the origin rests as usual",
+    Action.RETRY_LATER: "try again later: the request goes back to the frontier behind the wait",
+    Action.STOP_ORIGIN: "stop: nothing more is fetched from the origin this run",
+    Action.GIVE_UP: "given up: this URL is not retried, the origin carries on",
+}
+
+
+# --- canonical form ----------------------------------------------------------------------
+
+def canonical_changes(url: str, strip: list[str]) -> tuple[str, list[str]]:
+    """The canonical form of ``url`` and the rules that changed it (plain words)."""
+    canon = canonicalize(url, strip_params=strip)
+    a, b = urlsplit(url.strip()), urlsplit(canon)
+    out: list[str] = []
+    if url.strip().split(":", 1)[0] != b.scheme:
+        out.append("scheme lower-cased")
+    if "@" in a.netloc:
+        out.append("user name and password dropped")
+    host = a.netloc.rpartition("@")[2]
+    host = host.rsplit(":", 1)[0] if not host.endswith("]") else host
+    if host and host != host.lower():
+        out.append("host lower-cased")
+    if host.endswith("."):
+        out.append("trailing dot of the host dropped")
+    if host and not host.isascii():
+        out.append("internationalised host written in punycode (IDNA)")
+    default = {"http": 80, "https": 443}.get(b.scheme)
+    try:
+        port = a.port
+    except ValueError:
+        port = None
+    if port is not None and port == default:
+        out.append(f"default port :{port} dropped")
+    if a.fragment or url.strip().endswith("#"):
+        out.append("fragment dropped (a browser never sends it)")
+    if not a.path:
+        out.append("empty path written as /")
+    elif a.path != b.path:
+        segments = a.path.split("/")
+        if "." in segments or ".." in segments:
+            out.append("dot segments (./ ../) resolved")
+        if ";" in a.path and ";" not in b.path:
+            out.append("session id in the path removed (;jsessionid= and the like)")
+        if "(" in a.path and "(" not in b.path:
+            out.append("ASP.NET session id in the path removed")
+        if "%" in a.path or any(ord(c) > 127 or c == " " for c in a.path):
+            out.append("percent-encoding normalised")
+    before = [k for k, _ in parse_qsl(a.query, keep_blank_values=True)]
+    after = [k for k, _ in parse_qsl(b.query, keep_blank_values=True)]
+    extra = {s.lower() for s in strip}
+    for name in before:
+        if name in after:
+            continue
+        low = name.lower()
+        if low in extra:
+            out.append(f"parameter {name!r} stripped (POLITE_STRIP_PARAMS)")
+        elif low in SESSION_PARAMS:
+            out.append(f"session parameter {name!r} stripped")
+        elif low in TRACKING_PARAMS or low.startswith(TRACKING_PREFIXES):
+            out.append(f"tracking parameter {name!r} stripped")
+        else:
+            out.append(f"parameter {name!r} removed")
+    kept = [k for k in before if k in after]
+    if kept != sorted(kept) and after == sorted(after):
+        out.append("query parameters sorted")
+    if not out and canon != url.strip():
+        out.append("escapes and spelling normalised (w3lib canonical form)")
+    return canon, out
+
+
+# --- robots.txt -------------------------------------------------------------------------
+
+_AGENT = re.compile(r"^\s*user[\s-]?agent\s*:?\s*(.*)$", re.IGNORECASE)
+_RULE = re.compile(r"^\s*(allow|disallow)\s*:?\s*(.*)$", re.IGNORECASE)
+
+
+def _token(value: str) -> str:
+    value = value.strip()
+    if value.startswith("*"):
+        return "*"
+    m = re.match(r"[A-Za-z_-]*", value)
+    return m.group(0).lower() if m else ""
+
+
+def rule_lines(text: str) -> list[tuple[int, str, str, list[str]]]:
+    """(line number, 'allow'|'disallow', value, agents of its group) for every rule line."""
+    out: list[tuple[int, str, str, list[str]]] = []
+    agents: list[str] = []
+    in_rules = False
+    for n, raw in enumerate(re.split(r"\r\n|\r|\n", text), start=1):
+        line = raw.split("#", 1)[0]
+        m = _AGENT.match(line)
+        if m:
+            if in_rules:
+                agents, in_rules = [], False
+            agents.append(_token(m.group(1)))
+            continue
+        r = _RULE.match(line)
+        if r and agents:
+            in_rules = True
+            value = r.group(2).strip()
+            if value:
+                out.append((n, r.group(1).lower(), value, list(agents)))
+        elif line.strip() and agents and ":" in line and not line.lower().lstrip().startswith(
+                ("sitemap", "site-map")):
+            in_rules = True  # crawl-delay, content-signal: part of the group
+    return out
+
+
+def robots_decision(body: bytes, token: str, url: str, max_bytes: int) -> dict[str, Any]:
+    """The robots.txt decision on ``url``: group, deciding line, crawl-delay, signals.
+
+    Built on :class:`RobotsRules` (which decides) and a line scan of the same text
+    (which finds the line to quote): each rule line of the chosen group is tried
+    on its own; the longest match decides, Allow winning a tie (RFC 9309 2.2.2).
+    """
+    rules = RobotsRules.parse(body, token, max_bytes)
+    text, truncated = decode_robots(body, max_bytes)
+    allowed = rules.allowed(url)
+    group = {"token": f"the group for {token}", "*": "the * group",
+             None: f"no group names {token} or *: no restrictions"}[rules.matched]
+    want = token.lower() if rules.matched == "token" else "*"
+    deciding: dict[str, Any] | None = None
+    if rules.matched is not None:
+        best: tuple[int, int, int, str, str] | None = None
+        for n, kind, value, agents in rule_lines(text):
+            if want not in agents:
+                continue
+            probe = RobotsRules(token, "*", [("disallow", value)], None, [], [])
+            if probe.allowed(url):
+                continue  # the pattern does not match this URL
+            key = (len(value), 1 if kind == "allow" else 0, -n, kind, value)
+            if best is None or key[:2] > best[:2]:
+                best = key
+        if best is not None:
+            n, kind, value = -best[2], best[3], best[4]
+            deciding = {"line": n, "text": f"{kind.capitalize()}: {value}", "rule": kind}
+    if deciding is None:
+        reason = "no rule of the group matches this path: allowed" if rules.matched \
+            else "allowed"
+    else:
+        reason = (f"line {deciding['line']} ({deciding['text']}) is the longest match"
+                  + ("" if (deciding["rule"] == "allow") == allowed else
+                     " (Protego's precedence decided otherwise)"))
+    signals = rules.signals(url)
+    return {"allowed": allowed, "group": group, "matched": rules.matched, "deciding": deciding,
+            "why": reason, "crawl_delay": rules.crawl_delay, "sitemaps": list(rules.sitemaps),
+            "signals": _signals(signals), "truncated": truncated or rules.truncated}
+
+
+def _signals(signals: ContentSignals) -> dict[str, Any]:
+    return {k: v for k, v in signals.as_dict().items() if v is not None}
+
+
+def robots_from_store(conn: sqlite3.Connection | None, origin: str, url: str,
+                      settings: BaseSettings, now: float) -> dict[str, Any]:
+    token = settings.get("POLITE_BOT_NAME") or "PoliteCrawler"
+    ttl = settings.getfloat("POLITE_ROBOTS_TTL")
+    row = None
+    if conn is not None and has_table(conn, "robots_txt"):
+        row = conn.execute(
+            "SELECT kind, status, body, fetched_at, failures, outage_since, retry_at, "
+            "last_error FROM robots_txt WHERE origin=?", (origin,)).fetchone()
+    if row is None:
+        return {"source": "none", "allowed": None,
+                "why": "no robots.txt read yet: the origin's first request will be its "
+                       "robots.txt, and nothing else is fetched before it is read"}
+    kind, status, body, fetched_at, failures, outage_since, retry_at, last_error = row
+    out: dict[str, Any] = {"status": status, "fetched_at": fetched_at, "failures": failures,
+                           "retry_at": retry_at, "last_error": last_error}
+    fresh = fetched_at is not None and now < fetched_at + ttl
+    if kind is None:
+        out.update(source="unreachable", allowed=False,
+                   why=f"robots.txt unreachable since {when(outage_since)} ({last_error}) and "
+                       f"no copy was ever read: nothing is fetched from the origin; next try "
+                       f"{when(retry_at)}")
+        return out
+    if failures:
+        out["source"] = "cached copy (outage)"
+        out["note"] = (f"robots.txt unreachable since {when(outage_since)} ({last_error}); the "
+                       f"copy of {when(fetched_at)} stays in use; next try {when(retry_at)}")
+    else:
+        out["source"] = "cached copy" if fresh else "stale copy (fetched again first)"
+        out["fresh_until"] = (fetched_at or 0) + ttl
+    if kind == "allow_all":
+        out.update(allowed=True, why=f"robots.txt answered {status}: no restrictions "
+                                     "(RFC 9309 2.3.1.3)")
+        return out
+    out.update(robots_decision(bytes(body or b""), token, url,
+                               settings.getint("POLITE_ROBOTS_MAX_BYTES")))
+    return out
+
+
+# --- origin state --------------------------------------------------------------------------
+
+def _is_test(origin: str, settings: BaseSettings) -> bool:
+    host = urlsplit(origin).hostname or ""
+    nets = parse_networks(settings.getlist("POLITE_TEST_NETWORKS"))
+    return is_loopback_host(host) or in_networks(host, nets)
+
+
+def origin_state(conn: sqlite3.Connection | None, origin: str, settings: BaseSettings,
+                 now: float) -> dict[str, Any]:
+    from polite_crawler.frontier.scheduler import rest_params
+
+    row = None
+    if conn is not None and has_table(conn, "polite_origin"):
+        row = conn.execute("SELECT state, run_id, lease_owner, lease_until FROM polite_origin "
+                           "WHERE origin=?", (origin,)).fetchone()
+    params = rest_params(settings)
+    if not _is_test(origin, settings):
+        params = floor_params(params)[0]
+    if row is None:
+        return {"known": False, "rest_page": params.rest_page,
+                "why": f"never fetched: its first exchange may start at once, then it rests at "
+                       f"least {params.rest_page:g} s between requests"}
+    state = OriginState.from_json(row[0])
+    state.origin = origin
+    f = state.failure
+    rest = compute_rest(state, params, end=state.last_end or now, api=False,
+                        rng=random.Random(0))
+    terms = {"base rest (POLITE_REST_PAGE)": rest.base,
+             f"{params.duration_factor:g} x the last answer's {state.last_duration:.3f} s":
+                 rest.duration,
+             "robots.txt Crawl-delay": rest.crawl_delay,
+             "the server's wait (Retry-After or backoff)": rest.wait}
+    binding = max(terms, key=lambda k: terms[k])
+    eligible = state.eligible_at()
+    limit = settings.getint("POLITE_HOST_BUDGET")
+    used = state.budget_used if state.budget_day == utc_day(now) else 0
+    breaker = settings.getint("POLITE_BREAKER_FAILURES")
+    out: dict[str, Any] = {
+        "known": True,
+        "next_allowed": eligible,
+        "may_start_now": eligible <= now,
+        "last_end": state.last_end,
+        "last_rest": state.last_rest,
+        "rest_terms": terms,
+        "binding_term": binding,
+        "latency_factor": state.latency_factor,
+        "rate_factor": f.rate_factor,
+        "backoff": {"streak": f.backoff_streak, "last_wait": f.last_wait,
+                    "wait_until": f.wait_until},
+        "breaker": {"consecutive_failures": f.consecutive_failures, "limit": breaker},
+        "stopped": f.stopped,
+        "stopped_why": describe_stop(f.stopped) if f.stopped else None,
+        "budget": {"used_today": used, "limit": limit},
+        "lease": {"owner": row[2], "until": row[3]} if row[2] else None,
+    }
+    return out
+
+
+# --- the page store ------------------------------------------------------------------------
+
+def store_record(settings: BaseSettings, state: Path, canon: str, now: float) -> dict[str, Any]:
+    from polite_crawler.commands.forget import page_store_backend
+
+    found = page_store_backend(settings, state, 5.0)
+    if found is None:
+        return {"stored": False, "why": "no page store in this state directory"}
+    backend, where = found
+    try:
+        try:
+            rec = backend.resolve(canon)
+            alias = backend.alias_of(canon)
+        except Exception as exc:  # an empty store has no tables yet
+            return {"stored": False, "where": where, "why": f"nothing stored ({exc})"}
+    finally:
+        backend.close()
+    if rec is None:
+        return {"stored": False, "where": where,
+                "why": "never stored: the next visit is an unconditional request"}
+    known = Known(fetched_at=rec.fetched_at, due_at=rec.due_at, fresh_until=rec.fresh_until,
+                  has_copy=rec.has_copy, has_validators=rec.has_validators)
+    decision = decide(known, now)
+    lo, hi = settings.getfloat("POLITE_REVISIT_MIN"), settings.getfloat("POLITE_REVISIT_MAX")
+    rule = (f"due {rec.revisit_interval / 3600:.1f} h after the last visit: the interval starts "
+            f"at POLITE_REVISIT_DEFAULT, grows x{GROW:g} after a visit that found no change, "
+            f"shrinks x{SHRINK:g} after a change, within [{lo / 3600:g} h, {hi / 3600:g} h] "
+            f"({rec.visits} visits, {rec.changes} changes so far)")
+    if rec.fresh_until is not None and rec.fresh_until > rec.due_at:
+        rule += f"; Cache-Control/Expires keep it fresh until {when(rec.fresh_until)}"
+    words = {Decision.FETCH: "fetched again without validators",
+             Decision.CONDITIONAL: "revalidated now (If-None-Match / If-Modified-Since)",
+             Decision.FRESH: "not requested: the site declared it fresh",
+             Decision.NOT_DUE: "not requested before its revisit date",
+             Decision.LASTMOD: "not requested: the sitemap says it has not changed"}
+    return {
+        "stored": True, "where": where, "canonical_url": rec.canonical_url,
+        "alias_of": {"page": alias[0], "reason": alias[1]} if alias else None,
+        "fetched_at": rec.fetched_at, "status": rec.status, "etag": rec.etag,
+        "last_modified": rec.last_modified, "fresh_until": rec.fresh_until,
+        "due_at": rec.due_at, "revisit_interval": rec.revisit_interval,
+        "visits": rec.visits, "changes": rec.changes, "no_store": rec.no_store,
+        "near_duplicate_of": rec.near_duplicate_of, "noindex": rec.noindex,
+        "ai_input": rec.ai_input, "signals": rec.signals,
+        "next_visit": {"decision": decision.value, "what": words[decision], "rule": rule},
+    }
+
+
+# --- the command ----------------------------------------------------------------------------
+
+class Command(ScrapyCommand):
+    requires_project = False
+    default_settings = {"LOG_ENABLED": False}
+
+    def syntax(self) -> str:
+        return "URL | --robots FILE URL | --status CODE [--header 'Name: value']..."
+
+    def short_desc(self) -> str:
+        return "Explain what the crawler would do with a URL or an answer, and why"
+
+    def long_desc(self) -> str:
+        return (
+            "scrapy explain URL: the canonical form and the rules that changed it, the "
+            "robots.txt decision (group, deciding line), page rules and content signals, "
+            "the trap rule that would drop it, its origin's state (next allowed time, the "
+            "rest and its binding term, backoff, breaker, stop, budget) and what the store "
+            "holds (last fetch, validators, next revisit and why). --robots FILE URL tests a "
+            "robots.txt offline; --status CODE --header 'Retry-After: 120' prints the verdict "
+            "on such an answer and the wait it sets.")
+
+    def add_options(self, parser: argparse.ArgumentParser) -> None:
+        super().add_options(parser)
+        add_common(parser)
+        parser.add_argument("--robots", metavar="FILE",
+                            help="test this robots.txt body for URL (offline)")
+        parser.add_argument("--status", type=int, metavar="CODE",
+                            help="explain an answer with this status instead of a URL")
+        parser.add_argument("--header", action="append", default=[], metavar="'NAME: VALUE'",
+                            help="a header of that answer (repeatable)")
+        parser.add_argument("--body", metavar="FILE",
+                            help="the answer's body (challenge pages are recognised by it)")
+        parser.add_argument("--for-robots-txt", action="store_true",
+                            help="the answer is to a robots.txt request")
+        parser.add_argument("--depth", type=int, default=0,
+                            help="links from a start page, for the trap rules (0)")
+
+    def run(self, args: list[str], opts: argparse.Namespace) -> None:
+        assert self.settings is not None
+        settings = with_defaults(self.settings)
+        try:
+            if opts.status is not None:
+                if args:
+                    raise CommandError("--status explains an answer, not a URL")
+                data = explain_status(settings, opts.status, opts.header, opts.body,
+                                      opts.for_robots_txt)
+                emit(opts, data, status_text(data))
+                return
+            if len(args) != 1:
+                raise CommandError("give one URL, e.g. scrapy explain https://example.org/a")
+            url = args[0]
+            if opts.robots:
+                data = explain_offline(settings, Path(opts.robots), url)
+                emit(opts, data, offline_text(data))
+                return
+            data = explain_url(settings, url, opts)
+            emit(opts, data, url_text(data))
+        except CommandError as exc:
+            fail("explain", str(exc))
+
+
+def _canonical(url: str, settings: BaseSettings) -> tuple[str, list[str]]:
+    try:
+        return canonical_changes(url, settings.getlist("POLITE_STRIP_PARAMS"))
+    except URLError as exc:
+        raise CommandError(str(exc)) from exc
+
+
+def explain_offline(settings: BaseSettings, path: Path, url: str) -> dict[str, Any]:
+    if not path.is_file():
+        raise CommandError(f"--robots {path}: no such file")
+    canon, _ = _canonical(url, settings)
+    token = settings.get("POLITE_BOT_NAME") or "PoliteCrawler"
+    data = robots_decision(path.read_bytes(), token, canon,
+                           settings.getint("POLITE_ROBOTS_MAX_BYTES"))
+    return {"url": url, "canonical": canon, "token": token, "robots_file": str(path), **data}
+
+
+def explain_url(settings: BaseSettings, url: str, opts: argparse.Namespace) -> dict[str, Any]:
+    canon, changes = _canonical(url, settings)
+    origin = origin_of(canon)
+    now = time.time()
+    state = state_dir_of(settings, opts.state_dir)
+    db = origins_db(state, must_exist=False)
+    conn = open_read_only(db) if db.is_file() else None
+    try:
+        from polite_crawler.middlewares.traps import trap_limits
+
+        limits: TrapLimits = trap_limits(settings)
+        trap = url_trap(canon, opts.depth, limits)
+        optout = None
+        if conn is not None and has_table(conn, "polite_optout"):
+            row = conn.execute("SELECT reason, added_at FROM polite_optout WHERE origin=?",
+                               (origin,)).fetchone()
+            optout = {"reason": row[0], "since": row[1]} if row else None
+        robots = robots_from_store(conn, origin, canon, settings, now)
+        origin_info = origin_state(conn, origin, settings, now)
+    finally:
+        if conn is not None:
+            conn.close()
+    stored = store_record(settings, state, canon, now)
+    page: dict[str, Any] = {"robots_signals": robots.get("signals", {})}
+    if stored.get("stored"):
+        page.update(noindex=stored["noindex"], ai_input=stored["ai_input"],
+                    page_signals={k: v for k, v in (stored["signals"] or {}).items()
+                                  if v is not None})
+    return {"url": url, "canonical": canon, "changes": changes, "origin": origin,
+            "state_dir": str(state), "optout": optout, "robots": robots, "page": page,
+            "trap": {"rule": trap, "depth": opts.depth, "limits": vars(limits)},
+            "origin_state": origin_info, "store": stored, "now": now}
+
+
+def explain_status(settings: BaseSettings, status: int, headers: list[str], body: str | None,
+                   robots_txt: bool) -> dict[str, Any]:
+    if not 100 <= status <= 599:
+        raise CommandError(f"--status {status}: not an HTTP status (100-599)")
+    parsed: dict[str, str] = {}
+    for h in headers:
+        name, sep, value = h.partition(":")
+        if not sep or not name.strip():
+            raise CommandError(f"--header {h!r}: write it as 'Name: value'")
+        key = name.strip().lower()
+        parsed[key] = f"{parsed[key]}, {value.strip()}" if key in parsed else value.strip()
+    head = b""
+    if body:
+        if not Path(body).is_file():
+            raise CommandError(f"--body {body}: no such file")
+        head = Path(body).read_bytes()[:4096]
+    now = time.time()
+    params = VerdictParams.from_settings(settings)
+    verdict = classify_response(status, parsed, head, now, params=params)
+    out: dict[str, Any] = {"status": status, "headers": parsed}
+    if robots_txt:
+        verdict = for_robots_txt(verdict, status)
+        outcome = fetch_outcome(status, has_location="location" in parsed)
+        if verdict.action is Action.OK:
+            out["means_for_robots"] = "the origin is not stopped: a 4xx robots.txt never " \
+                "counts against it"
+        out["robots_txt"] = {
+            "outcome": outcome.value,
+            "means": {"parse": "the body is the robots.txt",
+                      "allow_all": "no robots.txt: no restrictions (RFC 9309 2.3.1.3)",
+                      "unreachable": "nothing is fetched from the origin until it can be read; "
+                                     "the last good copy stays in use",
+                      "redirect": "followed (5 hops at most, then 'unavailable')"}[outcome.value]}
+    failure = apply_verdict(FailureState(), verdict, now, params, random.Random(0))
+    wait: dict[str, Any] | None = None
+    if verdict.action is Action.RETRY_LATER:
+        if verdict.wait is not None:
+            wait = {"seconds": failure.last_wait, "source": "Retry-After (never shortened)"}
+        else:
+            low = params.backoff_base
+            wait = {"seconds_range": [low, min(2 * low, params.backoff_max)],
+                    "source": f"backoff: uniform in [{low:g}, {2 * low:g}) s, doubling with each "
+                              f"retry-later answer in a row, at most {params.backoff_max:g} s"}
+    stop = failure.stopped
+    out.update({
+        "verdict": verdict.label, "action": verdict.action.value,
+        "means": out.pop("means_for_robots", None) or _ACTIONS[verdict.action], "wait": wait,
+        "counts_toward_breaker": verdict.failure,
+        "breaker": f"{params.breaker_failures} such answers in a row stop the origin",
+        "rate_limited": verdict.rate_limited,
+        "rate_note": (f"{params.rate_limit_hits} of these in a run halve the origin's pace"
+                      if verdict.rate_limited else None),
+        "retries": params.retry_times if verdict.action is Action.RETRY_LATER else 0,
+        "stops_origin": stop, "stop_why": describe_stop(stop) if stop else None,
+    })
+    return out
+
+
+# --- text --------------------------------------------------------------------------------
+
+def _robots_lines(r: dict[str, Any]) -> list[str]:
+    lines = []
+    verdict = {True: "allowed", False: "disallowed", None: "not known yet"}[r.get("allowed")]
+    lines.append(f"  {verdict}: {r['why']}")
+    if r.get("group"):
+        lines.append(f"  group: {r['group']}")
+    if r.get("note"):
+        lines.append(f"  {r['note']}")
+    if r.get("source") and r["source"] != "none":
+        lines.append(f"  source: {r['source']} (status {r.get('status')}, fetched "
+                     f"{when(r.get('fetched_at'))})")
+    if r.get("crawl_delay") is not None:
+        lines.append(f"  Crawl-delay: {r['crawl_delay']:g} s")
+    if r.get("signals"):
+        lines.append(f"  content signals: {r['signals']}")
+    if r.get("truncated"):
+        lines.append("  the file was longer than POLITE_ROBOTS_MAX_BYTES: only its start is read")
+    return lines
+
+
+def offline_text(d: dict[str, Any]) -> str:
+    lines = [f"{d['canonical']} against {d['robots_file']} (token {d['token']})"]
+    lines += _robots_lines(d)
+    if d["sitemaps"]:
+        lines.append(f"  sitemaps: {', '.join(d['sitemaps'])}")
+    return "\n".join(lines)
+
+
+def status_text(d: dict[str, Any]) -> str:
+    head = ", ".join(f"{k}: {v}" for k, v in d["headers"].items())
+    lines = [f"{d['status']}" + (f" ({head})" if head else "") + f" -> {d['verdict']}",
+             f"  {d['means']}"]
+    if "robots_txt" in d:
+        lines.append(f"  as a robots.txt answer: {d['robots_txt']['means']}")
+    w = d["wait"]
+    if w and "seconds" in w:
+        lines.append(f"  wait: {w['seconds']:g} s before the origin's next request ({w['source']})")
+    elif w:
+        lo, hi = w["seconds_range"]
+        lines.append(f"  wait: {lo:g} to {hi:g} s ({w['source']})")
+    if d["action"] == "retry_later":
+        lines.append(f"  retried up to {d['retries']} times (POLITE_RETRY_TIMES)")
+    if d["counts_toward_breaker"]:
+        lines.append(f"  counts toward the circuit breaker: {d['breaker']}")
+    if d["rate_note"]:
+        lines.append(f"  {d['rate_note']}")
+    if d["stops_origin"]:
+        lines.append(f"  stops the origin: {d['stop_why']}")
+    return "\n".join(lines)
+
+
+def url_text(d: dict[str, Any]) -> str:
+    lines = [f"{d['url']}", f"canonical: {d['canonical']}"]
+    lines += [f"  {c}" for c in d["changes"]] or ["  unchanged"]
+    if d["optout"]:
+        lines.append(f"OPTED OUT since {when(d['optout']['since'])}"
+                     + (f" ({d['optout']['reason']})" if d["optout"]["reason"] else "")
+                     + ": nothing of this origin is fetched, not even robots.txt")
+    lines.append(f"robots.txt ({d['origin']}/robots.txt):")
+    lines += _robots_lines(d["robots"])
+    page = d["page"]
+    lines.append("page rules and content signals:")
+    if "noindex" in page:
+        lines.append(f"  noindex: {page['noindex']}, AI input allowed: {page['ai_input']}"
+                     + (f", page signals: {page['page_signals']}" if page["page_signals"] else ""))
+    else:
+        lines.append("  none known (the page was not read yet)")
+    trap = d["trap"]
+    lines.append("trap rules: " + (f"dropped by {trap['rule']} at depth {trap['depth']}"
+                                   if trap["rule"] else
+                                   f"none would drop it at depth {trap['depth']}"))
+    o = d["origin_state"]
+    lines.append(f"origin {d['origin']}:")
+    if not o["known"]:
+        lines.append(f"  {o['why']}")
+    else:
+        start = "now" if o["may_start_now"] else when(o["next_allowed"])
+        lines.append(f"  next request may start: {start}")
+        lines.append(f"  last rest {o['last_rest']:.2f} s (as stored); with these settings the "
+                     f"binding term is: {o['binding_term']}")
+        for term, value in o["rest_terms"].items():
+            lines.append(f"    {term}: {value:.2f} s")
+        lines.append("    (numbers from the settings given to explain: pass the crawl's own "
+                     "-s POLITE_REST_* to see its rest)")
+        if o["latency_factor"] != 1 or o["rate_factor"] != 1:
+            lines.append(f"    x {o['latency_factor']:g} (slower than at the start) "
+                         f"x {o['rate_factor']:g} (after 429s)")
+        b = o["backoff"]
+        if b["streak"]:
+            lines.append(f"  backoff: {b['streak']} retry-later answers in a row, last wait "
+                         f"{b['last_wait']:.1f} s, until {when(b['wait_until'])}")
+        br = o["breaker"]
+        lines.append(f"  breaker: {br['consecutive_failures']} of {br['limit']} failures in a row")
+        if o["stopped"]:
+            lines.append(f"  stopped for its last run: {o['stopped_why']}")
+        bu = o["budget"]
+        lines.append(f"  budget: {bu['used_today']} of {bu['limit']} pages today (UTC)")
+        if o["lease"]:
+            lines.append(f"  in flight: leased by {o['lease']['owner']} until "
+                         f"{when(o['lease']['until'])}")
+    s = d["store"]
+    lines.append("store:")
+    if not s["stored"]:
+        lines.append(f"  {s['why']}")
+    else:
+        if s["alias_of"]:
+            lines.append(f"  an alias ({s['alias_of']['reason']}) of {s['alias_of']['page']}")
+        lines.append(f"  last fetch {when(s['fetched_at'])}, status {s['status']}")
+        lines.append(f"  validators: ETag {s['etag'] or '-'}, Last-Modified "
+                     f"{s['last_modified'] or '-'}")
+        if s["near_duplicate_of"]:
+            lines.append(f"  near duplicate of {s['near_duplicate_of']}")
+        lines.append(f"  next visit {when(s['due_at'])}: {s['next_visit']['what']}")
+        lines.append(f"    {s['next_visit']['rule']}")
+    return "\n".join(lines)

@@ -1,0 +1,122 @@
+"""``scrapy explain``: a URL, a robots.txt offline, an answer's verdict (issue 18)."""
+
+from __future__ import annotations
+
+from polite_crawler.commands.explain import canonical_changes, robots_decision
+from tests.commands_util import scrapy, scrapy_json
+from tests.test_commands_forget import A, make_state
+
+ROBOTS = b"""# a comment
+User-agent: Googlebot
+Disallow: /
+
+User-agent: PoliteCrawler
+User-agent: OtherBot
+Disallow: /private
+Allow: /private/public
+Allow: /tie
+Disallow: /tie
+Crawl-delay: 2
+
+User-agent: *
+Disallow: /
+Sitemap: https://e.org/sitemap.xml
+"""
+
+
+def test_robots_decision_names_the_group_and_the_line():
+    d = robots_decision(ROBOTS, "PoliteCrawler", "https://e.org/private/x", 512 * 1024)
+    assert d["allowed"] is False
+    assert d["group"] == "the group for PoliteCrawler"
+    assert d["deciding"] == {"line": 7, "text": "Disallow: /private", "rule": "disallow"}
+    assert d["crawl_delay"] == 2.0
+    d = robots_decision(ROBOTS, "PoliteCrawler", "https://e.org/private/public/a", 512 * 1024)
+    assert d["allowed"] is True and d["deciding"]["line"] == 8
+    d = robots_decision(ROBOTS, "PoliteCrawler", "https://e.org/tie", 512 * 1024)
+    assert d["allowed"] is True and d["deciding"]["line"] == 9  # Allow wins a tie
+    d = robots_decision(ROBOTS, "PoliteCrawler", "https://e.org/other", 512 * 1024)
+    assert d["allowed"] is True and d["deciding"] is None
+    d = robots_decision(ROBOTS, "SomeBot", "https://e.org/other", 512 * 1024)
+    assert d["group"] == "the * group" and d["deciding"]["line"] == 14
+    d = robots_decision(b"User-agent: Googlebot\nDisallow: /\n", "PoliteCrawler",
+                        "https://e.org/", 512 * 1024)
+    assert d["allowed"] is True and d["matched"] is None
+
+
+def test_canonical_changes_name_the_rules():
+    canon, changes = canonical_changes(
+        "HTTP://Example.ORG:80/a/./b/../c?b=2&a=1&utm_source=x&PHPSESSID=3&ref=9#top", ["ref"])
+    assert canon == "http://example.org/a/c?a=1&b=2"
+    assert changes == [
+        "scheme lower-cased", "host lower-cased", "default port :80 dropped",
+        "fragment dropped (a browser never sends it)", "dot segments (./ ../) resolved",
+        "tracking parameter 'utm_source' stripped", "session parameter 'PHPSESSID' stripped",
+        "parameter 'ref' stripped (POLITE_STRIP_PARAMS)", "query parameters sorted"]
+    assert canonical_changes("https://e.org/a", []) == ("https://e.org/a", [])
+
+
+def test_explain_robots_offline(tmp_path):
+    robots = tmp_path / "robots.txt"
+    robots.write_bytes(ROBOTS)
+    done = scrapy("explain", "--robots", str(robots), "https://e.org/private/x")
+    assert done.returncode == 0, done.stderr
+    assert "disallowed: line 7 (Disallow: /private) is the longest match" in done.stdout
+    assert "group: the group for PoliteCrawler" in done.stdout
+
+
+def test_explain_status_retry_after():
+    d = scrapy_json("explain", "--status", "429", "--header", "Retry-After: 120")
+    assert d["verdict"] == "retry_later:429"
+    assert d["wait"]["seconds"] == 120.0
+    assert d["rate_limited"] is True
+    text = scrapy("explain", "--status", "429", "--header", "Retry-After: 120").stdout
+    assert "wait: 120 s" in text
+
+
+def test_explain_status_backoff_breaker_and_stop():
+    d = scrapy_json("explain", "--status", "503")
+    assert d["wait"]["seconds_range"] == [4.0, 8.0]
+    assert d["counts_toward_breaker"] is True
+    d = scrapy_json("explain", "--status", "403")
+    assert d["action"] == "stop_origin" and "refuses" in d["stop_why"]
+    d = scrapy_json("explain", "--status", "403", "--for-robots-txt")
+    assert d["action"] == "ok" and d["robots_txt"]["outcome"] == "allow_all"
+
+
+def test_explain_url_from_the_shared_state(tmp_path):
+    state = make_state(tmp_path)
+    d = scrapy_json("explain", f"{A}/private/doc?utm_source=news", "--state-dir", str(state))
+    assert d["canonical"] == f"{A}/private/doc"
+    assert d["changes"] == ["tracking parameter 'utm_source' stripped"]
+    r = d["robots"]
+    assert r["allowed"] is False and r["deciding"]["text"] == "Disallow: /private"
+    assert r["source"] == "cached copy"
+    assert d["origin_state"]["known"] is True
+    assert d["origin_state"]["budget"]["limit"] == 10000
+    assert d["store"]["stored"] is False
+    stored = scrapy_json("explain", f"{A}/x", "--state-dir", str(state))["store"]
+    assert stored["stored"] is True and stored["status"] == 200
+    assert stored["next_visit"]["decision"] == "not_due"
+    text = scrapy("explain", f"{A}/x", "--state-dir", str(state)).stdout
+    assert "next visit" in text and "binding term" in text
+
+
+def test_explain_knows_the_opt_out(tmp_path):
+    state = make_state(tmp_path)
+    scrapy_json("forget", A, "--state-dir", str(state))
+    d = scrapy_json("explain", f"{A}/x", "--state-dir", str(state))
+    assert d["optout"] is not None
+
+
+def test_explain_bad_input(tmp_path):
+    for args, words in [
+        (["mailto:x@e.org", "--state-dir", str(tmp_path)], "not an http(s) URL"),
+        (["https://e.org/", "--state-dir", str(tmp_path / "none")], "no state directory"),
+        (["--robots", str(tmp_path / "none.txt"), "https://e.org/"], "no such file"),
+        (["--status", "42"], "not an HTTP status"),
+        (["--status", "200", "--header", "nocolon"], "Name: value"),
+        ([], "give one URL"),
+    ]:
+        done = scrapy("explain", *args)
+        assert done.returncode == 2, args
+        assert len(done.stderr.splitlines()) == 1 and words in done.stderr, done.stderr
