@@ -215,6 +215,24 @@ RFC&nbsp;9421 section&nbsp;2.5 says, and check the Ed25519 signature in
     return html_, glance
 
 
+def _optout_section(settings: BaseSettings, contact_html: str) -> str:
+    """The opt-out and the access log's retention (``scrapy forget``, ``scrapy history``)."""
+    keep = settings.getfloat("POLITE_ACCESS_LOG_KEEP_DAYS")
+    kept = (f"for {_num(keep)} days, then deleted" if keep > 0 else "for as long as the crawler runs")
+    return f"""<section aria-labelledby="forget">
+<h2 id="forget">Ask it to forget your site</h2>
+<p>Write to {contact_html} with your site's address, from an address at that site or with
+another way to show that the site is yours. Within a day the operator puts the site on the
+crawler's opt-out list: no running or later crawl asks it for anything again, not even
+<code>robots.txt</code>, and everything stored of it is deleted (its pages, their text and
+fingerprints, and the addresses waiting to be fetched). The reply says what was removed.</p>
+<p>The crawler keeps its own access log of every request it sends: when, which address, your
+server's status and size, and how long it waited before. Ask what it fetched from your site
+and when, and the answer comes from that log. The log is kept {kept}; the lines of a
+forgotten site stay as the record that it was forgotten.</p>
+</section>"""
+
+
 def render_bot_page(settings: BaseSettings) -> str:
     """The bot page as an HTML document, from ``settings`` (see :func:`load_settings`)."""
     from polite_crawler.middlewares.identity import identity_from_settings
@@ -281,6 +299,7 @@ def render_bot_page(settings: BaseSettings) -> str:
         ("answers", "What your server's answers do"),
         ("signals", "Page rules and content signals"),
         ("verify", "Is it really this crawler?"),
+        ("forget", "Ask it to forget your site"),  # the opt-out (scrapy forget)
         ("contact", "Contact"),
     ]
     toc = "".join(f'<li><a href="#{sid}">{_e(label)}</a></li>' for sid, label in sections)
@@ -450,6 +469,7 @@ crawler: block it as you see fit, and tell us.</p>
 {signing_html}
 </section>
 
+{_optout_section(settings, contact_html)}
 <section aria-labelledby="contact">
 <h2 id="contact">Contact</h2>
 <p>Write to {contact_html}. The quickest way to stop the crawler is still robots.txt: it needs

@@ -105,4 +105,9 @@ POLITE_DEFAULTS: dict[str, Any] = {
     # Seconds between two reads of the opt-out list's version by a running crawl
     # (scrapy forget waits for every live crawl to acknowledge).
     "POLITE_OPTOUT_POLL": 0.2,
+    # Access log rotation: a file this big goes on in <name>.2.jsonl, ... (0: never).
+    "POLITE_ACCESS_LOG_MAX_BYTES": 100 * 1024 * 1024,
+    # Access log retention: files last written longer ago are deleted when a crawl
+    # opens (0: kept for ever). The bot page states it.
+    "POLITE_ACCESS_LOG_KEEP_DAYS": 365,
 }

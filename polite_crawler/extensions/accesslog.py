@@ -25,6 +25,11 @@ spider closes.
 Where: POLITE_ACCESS_LOG, else ``<state dir>/access-<spider>-<UTC start>-<pid>.jsonl``
 (one file per crawl). Lines are written through at once (line buffered), so a
 killed crawl loses none that were complete.
+
+Rotation and retention: a file that reaches POLITE_ACCESS_LOG_MAX_BYTES goes on in
+``<name>.2.jsonl``, ``<name>.3.jsonl`` ...; when a crawl opens, files ``access-*.jsonl``
+of its log directory last written more than POLITE_ACCESS_LOG_KEEP_DAYS ago are
+deleted (0: kept for ever). ``scrapy history`` reads them all.
 """
 
 from __future__ import annotations
@@ -58,6 +63,30 @@ FIELDS = ("sent", "done", "origin", "method", "url", "status", "bytes", "duratio
           "verdict", "rest", "robots", "cut")
 UNRECORDED_AFTER = 30.0  # seconds an ended exchange waits for its verdict
 SWEEP_INTERVAL = 1.0
+
+
+def prune_access_logs(directory: Path, keep_days: float, now: float) -> list[Path]:
+    """Delete the access logs of ``directory`` last written more than ``keep_days`` ago."""
+    if keep_days <= 0:
+        return []
+    removed = []
+    for path in directory.glob("access-*.jsonl"):
+        try:
+            if now - path.stat().st_mtime > keep_days * 86400:
+                path.unlink()
+                removed.append(path)
+        except OSError:
+            continue
+    return removed
+
+
+def rotated_path(path: Path, n: int) -> Path:
+    """The ``n``-th file of a rotated access log (``n`` >= 2).
+
+    >>> rotated_path(Path("/s/access-site-1-2.jsonl"), 3).name
+    'access-site-1-2.3.jsonl'
+    """
+    return path.with_name(f"{path.name.removesuffix('.jsonl')}.{n}.jsonl")
 
 
 def access_log_path(settings: BaseSettings, spider_name: str, now: float) -> Path:
@@ -96,6 +125,9 @@ class AccessLog:
         self._open: dict[Request, _Exchange] = {}  # reached the downloader, not yet left
         self._ended: dict[Request, _Exchange] = {}  # left, waiting for the gate's verdict
         self.lines = 0
+        self.max_bytes = crawler.settings.getint("POLITE_ACCESS_LOG_MAX_BYTES", 0)
+        self._written = 0
+        self._part = 1
         self._sweep: CallLaterOnce[None] = CallLaterOnce(self._sweep_ended)
         ctx.access_log = self
         connect = crawler.signals.connect
@@ -117,12 +149,18 @@ class AccessLog:
                 name = getattr(self.crawler.spider, "name", None) or "crawl"
                 self.path = access_log_path(self.crawler.settings, name, self.clock())
             # Line buffered: every line reaches the OS as it is written.
-            self._file = self.path.open("a", encoding="utf-8", buffering=1)
-            logger.info("Access log: %(path)s", {"path": str(self.path)})
+            part = self.path if self._part == 1 else rotated_path(self.path, self._part)
+            self._file = part.open("a", encoding="utf-8", buffering=1)
+            logger.info("Access log: %(path)s", {"path": str(part)})
         return self._file
 
     def spider_opened(self, spider: Spider) -> None:
         self._ensure_open()
+        assert self.path is not None
+        keep = self.crawler.settings.getfloat("POLITE_ACCESS_LOG_KEEP_DAYS", 0.0)
+        for old in prune_access_logs(self.path.parent, keep, time.time()):
+            logger.info("Deleted the access log %(path)s (older than %(days)g days)",
+                        {"path": str(old), "days": keep})
 
     def spider_closed(self, spider: Spider) -> None:
         self._sweep.cancel()
@@ -251,7 +289,18 @@ class AccessLog:
         rest = ordered.get("rest")
         if isinstance(rest, float):
             ordered["rest"] = round(rest, 6)
-        self._ensure_open().write(json.dumps(ordered, separators=(",", ":"), default=str) + "\n")
+        text = json.dumps(ordered, separators=(",", ":"), default=str) + "\n"
+        out = self._ensure_open()
+        if self.max_bytes > 0 and self._written and self._written + len(text) > self.max_bytes:
+            out.close()  # rotation: the next part of this crawl's log
+            self._part += 1
+            assert self.path is not None
+            self._file = rotated_path(self.path, self._part).open("a", encoding="utf-8",
+                                                                  buffering=1)
+            self._written = 0
+            out = self._file
+        out.write(text)
+        self._written += len(text)
         self.lines += 1
         stats = self.crawler.stats
         if stats is not None:
