@@ -81,3 +81,10 @@ def test_forget_during_a_crawl_stops_it_before_the_command_returns(web_factory, 
     assert again.returncode == 0
     assert len(web.entries(GONE)) == before
     assert '"refused:opted_out"' in "".join(p.read_text() for p in state.glob("access-*.jsonl"))
+    # Its dropped robots.txt request is not recorded as a robots.txt outage.
+    conn = sqlite3.connect(state / "polite-origins.sqlite3")
+    try:
+        assert conn.execute("SELECT * FROM robots_txt WHERE origin=?", (gone_origin,)).fetchall() \
+            == []
+    finally:
+        conn.close()

@@ -152,6 +152,10 @@ class OptOutMiddleware:
         if self.ctx.access_log is not None:
             self.ctx.access_log.record(request=request, verdict=f"refused:{STOP_REASON}")
         logger.debug("Opted out, not fetched: %(url)s", {"url": request.url})
+        # Not a robots.txt outage: the robots.txt middleware must not record one (it reads
+        # this flag in its process_exception, which Scrapy calls for this IgnoreRequest).
+        request.meta["polite_robots"] = False
+        request.meta["polite_opted_out"] = True
         raise IgnoreRequest(f"{origin} is on the opt-out list")
 
     def process_response(self, request: Request, response: Response) -> Response:

@@ -1,0 +1,505 @@
+"""``scrapy report [JOB|--all] -o report.html``: one self-contained HTML report of a crawl.
+
+Built from the records only: the access logs (every exchange), the origin store
+(stops, robots.txt outcome) and the opt-out list. A per-site table (requests, pages,
+statuses, bytes, bytes a 304 saved, median and p90 rest, robots.txt outcome, stopped
+and why) and plots rendered by matplotlib to inline SVG (no script, no network):
+requests over time, rests per site against the rule, the status mix, a timeline of
+a few sites, and revisit savings.
+
+JOB is an access log (a path, its name, or a unique part of it: crawls are named
+``access-<spider>-<UTC start>-<pid>``), or a job id / JOBDIR name a job registered
+with the opt-out list (mapped to its process's log). No JOB: the latest crawl.
+``--all``: every access log of the state directory.
+"""
+
+from __future__ import annotations
+
+import html
+import io
+import statistics
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from scrapy.commands import ScrapyCommand
+
+from polite_crawler.commands._base import (
+    CommandError,
+    add_common,
+    emit,
+    fail,
+    has_table,
+    open_read_only,
+    origins_db,
+    state_dir_of,
+    with_defaults,
+)
+from polite_crawler.commands.history import log_files, read_lines
+from polite_crawler.policy.rest import OriginState
+from polite_crawler.policy.verdicts import describe_stop
+
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Sequence
+
+# --- the figures ---------------------------------------------------------------------------
+
+
+def percentile(values: Sequence[float], q: float) -> float | None:
+    """The ``q`` quantile (0..1) by linear interpolation; None for no values.
+
+    >>> percentile([1.0, 2.0, 3.0, 4.0], 0.5), percentile([5.0], 0.9), percentile([], 0.5)
+    (2.5, 5.0, None)
+    """
+    if not values:
+        return None
+    ordered = sorted(values)
+    pos = (len(ordered) - 1) * q
+    low = int(pos)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
+
+
+def status_class(line: dict[str, Any]) -> str:
+    verdict = str(line.get("verdict") or "")
+    if line.get("sent") is None:
+        return "refused"
+    status = line.get("status")
+    if status is None:
+        return "error"
+    if status == 304:
+        return "304"
+    return f"{int(status) // 100}xx"
+
+
+@dataclass
+class Site:
+    origin: str
+    lines: list[dict[str, Any]] = field(default_factory=list)
+    rests: list[float] = field(default_factory=list)  # measured: end of one to start of next
+    rules: list[float] = field(default_factory=list)  # the rest the crawler set before each
+    statuses: Counter[str] = field(default_factory=Counter)
+    requests: int = 0
+    pages: int = 0
+    bytes: int = 0
+    saved: int = 0
+    refused: int = 0
+    robots: str = "-"
+    stopped: str | None = None
+
+    def row(self) -> dict[str, Any]:
+        return {
+            "origin": self.origin, "requests": self.requests, "pages": self.pages,
+            "statuses": dict(sorted(self.statuses.items())), "bytes": self.bytes,
+            "saved_by_304": self.saved, "refused": self.refused,
+            "rest_median": percentile(self.rests, 0.5), "rest_p90": percentile(self.rests, 0.9),
+            "rule_median": percentile(self.rules, 0.5), "robots": self.robots,
+            "stopped": self.stopped,
+        }
+
+
+def build_sites(lines: list[dict[str, Any]]) -> dict[str, Site]:
+    sites: dict[str, Site] = {}
+    previous: dict[str, dict[str, Any]] = {}
+    for line in sorted(lines, key=lambda x: float(x.get("sent") or x.get("done") or 0)):
+        origin = str(line.get("origin") or "")
+        site = sites.setdefault(origin, Site(origin))
+        site.lines.append(line)
+        if line.get("sent") is None:
+            site.refused += 1
+            site.statuses["refused"] += 1
+            verdict = str(line.get("verdict") or "")
+            if verdict == "refused:opted_out":
+                site.stopped = "opted out (scrapy forget)"
+            continue
+        site.requests += 1
+        cls = status_class(line)
+        site.statuses[cls if cls != "304" else "304"] += 1
+        site.bytes += int(line.get("bytes") or 0)
+        site.saved += int(line.get("saved") or 0)
+        status = line.get("status")
+        if line.get("robots"):
+            site.robots = _robots_outcome(status)
+        elif isinstance(status, int) and (200 <= status < 300 or status == 304):
+            site.pages += 1
+        verdict = str(line.get("verdict") or "")
+        if verdict.startswith("stop_origin:"):
+            site.stopped = describe_stop(verdict.split(":", 1)[1])
+        prev = previous.get(origin)
+        if prev is not None and prev.get("done") is not None:
+            site.rests.append(max(float(line["sent"]) - float(prev["done"]), 0.0))
+            if isinstance(prev.get("rest"), int | float):
+                site.rules.append(float(prev["rest"]))
+        previous[origin] = line
+    return sites
+
+
+def _robots_outcome(status: Any) -> str:
+    if status is None:
+        return "unreachable (network error)"
+    if 200 <= status < 300:
+        return f"read ({status})"
+    if status == 429 or status >= 500:
+        return f"unreachable ({status})"
+    if 400 <= status < 500:
+        return f"none, no restrictions ({status})"
+    return f"redirected ({status})"
+
+
+def add_store_facts(sites: dict[str, Site], state: Path) -> None:
+    """Stops and robots.txt outages the origin store holds."""
+    db = origins_db(state, must_exist=False)
+    if not db.is_file():
+        return
+    conn = open_read_only(db)
+    try:
+        if has_table(conn, "polite_origin"):
+            for origin, raw in conn.execute("SELECT origin, state FROM polite_origin"):
+                site = sites.get(origin)
+                if site is None:
+                    continue
+                stopped = OriginState.from_json(raw).failure.stopped
+                if stopped and site.stopped is None:
+                    site.stopped = describe_stop(stopped)
+        if has_table(conn, "robots_txt"):
+            for origin, kind, failures, error in conn.execute(
+                    "SELECT origin, kind, failures, last_error FROM robots_txt"):
+                site = sites.get(origin)
+                if site is not None and failures and kind is None:
+                    site.robots = f"unreachable ({error}), nothing fetched"
+        if has_table(conn, "polite_optout"):
+            for (origin,) in conn.execute("SELECT origin FROM polite_optout"):
+                if origin in sites:
+                    sites[origin].stopped = "opted out (scrapy forget)"
+    finally:
+        conn.close()
+
+
+# --- plots ---------------------------------------------------------------------------------
+
+_COLORS = {"2xx": "#2b8a3e", "304": "#74b816", "3xx": "#1c7ed6", "4xx": "#f08c00",
+           "5xx": "#e03131", "error": "#862e9c", "refused": "#868e96"}
+
+
+def _svg(fig: Any) -> str:
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg", bbox_inches="tight")
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+    text = buf.getvalue()
+    return text[text.index("<svg"):]
+
+
+def plots(sites: dict[str, Site], chosen: list[str]) -> dict[str, str]:
+    """The report's figures as inline SVG documents, by name."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    matplotlib.rcParams["svg.fonttype"] = "none"  # text stays text (smaller, searchable)
+    matplotlib.rcParams["font.size"] = 9
+    import matplotlib.pyplot as plt
+
+    out: dict[str, str] = {}
+    sent = [float(x["sent"]) for s in sites.values() for x in s.lines if x.get("sent")]
+    if not sent:
+        return out
+    t0 = min(sent)
+    span = max(max(sent) - t0, 1.0)
+    unit, scale = ("s", 1.0) if span < 300 else ("min", 60.0) if span < 3 * 3600 else ("h", 3600.0)
+
+    fig, ax = plt.subplots(figsize=(8, 2.6))
+    bins = min(max(int(span / scale) + 1, 10), 120)
+    top = sorted(sites.values(), key=lambda s: -s.requests)[:6]
+    series = [[(float(x["sent"]) - t0) / scale for x in s.lines if x.get("sent")] for s in top]
+    ax.hist(series, bins=bins, stacked=True, label=[s.origin for s in top])
+    ax.set_xlabel(f"time since the first request ({unit})")
+    ax.set_ylabel("requests")
+    ax.set_title("Requests over time (the six busiest sites)")
+    ax.legend(fontsize=7, loc="upper right")
+    out["requests"] = _svg(fig)
+
+    ranked = [s for s in sorted(sites.values(), key=lambda s: -s.requests) if s.rests][:12]
+    if ranked:
+        fig, ax = plt.subplots(figsize=(8, 0.45 * len(ranked) + 1.2))
+        ax.boxplot([s.rests for s in ranked], vert=False, showfliers=True,
+                   tick_labels=[s.origin for s in ranked])
+        for i, s in enumerate(ranked, start=1):
+            rule = percentile(s.rules, 0.5)
+            if rule is not None:
+                ax.plot([rule, rule], [i - 0.4, i + 0.4], color="#e03131", linewidth=2)
+        ax.set_xlabel("seconds from the end of one exchange to the start of the next "
+                      "(red: the rest the crawler set, median)")
+        ax.set_title("Rests per site against the rule")
+        ax.invert_yaxis()
+        out["rests"] = _svg(fig)
+
+    classes = [c for c in _COLORS if any(s.statuses.get(c) for s in sites.values())]
+    shown = sorted(sites.values(), key=lambda s: -(s.requests + s.refused))[:12]
+    fig, ax = plt.subplots(figsize=(8, 0.45 * len(shown) + 1.2))
+    left = [0.0] * len(shown)
+    for c in classes:
+        values = [float(s.statuses.get(c, 0)) for s in shown]
+        ax.barh([s.origin for s in shown], values, left=left, color=_COLORS[c], label=c)
+        left = [a + b for a, b in zip(left, values, strict=True)]
+    ax.set_xlabel("exchanges")
+    ax.set_title("Status mix per site")
+    ax.invert_yaxis()
+    ax.legend(fontsize=7, ncols=len(classes), loc="lower right")
+    out["statuses"] = _svg(fig)
+
+    picked = [sites[o] for o in chosen if o in sites][:6]
+    if picked:
+        fig, ax = plt.subplots(figsize=(8, 0.55 * len(picked) + 1.2))
+        for i, s in enumerate(picked):
+            bars = [((float(x["sent"]) - t0) / scale,
+                     max(float(x.get("duration") or 0.0) / scale, span / scale / 1500))
+                    for x in s.lines if x.get("sent")][:3000]
+            colors = [_COLORS[status_class(x)] for x in s.lines if x.get("sent")][:3000]
+            ax.broken_barh(bars, (i - 0.35, 0.7), facecolors=colors)
+        ax.set_yticks(range(len(picked)), [s.origin for s in picked])
+        ax.set_xlabel(f"time since the first request ({unit}); each bar one exchange")
+        ax.set_title("Timeline of a few sites (one request in flight per site, rests between)")
+        ax.invert_yaxis()
+        out["timeline"] = _svg(fig)
+
+    revisits = [s for s in sorted(sites.values(), key=lambda s: -(s.bytes + s.saved))
+                if s.requests][:12]
+    if revisits:
+        fig, ax = plt.subplots(figsize=(8, 0.45 * len(revisits) + 1.2))
+        names = [s.origin for s in revisits]
+        ax.barh(names, [s.bytes / 1024 for s in revisits], color="#1c7ed6",
+                label="received")
+        ax.barh(names, [s.saved / 1024 for s in revisits],
+                left=[s.bytes / 1024 for s in revisits], color="#74b816",
+                label="spared by a 304 (the stored copy's size)")
+        ax.set_xlabel("KiB")
+        ax.set_title("Revisit savings: bytes received and bytes conditional requests spared")
+        ax.invert_yaxis()
+        ax.legend(fontsize=7, loc="lower right")
+        out["savings"] = _svg(fig)
+    return out
+
+
+# --- the page ------------------------------------------------------------------------------
+
+_CSS = """
+body{font:15px/1.45 system-ui,sans-serif;color:#212529;margin:0;background:#fff}
+.wrap{max-width:1100px;margin:0 auto;padding:1.5rem}
+h1{font-size:1.6rem;margin:.2rem 0}h2{font-size:1.2rem;margin-top:2rem}
+table{border-collapse:collapse;font-size:13px;width:100%}
+th,td{border-bottom:1px solid #dee2e6;padding:.25rem .4rem;text-align:right;vertical-align:top}
+th:first-child,td:first-child,td.l{text-align:left}
+thead th{background:#f1f3f5;position:sticky;top:0}
+.fig{margin:1rem 0}.fig svg{max-width:100%;height:auto}
+.muted{color:#868e96}.stop{color:#c92a2a}
+"""
+
+
+def _fmt_s(v: float | None) -> str:
+    return "-" if v is None else f"{v:.2f}"
+
+
+def _kib(n: int) -> str:
+    return f"{n / 1024:.1f}" if n else "0"
+
+
+def render(title: str, sources: list[str], sites: dict[str, Site], figures: dict[str, str],
+           generated: float) -> str:
+    esc = html.escape
+    total = sum(s.requests for s in sites.values())
+    pages = sum(s.pages for s in sites.values())
+    rows = []
+    for s in sorted(sites.values(), key=lambda s: -(s.requests + s.refused)):
+        r = s.row()
+        mix = ", ".join(f"{k} {v}" for k, v in r["statuses"].items())
+        rows.append(
+            f"<tr><td>{esc(s.origin)}</td><td>{s.requests}</td><td>{s.pages}</td>"
+            f"<td class=l>{esc(mix)}</td><td>{_kib(s.bytes)}</td><td>{_kib(s.saved)}</td>"
+            f"<td>{_fmt_s(r['rest_median'])}</td><td>{_fmt_s(r['rest_p90'])}</td>"
+            f"<td>{_fmt_s(r['rule_median'])}</td><td class=l>{esc(s.robots)}</td>"
+            f"<td class='l{' stop' if s.stopped else ''}'>{esc(s.stopped or '-')}</td></tr>")
+    captions = {
+        "requests": "Requests over time", "rests": "Rests per site against the rule",
+        "statuses": "Status mix", "timeline": "Per-site timeline", "savings": "Revisit savings",
+    }
+    figs = "".join(f'<section class="fig" id="plot-{k}"><h2>{esc(captions[k])}</h2>{v}</section>'
+                   for k, v in figures.items())
+    src = "".join(f"<li><code>{esc(p)}</code></li>" for p in sources)
+    stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(generated))
+    return f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{esc(title)}</title><style>{_CSS}</style></head>
+<body><div class="wrap">
+<h1>{esc(title)}</h1>
+<p>{len(sites)} sites, {total} requests, {pages} pages. Generated {stamp} from the
+crawler's own records (access logs and the origin store); nothing here is estimated.</p>
+<h2>Per site</h2>
+<table><thead><tr><th>site</th><th>requests</th><th>pages</th><th>statuses</th>
+<th>KiB received</th><th>KiB spared by 304</th><th>rest median (s)</th><th>rest p90 (s)</th>
+<th>rule median (s)</th><th>robots.txt</th><th>stopped, and why</th></tr></thead>
+<tbody>{''.join(rows)}</tbody></table>
+<p class="muted">rest: from the end of one exchange with the site to the start of the next;
+rule: the rest the crawler had set after the previous exchange.</p>
+{figs}
+<h2>Sources</h2><ul>{src}</ul>
+</div></body></html>
+"""
+
+
+# --- choosing the logs ---------------------------------------------------------------------
+
+def pick_logs(state: Path, job: str | None, every: bool,
+              configured: str | None) -> tuple[list[Path], str]:
+    files = log_files(state, [], configured)
+    if not files:
+        raise CommandError(f"no access log in {state} (access-*.jsonl): no crawl to report")
+    if every:
+        return files, "All crawls"
+    if job is None:
+        latest = max(files, key=lambda p: p.stat().st_mtime)
+        return _parts(latest, files), f"Crawl {_base(latest.name)}"
+    given = Path(job).expanduser()
+    if given.is_file():
+        return _parts(given.resolve(), files), f"Crawl {_base(given.name)}"
+    stems = sorted({_base(f.name) for f in files})
+    hits = [s for s in stems if s == job or job in s]
+    if len(hits) == 1:
+        return [f for f in files if _base(f.name) == hits[0]], f"Crawl {hits[0]}"
+    if len(hits) > 1:
+        raise CommandError(f"job {job!r} matches {len(hits)} crawls ({', '.join(hits[:3])}, "
+                           "...): give more of its name")
+    mapped = _from_registry(state, job, stems)
+    if mapped is not None:
+        return [f for f in files if _base(f.name) == mapped], f"Job {job} ({mapped})"
+    raise CommandError(f"no job {job!r} in {state}: name an access log (scrapy report --list "
+                       "shows them) or use --all")
+
+
+def _base(name: str) -> str:
+    """The crawl an access log file belongs to (rotated parts included)."""
+    stem = name.removesuffix(".jsonl")
+    head, dot, tail = stem.rpartition(".")
+    return head if dot and tail.isdigit() and not head.endswith("Z") else stem
+
+
+def _parts(path: Path, files: list[Path]) -> list[Path]:
+    base = _base(path.name)
+    return [f for f in files if _base(f.name) == base] or [path]
+
+
+def _from_registry(state: Path, job: str, stems: list[str]) -> str | None:
+    """A job id or JOBDIR name a job registered (store.optout) -> its process's log."""
+    db = origins_db(state, must_exist=False)
+    if not db.is_file():
+        return None
+    conn = open_read_only(db)
+    try:
+        if not has_table(conn, "polite_optout_jobs"):
+            return None
+        rows = conn.execute("SELECT owner, queue_path, opened_at FROM polite_optout_jobs").fetchall()
+    finally:
+        conn.close()
+    for owner, queue_path, opened in rows:
+        if not queue_path or Path(queue_path).parent.name != job:
+            continue
+        pid = owner.split(":")[1] if owner.count(":") >= 2 else ""
+        candidates = [s for s in stems if s.endswith(f"-{pid}")]
+        if candidates:
+            return min(candidates, key=lambda s: abs(_start_of(s) - float(opened)))
+    return None
+
+
+def _start_of(stem: str) -> float:
+    import calendar
+
+    try:
+        stamp = stem.split("-")[-2]  # access-<spider>-<start>-<pid>
+        return float(calendar.timegm(time.strptime(stamp[:15], "%Y%m%dT%H%M%S")))
+    except (IndexError, ValueError):
+        return 0.0
+
+
+def build_report(state: Path, files: list[Path], title: str, chosen: list[str],
+                 out: Path) -> dict[str, Any]:
+    lines = list(read_lines(files))
+    if not lines:
+        raise CommandError(f"the access logs {', '.join(str(f) for f in files)} are empty")
+    sites = build_sites(lines)
+    add_store_facts(sites, state)
+    if not chosen:
+        chosen = [s.origin for s in sorted(sites.values(), key=lambda s: -s.requests)[:5]]
+    try:
+        figures = plots(sites, chosen)
+    except ImportError as exc:
+        raise CommandError("the report's plots need matplotlib: pip install "
+                           "'polite_crawler[report]'") from exc
+    page = render(title, [str(f) for f in files], sites, figures, time.time())
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(page, encoding="utf-8")
+    return {"report": str(out), "title": title, "sources": [str(f) for f in files],
+            "plots": sorted(figures), "sites": [s.row() for s in sites.values()]}
+
+
+class Command(ScrapyCommand):
+    requires_project = False
+    default_settings = {"LOG_ENABLED": False}
+
+    def syntax(self) -> str:
+        return "[JOB | --all] -o report.html"
+
+    def short_desc(self) -> str:
+        return "Write a crawl's report: one self-contained HTML file with tables and plots"
+
+    def long_desc(self) -> str:
+        return ("One HTML file, viewable without a network: a per-site table (requests, "
+                "pages, statuses, bytes, bytes a 304 spared, median and p90 rest, robots.txt "
+                "outcome, stopped and why) and SVG plots (requests over time, rests against "
+                "the rule, status mix, a timeline of a few sites, revisit savings). JOB: an "
+                "access log, its name or a unique part of it, or a job id; none: the latest "
+                "crawl; --all: every crawl of the state directory.")
+
+    def add_options(self, parser: argparse.ArgumentParser) -> None:
+        super().add_options(parser)
+        add_common(parser)
+        parser.add_argument("-o", "--output", metavar="FILE", help="the HTML file to write")
+        parser.add_argument("--all", action="store_true", help="every crawl's access logs")
+        parser.add_argument("--site", action="append", default=[], metavar="ORIGIN",
+                            help="a site for the timeline (repeatable; default: the busiest)")
+        parser.add_argument("--list", action="store_true", help="list the crawls one can name")
+
+    def run(self, args: list[str], opts: argparse.Namespace) -> None:
+        assert self.settings is not None
+        settings = with_defaults(self.settings)
+        try:
+            state = state_dir_of(settings, opts.state_dir)
+            if opts.list:
+                files = log_files(state, [], settings.get("POLITE_ACCESS_LOG") or None)
+                names = sorted({_base(f.name) for f in files})
+                emit(opts, {"crawls": names}, "\n".join(names) or "no access logs")
+                return
+            if len(args) > 1 or (args and opts.all):
+                raise CommandError("name one job, or --all")
+            if not opts.output:
+                raise CommandError("say where to write it: -o report.html")
+            from polite_crawler.commands._base import parse_origin
+
+            chosen = [parse_origin(s) for s in opts.site]
+            files, title = pick_logs(state, args[0] if args else None, opts.all,
+                                     settings.get("POLITE_ACCESS_LOG") or None)
+            data = build_report(state, files, title, chosen, Path(opts.output))
+        except CommandError as exc:
+            fail("report", str(exc))
+            return
+        emit(opts, data, f"wrote {data['report']} ({len(data['sites'])} sites, "
+                         f"{len(data['plots'])} plots)")
+
+
+def per_site_rows(sites: dict[str, Site]) -> list[dict[str, Any]]:
+    return [s.row() for s in sites.values()]
+
+
