@@ -553,6 +553,9 @@ def run_demo(
         stops=read_stops(out / "crawl.log"),
     )
     text = summary(rec, run, out)
+    from polite_crawler.commands.report import demo_report  # the crawl report (scrapy report)
+
+    text += f"\n  {'crawl report (HTML, scrapy report)':36} {demo_report(out)}"
     failed = []
     if run.returncode != 0:
         failed.append(f"the crawl exited with {run.returncode}")

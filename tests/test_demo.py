@@ -319,6 +319,9 @@ def test_demo_runs_end_to_end_on_a_small_web(tmp_path: Path) -> None:
     assert web_log, "the demo web saw no request"
     assert all(e["user_agent"].startswith("PoliteCrawler/") for e in web_log)
     assert (out / "stats.json").is_file()
+    # The crawl report (scrapy report) is written and its path printed.
+    assert str(out / "report.html") in text
+    assert (out / "report.html").read_text(encoding="utf-8").count("<svg") == 5
     port = web_log[0]["port"]
     assert _port_closed(port)
     # The summary's request counts are the demo web's own.

@@ -225,7 +225,7 @@ def plots(sites: dict[str, Site], chosen: list[str]) -> dict[str, str]:
     ranked = [s for s in sorted(sites.values(), key=lambda s: -s.requests) if s.rests][:12]
     if ranked:
         fig, ax = plt.subplots(figsize=(8, 0.45 * len(ranked) + 1.2))
-        ax.boxplot([s.rests for s in ranked], vert=False, showfliers=True,
+        ax.boxplot([s.rests for s in ranked], orientation="horizontal", showfliers=True,
                    tick_labels=[s.origin for s in ranked])
         for i, s in enumerate(ranked, start=1):
             rule = percentile(s.rules, 0.5)
@@ -503,3 +503,16 @@ def per_site_rows(sites: dict[str, Site]) -> list[dict[str, Any]]:
     return [s.row() for s in sites.values()]
 
 
+
+
+def demo_report(out: Path) -> str:
+    """The demo's report (``make demo``): ``<out>/report.html``; its path, or why not."""
+    target = out / "report.html"
+    try:
+        files, _ = pick_logs(out / "state", None, True, str(out / "access.jsonl"))
+        files = [f for f in files if f.resolve() == (out / "access.jsonl").resolve()
+                 or f.name.startswith("access.")] or files
+        build_report(out / "state", files, "The demo crawl", [], target)
+    except CommandError as exc:
+        return f"(not written: {exc})"
+    return str(target)
