@@ -110,4 +110,7 @@ POLITE_DEFAULTS: dict[str, Any] = {
     # Access log retention: files last written longer ago are deleted when a crawl
     # opens (0: kept for ever). The bot page states it.
     "POLITE_ACCESS_LOG_KEEP_DAYS": 365,
+    # Seconds between two progress lines (active sites, rests, queue, the polite
+    # rate ceiling); 0: none.
+    "POLITE_PROGRESS_INTERVAL": 60.0,
 }

@@ -456,3 +456,38 @@ class Frontier:
 
     def in_flight_origins(self) -> list[str]:
         return [o for o, rec in self._origins.items() if rec.in_flight is not None]
+
+
+# --- a read-only view for the progress line (extensions/progress.py) ----------------------
+
+def frontier_snapshot(frontier: Frontier, now: float) -> dict[str, float]:
+    """Where the frontier's origins stand at ``now``; reads, changes nothing.
+
+    An origin with work (queued, transient or in flight) and not stopped is *active*;
+    each active one is in flight, resting (its rest not over), waiting on the server
+    (a Retry-After or backoff wait), or ready (eligible now, waiting for a dispatch,
+    its robots.txt or a lease). ``rate_ceiling`` is the sum over active origins of
+    1 / rest (the last rest set, at least the base rest): the requests per second the
+    rules allow right now.
+    """
+    out = {"active": 0.0, "in_flight": 0.0, "resting": 0.0, "server_wait": 0.0, "ready": 0.0,
+           "stopped": float(len(frontier.stopped)), "queued": float(frontier.pending),
+           "rate_ceiling": 0.0}
+    for origin, rec in frontier._origins.items():
+        if origin in frontier.stopped:
+            continue
+        if not (rec.queued or rec.transient or rec.in_flight is not None):
+            continue
+        out["active"] += 1
+        state = rec.state
+        if rec.in_flight is not None:
+            out["in_flight"] += 1
+        elif state.failure.wait_until > now:
+            out["server_wait"] += 1
+        elif state.next_allowed > now:
+            out["resting"] += 1
+        else:
+            out["ready"] += 1
+        rest = max(state.last_rest, rec.params.base(False))
+        out["rate_ceiling"] += 1.0 / rest if rest > 0 else 0.0
+    return out

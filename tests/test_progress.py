@@ -1,0 +1,75 @@
+"""The progress line: where the frontier's sites stand, and the polite rate ceiling."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+import pytest
+import pytest_twisted
+
+from polite_crawler.extensions.progress import progress_line
+from polite_crawler.frontier.core import frontier_snapshot
+from polite_crawler.spiders.site import SiteSpider
+from polite_crawler.web.server import Site, page
+from tests.crawl import run_crawl
+from tests.test_frontier_core import T0, Clock, Env
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+
+def test_snapshot_counts_each_state_and_the_ceiling(tmp_path: Path) -> None:
+    clock = Clock()
+    env = Env(tmp_path, clock)
+    for host in ("127.0.0.1", "127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5"):
+        env.push(f"http://{host}/1")
+        env.push(f"http://{host}/2")
+    dispatched = {}
+    for _ in range(5):
+        d = env.f.pop()
+        assert d is not None
+        dispatched[d.origin] = d
+    a, b, c, d_, e = (f"http://127.0.0.{i}" for i in range(1, 6))
+    clock.t += 0.2
+    env.f.settle(b, dispatched[b].token, start=T0, end=clock.t)  # rests 1 s (5 x 0.2 s)
+    server = replace(env.f.state(c).failure, wait_until=clock.t + 60)
+    env.f.settle(c, dispatched[c].token, start=T0, end=clock.t, failure=server)
+    env.f.settle(d_, dispatched[d_].token, start=T0, end=clock.t - 0.2)
+    env.f.stop(e, "403")
+    clock.t += 0.1
+    snap = frontier_snapshot(env.f, clock.t)
+    assert snap["active"] == 4 and snap["stopped"] == 1
+    assert (snap["in_flight"], snap["resting"], snap["server_wait"]) == (1, 2, 1)
+    assert snap["ready"] == 0
+    assert snap["queued"] == 4  # one left on each of a..d; e's were dropped
+    # 1/rest over a, b, c, d: the last rest set, at least the 1 s base.
+    rests = [max(env.f.state(o).last_rest, 1.0) for o in (a, b, c, d_)]
+    assert snap["rate_ceiling"] == pytest.approx(sum(1 / r for r in rests))
+    clock.t += 61
+    later = frontier_snapshot(env.f, clock.t)
+    assert later["ready"] == 3 and later["server_wait"] == 0
+    assert "limited by the machine" in progress_line(later, 0.0)
+    env.close()
+
+
+@pytest_twisted.ensureDeferred
+async def test_the_line_and_its_stats_in_a_crawl(web_factory, tmp_path, caplog) -> None:
+    pages = {f"/p{i}": page(f"p{i}", f"page number {i} " * 30) for i in range(8)}
+    home = page("home", "the home page " * 30, list(pages))
+    sites = {h: Site({"/": home, "/robots.txt": "User-agent: *\nAllow: /\n", **pages})
+             for h in ("127.0.0.1", "127.0.0.2")}
+    web = web_factory(sites)
+    caplog.set_level(logging.INFO, logger="polite_crawler.extensions.progress")
+    result = await run_crawl(SiteSpider, {"POLITE_PROGRESS_INTERVAL": 0.2,
+                                          "POLITE_REST_PAGE": 0.1},
+                             url=",".join(web.url(h) for h in sites))
+    lines = [r.getMessage() for r in caplog.records if r.name.endswith("progress")]
+    assert lines, "no progress line in the crawl"
+    assert any("active" in x and "polite ceiling" in x for x in lines)
+    stats = result.stats
+    for key in ("active", "in_flight", "resting", "server_wait", "stopped", "queued",
+                "rate_ceiling"):
+        assert f"polite/progress/{key}" in stats
+    assert stats["polite/progress/queued"] == 0  # the last snapshot: the crawl is over
