@@ -218,7 +218,8 @@ RFC&nbsp;9421 section&nbsp;2.5 says, and check the Ed25519 signature in
 def _optout_section(settings: BaseSettings, contact_html: str) -> str:
     """The opt-out and the access log's retention (``scrapy forget``, ``scrapy history``)."""
     keep = settings.getfloat("POLITE_ACCESS_LOG_KEEP_DAYS")
-    kept = (f"for {_num(keep)} days, then deleted" if keep > 0 else "for as long as the crawler runs")
+    kept = (f"for {_num(keep)} days, then deleted" if keep > 0
+            else "for as long as the crawler runs")
     return f"""<section aria-labelledby="forget">
 <h2 id="forget">Ask it to forget your site</h2>
 <p>Write to {contact_html} with your site's address, from an address at that site or with

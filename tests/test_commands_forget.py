@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -15,6 +15,9 @@ from polite_crawler.store.pages import PageRecord
 from polite_crawler.store.robots import RobotsBook
 from polite_crawler.store.sqlite import SQLitePageBackend
 from tests.commands_util import scrapy, scrapy_json
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 A, B = "http://a.example", "http://b.example"
 

@@ -17,12 +17,12 @@ from tests.fetch import fetch, plain_settings
 if TYPE_CHECKING:
     from pathlib import Path
 
-O = "http://127.0.0.9:8080"
+SITE = "http://127.0.0.9:8080"
 
 
 def line(sent: float, path: str, status: int | None = 200, rest: float = 3.0,
          **kw: Any) -> dict[str, Any]:
-    out = {"sent": sent, "done": sent + 0.2, "origin": O, "method": "GET", "url": O + path,
+    out = {"sent": sent, "done": sent + 0.2, "origin": SITE, "method": "GET", "url": SITE + path,
            "status": status, "bytes": 100, "duration": 0.2,
            "verdict": f"ok:{status}" if status else "retry_later:timeout", "rest": rest,
            "robots": path == "/robots.txt", "cut": False}
@@ -42,7 +42,8 @@ def two_jobs(tmp_path: Path) -> Path:
     ])
     write(tmp_path / "access-site-20260912T000000.000Z-2.jsonl", [
         line(t + 8, "/c", status=None),
-        {"sent": None, "done": t + 9, "origin": O, "url": O + "/d", "verdict": "refused:private"},
+        {"sent": None, "done": t + 9, "origin": SITE, "url": SITE + "/d",
+         "verdict": "refused:private"},
     ])
     (tmp_path / "access-site-20260912T000000.000Z-2.jsonl").open("a").write('{"cut by a crash')
     return tmp_path
@@ -50,17 +51,18 @@ def two_jobs(tmp_path: Path) -> Path:
 
 def test_history_across_jobs_with_the_rest_before_each(tmp_path):
     state = two_jobs(tmp_path)
-    d = scrapy_json("history", O, "--state-dir", str(state))
+    d = scrapy_json("history", SITE, "--state-dir", str(state))
     ex = d["exchanges"]
-    assert [e["url"].removeprefix(O) for e in ex] == ["/robots.txt", "/a", "/c", "/d"]
+    assert [e["url"].removeprefix(SITE) for e in ex] == ["/robots.txt", "/a", "/c", "/d"]
     assert ex[0]["rest_before"] is None
     assert ex[1]["rest_before"] == 3.3 and ex[1]["rest_rule"] == 3.0
     assert ex[2]["rest_before"] == 4.3 and ex[2]["rest_rule"] == 4.0  # across the two jobs
     assert ex[2]["job"] != ex[1]["job"]
     assert ex[3]["sent"] is False and ex[3]["verdict"] == "refused:private"
-    since = scrapy_json("history", O, "--since", "2026-09-21T14:13:25Z", "--state-dir", str(state))
-    assert [e["url"].removeprefix(O) for e in since["exchanges"]] == ["/c", "/d"]
-    text = scrapy("history", O, "--state-dir", str(state)).stdout
+    since = scrapy_json("history", SITE, "--since", "2026-09-21T14:13:25Z",
+                        "--state-dir", str(state))
+    assert [e["url"].removeprefix(SITE) for e in since["exchanges"]] == ["/c", "/d"]
+    text = scrapy("history", SITE, "--state-dir", str(state)).stdout
     assert "3 requests from 2 access logs" in text
     assert "3.30 (3.00)" in text
 
@@ -70,15 +72,15 @@ def test_history_bad_input(tmp_path):
     for args, words in [
         (["http://never.example"], "no exchange with http://never.example"),
         (["ftp://x"], "not an http(s) origin"),
-        ([O, "--since", "yesterday"], "--since 'yesterday'"),
-        ([O, "--log", str(tmp_path / "none.jsonl")], "no such file"),
+        ([SITE, "--since", "yesterday"], "--since 'yesterday'"),
+        ([SITE, "--log", str(tmp_path / "none.jsonl")], "no such file"),
     ]:
         done = scrapy("history", *args, "--state-dir", str(state))
         assert done.returncode == 2, (args, done.stdout)
         assert len(done.stderr.splitlines()) == 1 and words in done.stderr, done.stderr
     empty = tmp_path / "empty"
     empty.mkdir()
-    done = scrapy("history", O, "--state-dir", str(empty))
+    done = scrapy("history", SITE, "--state-dir", str(empty))
     assert done.returncode == 2 and "no access log" in done.stderr
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from polite_crawler.commands.report import build_sites, percentile, pick_logs
 from tests.commands_util import scrapy, scrapy_json
-from tests.test_commands_history import O, line, write
+from tests.test_commands_history import SITE, line, write
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -48,7 +48,7 @@ def test_per_site_figures(tmp_path):
     files, _ = pick_logs(state, "20260921", False, None)
     assert len(files) == 2  # a rotated crawl is one crawl
     sites = build_sites(list(read_lines(files)))
-    a, b = sites[O], sites[B]
+    a, b = sites[SITE], sites[B]
     assert (a.requests, a.pages, a.saved) == (33, 31, 20_000)
     assert a.statuses == {"2xx": 31, "4xx": 1, "304": 1}
     assert a.robots == "read (200)"
@@ -61,7 +61,7 @@ def test_report_json_and_bad_input(tmp_path):
     data = scrapy_json("report", "--all", "-o", str(tmp_path / "r.html"), "--state-dir",
                        str(state))
     assert data["plots"] == ["requests", "rests", "savings", "statuses", "timeline"]
-    assert {s["origin"] for s in data["sites"]} == {O, B}
+    assert {s["origin"] for s in data["sites"]} == {SITE, B}
     for args, words in [
         (["nosuchjob", "-o", str(tmp_path / "x.html")], "no job 'nosuchjob'"),
         (["site", "-o", str(tmp_path / "x.html")], "matches 2 crawls"),

@@ -425,9 +425,9 @@ class Command(ScrapyCommand):
                  "crawl it again; what was deleted stays deleted"]
         if running:
             lines.append(f"  {len(running)} running jobs keep it stopped until they end")
-        for path, n in frontiers.items():
+        for where, n in frontiers.items():
             if isinstance(n, int) and n:
-                lines.append(f"  {path}: its stop for the opt-out forgotten (a resumed job "
+                lines.append(f"  {where}: its stop for the opt-out forgotten (a resumed job "
                              "may crawl it)")
         return data, "\n".join(lines), 0
 

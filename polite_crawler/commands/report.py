@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import html
 import io
-import statistics
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -64,7 +63,6 @@ def percentile(values: Sequence[float], q: float) -> float | None:
 
 
 def status_class(line: dict[str, Any]) -> str:
-    verdict = str(line.get("verdict") or "")
     if line.get("sent") is None:
         return "refused"
     status = line.get("status")
@@ -401,7 +399,8 @@ def _from_registry(state: Path, job: str, stems: list[str]) -> str | None:
     try:
         if not has_table(conn, "polite_optout_jobs"):
             return None
-        rows = conn.execute("SELECT owner, queue_path, opened_at FROM polite_optout_jobs").fetchall()
+        rows = conn.execute(
+            "SELECT owner, queue_path, opened_at FROM polite_optout_jobs").fetchall()
     finally:
         conn.close()
     for owner, queue_path, opened in rows:
