@@ -7,7 +7,8 @@ rules allow right now) against the rate actually reached. Sites ready but not
 dispatched mean the machine (or the network) is the limit; none mean politeness is.
 
 The figures come from the frontier through :func:`polite_crawler.frontier.core.frontier_snapshot`
-(read only). Stats: ``polite/progress/<figure>`` (the last line's values).
+(read only). Stats: ``polite/progress/<figure>``, the values of the last line (the
+scheduler is closed before ``spider_closed``, so there is no snapshot after it).
 """
 
 from __future__ import annotations
@@ -75,7 +76,6 @@ class Progress:
     def spider_closed(self, spider: Spider) -> None:
         if self._loop is not None and self._loop.running:
             self._loop.stop()
-        self.snapshot()
 
     def snapshot(self) -> dict[str, float] | None:
         frontier = getattr(self.ctx.frontier, "frontier", None)
