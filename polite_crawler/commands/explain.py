@@ -523,7 +523,7 @@ def explain_status(settings: BaseSettings, status: int, headers: list[str], body
     wait: dict[str, Any] | None = None
     if verdict.action is Action.RETRY_LATER:
         if verdict.wait is not None:
-            wait = {"seconds": failure.last_wait, "source": "Retry-After (never shortened)"}
+            wait = {"seconds": failure.last_wait, "source": "Retry-After, never shortened"}
         else:
             low = params.backoff_base
             wait = {"seconds_range": [low, min(2 * low, params.backoff_max)],
