@@ -83,3 +83,14 @@ def test_entry_points_name_the_commands():
         cls = getattr(importlib.import_module(module), attr)
         assert issubclass(cls, ScrapyCommand), name
         assert module.rsplit(".", 1)[1] == name  # COMMANDS_MODULE names it the same
+
+
+@pytest.mark.parametrize("name", ["crawl", "explain", "forget", "history", "report"])
+def test_every_command_has_help(name):
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-m", "scrapy", name, "--help"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert f"scrapy {name}" in done.stdout
+    if name != "crawl":
+        assert "--json" in done.stdout and "--state-dir" in done.stdout

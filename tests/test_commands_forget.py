@@ -11,10 +11,11 @@ import pytest
 from polite_crawler.frontier.store import OriginStore, QueueStore
 from polite_crawler.policy.rest import OriginState
 from polite_crawler.store.optout import OptOutList
-from polite_crawler.store.pages import PageRecord
+from polite_crawler.store.pages import PageRecord, backend_factory
 from polite_crawler.store.robots import RobotsBook
 from polite_crawler.store.sqlite import SQLitePageBackend
 from tests.commands_util import scrapy, scrapy_json
+from tests.pg import pg_server, pg_uri  # noqa: F401  (fixtures)
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -29,10 +30,11 @@ def page(url: str, **kw: object) -> PageRecord:
                       due_at=time.time() + 86400, **kw)  # type: ignore[arg-type]
 
 
-def make_state(root: Path) -> Path:
+def make_state(root: Path, store_uri: str = "") -> Path:
     state = root / "state"
     state.mkdir()
-    backend = SQLitePageBackend(str(state / "polite.sqlite3"))
+    backend = (backend_factory(store_uri, "")() if store_uri
+               else SQLitePageBackend(str(state / "polite.sqlite3")))
     backend.migrate()
     backend.begin()
     for rec in (page(f"{A}/"), page(f"{A}/x"), page(f"{B}/"),
@@ -167,3 +169,21 @@ def test_help_describes_the_command():
     done = scrapy("forget", "--help")
     assert done.returncode == 0
     assert "--undo" in done.stdout and "--json" in done.stdout and "--list" in done.stdout
+
+
+def test_forget_deletes_from_a_postgresql_page_store(tmp_path, pg_uri):
+    state = make_state(tmp_path, pg_uri)
+    data = scrapy_json("forget", A, "--state-dir", str(state), "-s", f"POLITE_STORE={pg_uri}")
+    store = data["removed"]["page_store"]
+    assert store["where"] == "postgresql"
+    assert (store["pages"], store["aliases"], store["near_duplicate_links"]) == (2, 3, 1)
+    backend = backend_factory(pg_uri, "")()
+    try:
+        assert backend.execute("SELECT canonical_url, near_duplicate_of FROM pages "
+                               "ORDER BY 1") == [(f"{B}/", None), (f"{B}/copy", None)]
+        assert backend.execute("SELECT alias_url FROM page_aliases") == [(f"{B}/old",)]
+    finally:
+        backend.close()
+    explained = scrapy_json("explain", f"{B}/", "--state-dir", str(state),
+                            "-s", f"POLITE_STORE={pg_uri}")
+    assert explained["store"]["stored"] is True
