@@ -171,7 +171,8 @@ def test_help_describes_the_command():
     assert "--undo" in done.stdout and "--json" in done.stdout and "--list" in done.stdout
 
 
-def test_forget_deletes_from_a_postgresql_page_store(tmp_path, pg_uri):
+def test_forget_deletes_from_a_postgresql_page_store(tmp_path, request):
+    pg_uri = str(request.getfixturevalue("pg_uri"))
     state = make_state(tmp_path, pg_uri)
     data = scrapy_json("forget", A, "--state-dir", str(state), "-s", f"POLITE_STORE={pg_uri}")
     store = data["removed"]["page_store"]

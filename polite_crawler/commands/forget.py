@@ -346,7 +346,9 @@ class Command(ScrapyCommand):
         self._probe_locks(settings, state, opts.lock_timeout)
         now = time.time()
         version = optout.add(origin, opts.reason, now)
+        waited = time.monotonic()
         acked, late = self._wait_for_acks(optout, version, opts.wait)
+        waited = time.monotonic() - waited
         ended = sorted(self._ended)
         removed: dict[str, Any] = {}
         pages = page_store_backend(settings, state, 30.0)
@@ -378,6 +380,7 @@ class Command(ScrapyCommand):
         removed["frontiers"] = frontiers
         optout.record_removed(origin, removed)
         data = {"origin": origin, "reason": opts.reason, "version": version, "at": now,
+                "ack_wait": round(waited, 3),
                 "acknowledged": [_job(j) for j in acked], "ended_meanwhile": ended,
                 "not_acknowledged":
                 [_job(j) for j in late], "removed": removed}
@@ -449,6 +452,7 @@ def _forget_text(data: dict[str, Any]) -> str:
                  "no job fetches it again, not even robots.txt")
     acked, late = data["acknowledged"], data["not_acknowledged"]
     lines.append(f"  running jobs: {len(acked)} acknowledged"
+                 + (f" (in {data['ack_wait']:.2f} s)" if acked else "")
                  + "".join(f"\n    {j['spider']} {j['owner']}" for j in acked))
     if data["ended_meanwhile"]:
         lines.append(f"  {len(data['ended_meanwhile'])} jobs ended while forget waited")
