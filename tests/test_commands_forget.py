@@ -172,13 +172,13 @@ def test_help_describes_the_command():
 
 
 def test_forget_deletes_from_a_postgresql_page_store(tmp_path, request):
-    pg_uri = str(request.getfixturevalue("pg_uri"))
-    state = make_state(tmp_path, pg_uri)
-    data = scrapy_json("forget", A, "--state-dir", str(state), "-s", f"POLITE_STORE={pg_uri}")
+    uri = str(request.getfixturevalue("pg_uri"))
+    state = make_state(tmp_path, uri)
+    data = scrapy_json("forget", A, "--state-dir", str(state), "-s", f"POLITE_STORE={uri}")
     store = data["removed"]["page_store"]
     assert store["where"] == "postgresql"
     assert (store["pages"], store["aliases"], store["near_duplicate_links"]) == (2, 3, 1)
-    backend = backend_factory(pg_uri, "")()
+    backend = backend_factory(uri, "")()
     try:
         assert backend.execute("SELECT canonical_url, near_duplicate_of FROM pages "
                                "ORDER BY 1") == [(f"{B}/", None), (f"{B}/copy", None)]
@@ -186,5 +186,5 @@ def test_forget_deletes_from_a_postgresql_page_store(tmp_path, request):
     finally:
         backend.close()
     explained = scrapy_json("explain", f"{B}/", "--state-dir", str(state),
-                            "-s", f"POLITE_STORE={pg_uri}")
+                            "-s", f"POLITE_STORE={uri}")
     assert explained["store"]["stored"] is True
