@@ -32,7 +32,9 @@ def crawl(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     (("-a", "urls=/nonexistent"), "-a urls=/nonexistent: no such file"),
     ((), "give a site"),
     (("-a", "url=ftp://example.org/"), "not an http(s) URL"),
-], ids=["no-bot-url", "browser-ua", "missing-urls-file", "no-url", "not-http"])
+    (("-a", "url=http://127.0.0.1:9/", "-s", "POLITE_SIGNING_KEY=/nonexistent/key.pem"),
+     "POLITE_SIGNING_KEY"),
+], ids=["no-bot-url", "browser-ua", "missing-urls-file", "no-url", "not-http", "signing-key"])
 def test_refusal_is_one_line_and_exit_2(tmp_path, args, words):
     done = crawl(tmp_path, *args)
     assert done.returncode == 2, done.stderr
