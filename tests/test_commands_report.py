@@ -108,3 +108,17 @@ def test_report_renders_in_headless_chromium_with_its_plots(tmp_path):
                for r, g, b in pixels), "no status-mix bar rendered"
     assert any(abs(r - 0x1F) < 8 and abs(g - 0x77) < 8 and abs(b - 0xB4) < 8
                for r, g, b in pixels), "no histogram rendered"
+
+
+def test_a_job_id_names_its_process_log(tmp_path):
+    from polite_crawler.store.optout import OptOutList
+
+    state = crawl_logs(tmp_path)
+    lst = OptOutList(state / "polite-origins.sqlite3")
+    queue = state / "jobs" / "site" / "nightly-7" / "polite_frontier.sqlite3"
+    lst.register("vm:202:abcd", "site", str(queue), 0, 1_790_090_000.0)
+    lst.close()
+    data = scrapy_json("report", "nightly-7", "-o", str(tmp_path / "r.html"),
+                       "--state-dir", str(state))
+    assert data["title"] == "Job nightly-7 (access-site-20260922T000000.000Z-202)"
+    assert [s["origin"] for s in data["sites"]] == [SITE]
