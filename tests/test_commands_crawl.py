@@ -48,6 +48,16 @@ def test_refusal_is_one_line_and_exit_2(tmp_path, args, words):
     assert not (tmp_path / "state").exists()
 
 
+def test_another_spider_s_own_argument_check(tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-m", "scrapy", "crawl", "api_example",
+                           "-a", "url=http://127.0.0.1:9/a,http://127.0.0.1:9/b"], cwd=ROOT,
+                          env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == [
+        "scrapy crawl: give one API URL: scrapy crawl api_example -a url=https://..."]
+
+
 def test_unknown_spider_is_one_line(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     done = subprocess.run([sys.executable, "-m", "scrapy", "crawl", "nosuchspider"], cwd=ROOT,

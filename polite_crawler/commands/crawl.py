@@ -49,20 +49,25 @@ def start_problem(settings: BaseSettings, spidercls: type, spargs: dict[str, Any
     (the identity) raise when the crawl opens.
     """
     from polite_crawler.middlewares.identity import identity_from_settings
-    from polite_crawler.spiders.site import SiteSpider, UsageError, read_start_urls
+    from polite_crawler.spiders.site import UsageError
 
     merged = settings.copy()
     with_defaults(merged)
     update = getattr(spidercls, "update_settings", None)
     if callable(update):
         update(merged)
-    start: list[str] = [u for u in (getattr(spidercls, "start_urls", None) or [])
+    # The spider checks its own arguments when it is built (read_start_urls and the
+    # like raise UsageError); built here once first, as Scrapy builds it.
+    try:
+        spider = spidercls(**spargs)
+    except UsageError as exc:
+        return str(exc)
+    except Exception:  # not a refusal of ours: Scrapy reports it as it does
+        return None
+    start: list[str] = [u for u in (getattr(spider, "start_urls", None) or [])
                         if isinstance(u, str)]
-    if isinstance(spidercls, type) and issubclass(spidercls, SiteSpider):
-        try:
-            start.extend(read_start_urls(spargs.get("url"), spargs.get("urls")))
-        except UsageError as exc:
-            return str(exc)
+    start.extend(u for u in (getattr(spider, "polite_start_urls", None) or [])
+                 if isinstance(u, str))
     try:
         identity = identity_from_settings(merged)
         user_set = (merged.getpriority("USER_AGENT") or 0) > SETTINGS_PRIORITIES["default"]
