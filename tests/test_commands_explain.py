@@ -120,3 +120,41 @@ def test_explain_bad_input(tmp_path):
         done = scrapy("explain", *args)
         assert done.returncode == 2, args
         assert len(done.stderr.splitlines()) == 1 and words in done.stderr, done.stderr
+
+
+def test_explain_an_outage_a_stop_and_a_backoff(tmp_path):
+    import time
+
+    from polite_crawler.frontier.store import OriginStore
+    from polite_crawler.policy.rest import OriginState
+    from polite_crawler.policy.verdicts import FailureState
+    from polite_crawler.store.robots import RobotsBook
+
+    state = tmp_path / "state"
+    state.mkdir()
+    db = state / "polite-origins.sqlite3"
+    down, stopped = "http://down.example", "http://stopped.example"
+    book = RobotsBook(db, "PoliteCrawler")
+    book.record_failure(down, "status 503")
+    book.record_answer(stopped, 404)
+    book.close()
+    now = time.time()
+    store = OriginStore(db, "test:1:x", "run")
+    store.save(OriginState(stopped, last_end=now, last_duration=0.5, last_rest=3.2,
+                           failure=FailureState(stopped="403", consecutive_failures=2,
+                                                backoff_streak=1, last_wait=6.0,
+                                                wait_until=now + 6)), now)
+    store.close()
+    d = scrapy_json("explain", f"{down}/a", "--state-dir", str(state))
+    assert d["robots"]["source"] == "unreachable" and d["robots"]["allowed"] is False
+    assert "status 503" in d["robots"]["why"]
+    d = scrapy_json("explain", f"{stopped}/a", "--state-dir", str(state))
+    assert d["robots"]["allowed"] is True and "404" in d["robots"]["why"]
+    o = d["origin_state"]
+    assert o["stopped"] == "403" and "refuses" in o["stopped_why"]
+    assert o["breaker"] == {"consecutive_failures": 2, "limit": 5}
+    assert o["binding_term"] == "the server's wait (Retry-After or backoff)"
+    assert o["may_start_now"] is False
+    text = scrapy("explain", f"{stopped}/a", "--state-dir", str(state)).stdout
+    assert "stopped for its last run: 403 Forbidden" in text
+    assert "backoff: 1 retry-later answers in a row" in text
