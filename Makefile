@@ -17,7 +17,7 @@ $(STAMP): $(BIN)/python pyproject.toml
 
 install: $(STAMP)
 
-# Servers the tests start themselves (PostgreSQL); installed from Debian when
+# Servers the tests start themselves (PostgreSQL) and Chromium (the report test); from Debian when
 # missing and when we are root. Tests that need one skip with a reason otherwise.
 system-deps:
 	@bash scripts/system-deps.sh
