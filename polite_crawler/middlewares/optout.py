@@ -71,8 +71,9 @@ class OptOutMiddleware:
         frontier = getattr(self.ctx.frontier, "frontier", None)
         queue = getattr(frontier, "queue", None)
         path = getattr(queue, "path", None)
+        keep_days = self.crawler.settings.getfloat("POLITE_ACCESS_LOG_KEEP_DAYS", 365.0)
         self.list.register(self.owner, spider.name, str(path) if path else None, self.version,
-                           self.clock())
+                           self.clock(), keep=(keep_days if keep_days > 0 else 36500) * 86400)
         self._loop = create_looping_call(self._tick)
         self._loop.start(self.poll, now=False)
         if self.refused:

@@ -169,7 +169,9 @@ class OptOutList:
 
     # --- jobs ----------------------------------------------------------------------
     def register(self, owner: str, spider: str, queue_path: str | None, version: int,
-                 now: float) -> None:
+                 now: float, keep: float = 365 * 86400.0) -> None:
+        """A job opens; jobs closed more than ``keep`` seconds ago are forgotten."""
+        self.conn.execute("DELETE FROM polite_optout_jobs WHERE closed_at < ?", (now - keep,))
         self.conn.execute(
             "INSERT OR REPLACE INTO polite_optout_jobs (owner, spider, queue_path, opened_at, "
             "closed_at, version, acked_at) VALUES (?, ?, ?, ?, NULL, ?, ?)",
