@@ -169,7 +169,7 @@ class OptOutList:
 
     # --- jobs ----------------------------------------------------------------------
     def register(self, owner: str, spider: str, queue_path: str | None, version: int,
-                 now: float, keep: float = 365 * 86400.0) -> None:
+                 now: float, *, keep: float = 365 * 86400.0) -> None:
         """A job opens; jobs closed more than ``keep`` seconds ago are forgotten."""
         self.conn.execute("DELETE FROM polite_optout_jobs WHERE closed_at < ?", (now - keep,))
         self.conn.execute(
