@@ -34,7 +34,11 @@ def crawl(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     (("-a", "url=ftp://example.org/"), "not an http(s) URL"),
     (("-a", "url=http://127.0.0.1:9/", "-s", "POLITE_SIGNING_KEY=/nonexistent/key.pem"),
      "POLITE_SIGNING_KEY"),
-], ids=["no-bot-url", "browser-ua", "missing-urls-file", "no-url", "not-http", "signing-key"])
+    (("-a", "url=http://127.0.0.1:9/", "-s", "POLITE_TEST_NETWORKS=10.0.0.0/33"),
+     "POLITE_TEST_NETWORKS"),
+    (("-a", "url=http://127.0.0.1:9/", "-a", "_job=../etc"), "not a plain name"),
+], ids=["no-bot-url", "browser-ua", "missing-urls-file", "no-url", "not-http", "signing-key",
+        "bad-network", "bad-job-id"])
 def test_refusal_is_one_line_and_exit_2(tmp_path, args, words):
     done = crawl(tmp_path, *args)
     assert done.returncode == 2, done.stderr

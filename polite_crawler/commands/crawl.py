@@ -75,6 +75,18 @@ def start_problem(settings: BaseSettings, spidercls: type, spargs: dict[str, Any
         check_user_agent(getattr(spidercls, "user_agent", None), identity)
     except IdentityError as exc:
         return f"{exc}; remove it (the crawler sets its own User-Agent)"
+    for name in ("POLITE_TEST_NETWORKS", "POLITE_ALLOW_NETWORKS"):
+        try:
+            parse_networks(merged.getlist(name))
+        except ValueError as exc:
+            return f"{name}: {exc} (write networks as 10.0.0.0/8 or addresses)"
+    if spargs.get("_job") is not None:
+        from polite_crawler.policy.jobs import JobIdError, check_job_id
+
+        try:
+            check_job_id(str(spargs["_job"]))
+        except JobIdError as exc:
+            return str(exc)
     signing = signing_problem(merged)
     if signing is not None:
         return signing
