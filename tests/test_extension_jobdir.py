@@ -111,3 +111,55 @@ async def test_unsafe_job_id_stops_the_crawl_before_any_request(
                         url=web.url(HOST), _job="../escape")
     assert web.entries() == []
     assert not (tmp_path.parent / "escape").exists()
+
+
+@pytest_twisted.ensureDeferred
+async def test_recrawl_on_a_jobdir_that_crawled_before_is_refused_before_any_request(
+    web_factory, tmp_path: Path
+) -> None:
+    """Issue 15: ``-s JOBDIR=X -a recrawl=all`` on a used X would resume the old queue and
+    filter every start URL as seen, silently. It is refused at start, saying what to do;
+    a new JOBDIR recrawls (conditionally)."""
+    from polite_crawler.extensions.jobdir import RecrawlOnUsedJobDir
+
+    web = web_factory({HOST: _site()})
+    settings = {"POLITE_STATE_DIR": str(tmp_path / "state"), "JOBDIR": str(tmp_path / "X")}
+    first = await run_crawl(SiteSpider, settings=settings, url=web.url(HOST))
+    assert len(first.items) == 3
+    before = len(web.entries())
+    with pytest.raises(RecrawlOnUsedJobDir, match=r"new JOBDIR .*conditional"):
+        await run_crawl(SiteSpider, settings=settings, url=web.url(HOST), recrawl="all")
+    with pytest.raises(RecrawlOnUsedJobDir):  # the setting says the same as the argument
+        await run_crawl(SiteSpider, settings={**settings, "POLITE_RECRAWL": "all"},
+                        url=web.url(HOST))
+    assert len(web.entries()) == before
+    # A plain resume of the finished job is still allowed (it has nothing left to do) ...
+    await run_crawl(SiteSpider, settings=settings, url=web.url(HOST))
+    # ... and the recrawl with a fresh JOBDIR happens: every page asked again, conditionally.
+    before = len(web.entries())
+    await run_crawl(SiteSpider, settings={**settings, "JOBDIR": str(tmp_path / "Y")},
+                    url=web.url(HOST), recrawl="all")
+    again = {e.path for e in web.entries()[before:]}
+    assert {"/", "/a", "/b"} <= again
+
+
+def test_an_unfinished_recrawl_resumes(tmp_path: Path) -> None:
+    """A recrawl cancelled half-way (its queue not empty) resumes with the same arguments."""
+    import sqlite3
+
+    from polite_crawler.extensions.jobdir import RecrawlOnUsedJobDir, check_recrawl_jobdir
+
+    job = tmp_path / "job"
+    check_recrawl_jobdir(str(job), "all")  # a new JOBDIR: noted as a recrawl
+    conn = sqlite3.connect(job / "polite_frontier.sqlite3")
+    conn.executescript("CREATE TABLE frontier_seen (fp BLOB PRIMARY KEY);"
+                       "CREATE TABLE frontier_queue (id INTEGER PRIMARY KEY, url TEXT);"
+                       "INSERT INTO frontier_seen VALUES (x'01');"
+                       "INSERT INTO frontier_queue (url) VALUES ('http://127.0.0.1/a');")
+    conn.commit()
+    check_recrawl_jobdir(str(job), "all")  # resumes: not refused
+    conn.execute("DELETE FROM frontier_queue")
+    conn.commit()
+    conn.close()
+    with pytest.raises(RecrawlOnUsedJobDir, match="finished"):
+        check_recrawl_jobdir(str(job), "all")

@@ -13,14 +13,23 @@ settings from that (rules in :mod:`polite_crawler.policy.jobs`):
   ``<POLITE_STATE_DIR>/jobs/<spider>/<job id>``. Scheduling again with the same
   ``jobid`` resumes a cancelled job.
 
+A recrawl (``-a recrawl=all`` or POLITE_RECRAWL = "all") on a JOBDIR whose
+crawl ran before would resume that crawl's queue and find every start URL in
+its seen set: nothing would be revisited. The crawl is refused before anything
+is sent (:class:`RecrawlOnUsedJobDir`, a message that says what to do), unless
+the JOBDIR is an unfinished recrawl being resumed (its queue not empty, and
+``polite_job.json`` says it was started as a recrawl).
+
 Scrapy builds the extensions before it freezes the settings (``Crawler._apply_settings``
 in Scrapy 2.19); ``tests/test_extension_jobdir.py`` fails if that moves.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
+import sqlite3
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -35,6 +44,61 @@ logger = logging.getLogger(__name__)
 
 # The priority scrapyd's own ``-s JOBDIR=`` has.
 _PRIORITY = "cmdline"
+# What a JOBDIR's crawl was started as (written at start, read by the next run).
+JOB_FILE = "polite_job.json"
+# The frontier's queue file (polite_crawler.frontier.scheduler.QUEUE_DB) and its tables.
+_QUEUE_DB = "polite_frontier.sqlite3"
+
+
+class RecrawlOnUsedJobDir(RuntimeError):
+    """``recrawl=all`` on a JOBDIR that holds a finished (or a non-recrawl) crawl."""
+
+
+def _jobdir_counts(jobdir: Path) -> tuple[int, int]:
+    """(URLs seen, requests queued) in a JOBDIR's frontier; (0, 0) when there is none."""
+    path = jobdir / _QUEUE_DB
+    if not path.is_file():
+        return 0, 0
+    try:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=10)
+        try:
+            seen = conn.execute("SELECT COUNT(*) FROM frontier_seen").fetchone()[0]
+            queued = conn.execute("SELECT COUNT(*) FROM frontier_queue").fetchone()[0]
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        return 0, 0  # not a frontier we know: the scheduler will say so
+    return int(seen), int(queued)
+
+
+def check_recrawl_jobdir(jobdir: str, recrawl: str) -> None:
+    """Refuse a recrawl that a used JOBDIR would turn into nothing; note what this run is.
+
+    Raises :class:`RecrawlOnUsedJobDir` with what to do instead.
+    """
+    if not jobdir:
+        return
+    path = Path(jobdir)
+    all_ = recrawl.lower() == "all"
+    if all_:
+        seen, queued = _jobdir_counts(path)
+        before = ""
+        try:
+            before = str(json.loads((path / JOB_FILE).read_text()).get("recrawl", ""))
+        except (OSError, ValueError, AttributeError):
+            pass
+        resuming = queued > 0 and before.lower() == "all"
+        if seen and not resuming:
+            what = "finished" if not queued else "was not started as a recrawl"
+            raise RecrawlOnUsedJobDir(
+                f"JOBDIR {jobdir} holds a crawl that ran before ({seen} URLs seen; it {what}): "
+                "-a recrawl=all would resume it and skip every page as already seen. "
+                "Give the recrawl a new JOBDIR (-s JOBDIR=<new directory>, or a new scrapyd "
+                "job id): the page store in POLITE_STATE_DIR keeps every page's validators, "
+                f"so it is conditional. Or delete {jobdir}.")
+    path.mkdir(parents=True, exist_ok=True)
+    if not (path / JOB_FILE).exists() or all_:
+        (path / JOB_FILE).write_text(json.dumps({"recrawl": "all" if all_ else ""}))
 
 
 class JobDirExtension:
@@ -59,6 +123,8 @@ class JobDirExtension:
             settings.set("JOBDIR", jobdir, priority=_PRIORITY)
         self.state_dir = state
         self.jobdir = jobdir
+        recrawl = getattr(spider, "recrawl", None) or settings.get("POLITE_RECRAWL") or ""
+        check_recrawl_jobdir(settings.get("JOBDIR") or "", str(recrawl))
         crawler.signals.connect(self.spider_opened, signal=signals.spider_opened)
 
     @classmethod
