@@ -69,6 +69,7 @@ COMPONENTS: dict[str, dict[str, int | None]] = {
         "polite_crawler.frontier.done.FrontierDoneMiddleware": 10,  # outermost
         "polite_crawler.middlewares.pagerules.PageRulesMiddleware": 60,  # meta robots, signals
         "polite_crawler.middlewares.traps.TrapMiddleware": 70,  # trap rules, yield monitoring
+        "polite_crawler.middlewares.trapmemory.TrapMemoryMiddleware": 75,  # remembered traps
     },
     "ITEM_PIPELINES": {
         "polite_crawler.pipelines.identity.PageIdentityPipeline": 100,  # canonical URL, hashes

@@ -82,6 +82,13 @@ POLITE_DEFAULTS: dict[str, Any] = {
     "POLITE_YIELD_WINDOW": 30,
     "POLITE_YIELD_MIN_SHARE": 0.1,
     "POLITE_YIELD_MIN_NOVELTY": 0.2,
+    # Trap memory (store/traps.py): seconds a URL judged a trap page stays unrequested.
+    "POLITE_TRAP_MEMORY": 30 * 24 * 3600.0,
+    # Query variants (policy/traps.py QueryVariants): past this many distinct query
+    # strings on one path, new ones are admitted only while at least MIN_SHARE of the
+    # path's fetched query pages brought new text (faceted navigation stops there).
+    "POLITE_MAX_QUERY_VARIANTS": 20,
+    "POLITE_QUERY_VARIANTS_MIN_SHARE": 0.5,
     "POLITE_SITEMAP_MAX_BYTES": 50 * 1024 * 1024,  # sitemaps.org: uncompressed size
     "POLITE_SITEMAP_MAX_URLS": 50_000,  # sitemaps.org: URLs per file
     # --- conditional requests (issue 7) -------------------------------------

@@ -160,10 +160,12 @@ async def test_304_without_stored_copy_is_fetched_once_unconditionally(web_facto
 @pytest_twisted.ensureDeferred
 async def test_a_duplicate_alias_is_fetched_as_itself(web_factory, tmp_path) -> None:
     """Two sites with the same index page: the second's index is a duplicate (an alias of
-    the first's). On a revisit it is fetched as itself, never answered with the first
-    site's copy, whose links would lead back to the first site."""
+    the first's). On a revisit it is revalidated as itself, with its own validators (issue
+    16), never answered with the first site's copy, whose links would lead back to the
+    first site."""
     other = "127.0.8.4"
-    web = web_factory({HOST: ArticleSite(n=2, seed=1), other: ArticleSite(n=2, seed=2)})
+    sites = {HOST: ArticleSite(n=2, seed=1), other: ArticleSite(n=2, seed=2)}
+    web = web_factory(sites)
     urls = tmp_path / "urls.txt"
     urls.write_text(f"{web.url(HOST)}\n{web.url(other)}\n")
     first = await run_crawl(PageSpider, _settings(tmp_path), urls=str(urls))
@@ -171,10 +173,16 @@ async def test_a_duplicate_alias_is_fetched_as_itself(web_factory, tmp_path) -> 
     kept = {i["canonical_url"] for i in first.items}
     dup_host = next(h for h in (HOST, other) if web.url(h) not in kept)  # whichever came second
     before = len(web.entries())
-    await run_crawl(PageSpider, _settings(tmp_path, "job2"), urls=str(urls), recrawl="all")
+    second = await run_crawl(PageSpider, _settings(tmp_path, "job2"), urls=str(urls),
+                             recrawl="all")
     again = [e for e in web.entries()[before:] if e.path == "/" or e.path.startswith("/a/")]
     assert sorted((e.host, e.path) for e in again) == sorted(
         (h, p) for h in (HOST, other) for p in ("/", "/a/0", "/a/1"))
+    assert all(e.status == 304 and "if-none-match" in e.headers for e in again)
     dup_index = next(e for e in again if e.host == dup_host and e.path == "/")
-    assert "if-none-match" not in dup_index.headers and dup_index.status == 200
-    assert all(e.status == 304 for e in again if e is not dup_index)
+    own = sites[dup_host].handle(Req("GET", "/", {}, dup_host, web.port))
+    assert dup_index.headers["if-none-match"] == own.etag  # its own, not the other page's
+    # The alias's answer is its own stored copy, dropped again (not an item of the crawl);
+    # its links lead to its own site's articles, which were revalidated above.
+    assert web.url(dup_host) not in {i["canonical_url"] for i in second.items}
+    assert second.stats["polite/pages/alias_revisited"] == 1

@@ -169,9 +169,16 @@ async def test_no_store_keeps_no_copy(env: Env) -> None:
     with pytest.raises(IgnoreRequest):
         await _ask(env)
     assert env.crawler.stats.get_value("polite/conditional/dropped/not_due") == 1  # type: ignore[union-attr]
-    env.clock.now = T0 + 61  # due: an unconditional request (a 304 could not be answered)
+    env.clock.now = T0 + 61  # due: its validators still save the body (issue 16)
     request, answer = await _ask(env)
-    assert answer is None and b"If-None-Match" not in request.headers
+    assert answer is None and request.headers[b"If-None-Match"] == b'"a"'
+    # The 304 is the visit (recorded); there is no copy to hand on, so nothing is.
+    with pytest.raises(IgnoreRequest):
+        await env.mw.process_response(request, Response(URL, status=304, request=request))
+    stats = env.crawler.stats
+    assert stats.get_value("polite/conditional/not_modified_no_copy") == 1  # type: ignore[union-attr]
+    rec = await result(env.mw.store.get(URL))
+    assert rec is not None and rec.visits == 2 and rec.fetched_at == T0 + 61
 
 
 @pytest_twisted.ensureDeferred
@@ -189,10 +196,17 @@ async def test_sitemap_lastmod(env: Env) -> None:
 
 
 @pytest_twisted.ensureDeferred
-async def test_recrawl_all_revisits_fresh_pages_conditionally(env: Env) -> None:
+async def test_recrawl_all_revisits_what_is_not_due_never_what_is_fresh(env: Env) -> None:
+    """Issue 16: recrawl=all overrides the revisit interval, not the site's max-age."""
     await env.store({"ETag": '"a"', "Cache-Control": "max-age=600"})
+    await env.store({"ETag": '"b"'}, url=URL + "2")
     env.clock.now = T0 + 10
     env.crawler.spider.recrawl = "all"  # type: ignore[union-attr]
+    _, answer = await _ask(env)
+    assert answer is not None and answer.meta["polite_revisit"] == "fresh"
+    request, answer = await _ask(env, URL + "2")  # not due, but revalidated
+    assert answer is None and request.headers[b"If-None-Match"] == b'"b"'
+    env.clock.now = T0 + 601  # the max-age has run out: revalidated
     request, answer = await _ask(env)
     assert answer is None and request.headers[b"If-None-Match"] == b'"a"'
 

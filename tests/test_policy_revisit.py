@@ -89,7 +89,10 @@ def test_decisions() -> None:
     assert decide(full, T + 10) is Decision.FRESH
     assert decide(full, T + 60) is Decision.NOT_DUE
     assert decide(full, T + 100) is Decision.CONDITIONAL
-    assert decide(full, T + 10, force=True) is Decision.CONDITIONAL  # recrawl=all
+    # recrawl=all overrides the interval, never the site's floor or its sitemap (issue 16).
+    assert decide(full, T + 60, force=True) is Decision.CONDITIONAL
+    assert decide(full, T + 10, force=True) is Decision.FRESH
+    assert decide(full, T + 60, lastmod=T - 1, force=True) is Decision.LASTMOD
     assert decide(full, T + 60, lastmod=T - 1) is Decision.LASTMOD
     assert decide(full, T + 60, lastmod=T + 1) is Decision.CONDITIONAL  # changed since
     assert decide(full, T + 500, lastmod=T) is Decision.LASTMOD  # due, but unchanged
@@ -99,4 +102,8 @@ def test_decisions() -> None:
     no_copy = Known(T, T + 100, None, has_copy=False, has_validators=True)  # no-store
     assert decide(no_copy, T + 100) is Decision.FETCH
     assert decide(no_copy, T + 10) is Decision.NOT_DUE
+    # The site said no-store: no copy, but its validators still save the body (a 304).
+    no_store = Known(T, T + 100, None, has_copy=False, has_validators=True, no_store=True)
+    assert decide(no_store, T + 100) is Decision.CONDITIONAL
+    assert decide(no_store, T + 10, force=True) is Decision.CONDITIONAL
     assert [d.requests for d in Decision] == [True, True, False, False, False]

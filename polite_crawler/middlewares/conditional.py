@@ -28,8 +28,23 @@ alias of it), :func:`polite_crawler.policy.revisit.decide` says:
   another page: the other page's validators and copy are not this URL's (a
   redirect alias is followed: the redirect lands on the stored page).
 
+URLs fetched that are not stored pages keep their own fetch state
+(``url_fetches``, :class:`polite_crawler.store.pages.FetchRecord`): sitemaps and
+feeds (recorded here, their body as it came, so a 304 hands the stored sitemap
+to the spider, which reads it again and its lastmod entries decide which pages
+are due), and exact duplicates and rel=canonical aliases (recorded by the
+pipelines, with their own copy). They are revalidated like pages; the answer
+for an alias is marked ``polite_revisit = "alias"`` and the pipelines drop it
+again. A page the site said ``no-store`` is revalidated too: a 304 records the
+visit and nothing goes to the spider (``polite/conditional/not_modified_no_copy``).
+
 ``-a recrawl=all`` (the spider's ``recrawl`` attribute, or POLITE_RECRAWL =
-"all") revisits every page, still conditionally.
+"all") revisits every page that is revalidatable, whether due or not; never
+one the site said is still fresh, nor one its sitemap says is unchanged.
+
+Remembered traps (:mod:`polite_crawler.store.traps`): a URL a former crawl
+judged a trap page is not requested (IgnoreRequest,
+``polite/traps/remembered/<reason>``), wherever it was queued from.
 
 Stats: ``polite/conditional/<decision>`` for every decision,
 ``polite/conditional/not_modified`` (304s), ``polite/conditional/modified``
@@ -49,10 +64,12 @@ from scrapy.responsetypes import responsetypes
 
 from polite_crawler.context import polite_context
 from polite_crawler.items import FETCHED_AT, LASTMOD, NOT_MODIFIED, REVISIT, copy_headers
-from polite_crawler.policy.revisit import Decision, Known, decide, parse_lastmod
+from polite_crawler.pipelines.store import revisit_bounds
+from polite_crawler.policy.revisit import Decision, Known, decide, freshness, parse_lastmod
 from polite_crawler.policy.urls import URLError, canonicalize
 from polite_crawler.store.aio import result
-from polite_crawler.store.pages import page_store
+from polite_crawler.store.pages import FetchRecord, page_store
+from polite_crawler.store.traps import trap_book
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -64,6 +81,9 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 CONDITIONAL = "polite_conditional"  # canonical URL of the stored page a request revalidates
+CONDITIONAL_FETCH = "polite_conditional_fetch"  # URL of the fetch record it revalidates
+ALIAS = "alias"  # polite_revisit of an alias's answer (the pipelines drop it)
+_DISCOVERY = "polite_discovery"  # set by the spider on robots.txt / sitemap requests
 UNCONDITIONAL = "polite_unconditional"  # never add validators (the retry after a 304 without copy)
 SAVED_BYTES = "polite_saved_bytes"
 _CONDITIONAL_HEADERS = (b"If-None-Match", b"If-Modified-Since")
@@ -81,6 +101,7 @@ class ConditionalRequestMiddleware:
         self.crawler = crawler
         self.ctx = polite_context(crawler)
         self.recrawl_setting = str(crawler.settings.get("POLITE_RECRAWL", "") or "")
+        self.bounds = revisit_bounds(crawler.settings)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> ConditionalRequestMiddleware:
@@ -102,7 +123,7 @@ class ConditionalRequestMiddleware:
     # --- requests ---------------------------------------------------------------
     async def process_request(self, request: Request) -> Response | None:
         meta = request.meta
-        if meta.pop(CONDITIONAL, None) is not None:
+        if meta.pop(CONDITIONAL, None) is not None or meta.pop(CONDITIONAL_FETCH, None):
             # A copy of a request revalidated before (a redirect, a retry): decide afresh,
             # the validators were another URL's or another time's.
             for h in _CONDITIONAL_HEADERS:
@@ -114,26 +135,44 @@ class ConditionalRequestMiddleware:
             canonical = canonicalize(request.url)
         except URLError:
             return None
+        if not meta.get(_DISCOVERY):
+            reason = trap_book(self.crawler).remembered(canonical, self.ctx.clock())
+            if reason is not None:
+                self._inc_key(f"polite/traps/remembered/{reason}")
+                raise IgnoreRequest(f"remembered trap ({reason})")
         rec = await result(self.store.get(canonical, follow=FOLLOW))
+        fetch = await result(self.store.get_fetch(canonical)) if rec is None else None
+        src = rec or fetch
         known = None
-        if rec is not None:
-            known = Known(fetched_at=rec.fetched_at, due_at=rec.due_at,
-                          fresh_until=rec.fresh_until, has_copy=rec.has_copy,
-                          has_validators=rec.has_validators)
+        if src is not None:
+            known = Known(fetched_at=src.fetched_at, due_at=src.due_at,
+                          fresh_until=src.fresh_until, has_copy=src.has_copy,
+                          has_validators=src.has_validators, no_store=src.no_store)
         decision = decide(known, self.ctx.clock(), lastmod=parse_lastmod(meta.get(LASTMOD)),
                           force=self._force())
         self._inc(decision.value)
-        if decision is Decision.FETCH or rec is None:
+        if decision is Decision.FETCH or src is None:
             return None
-        meta[SAVED_BYTES] = rec.body_length
+        meta[SAVED_BYTES] = src.body_length
         if decision is Decision.CONDITIONAL:
-            if rec.etag:
-                request.headers[b"If-None-Match"] = rec.etag
-            if rec.last_modified:
-                request.headers[b"If-Modified-Since"] = rec.last_modified
-            meta[CONDITIONAL] = rec.canonical_url
+            if src.etag:
+                request.headers[b"If-None-Match"] = src.etag
+            if src.last_modified:
+                request.headers[b"If-Modified-Since"] = src.last_modified
+            if rec is not None:
+                meta[CONDITIONAL] = rec.canonical_url
+            elif fetch is not None:
+                meta[CONDITIONAL_FETCH] = fetch.url
             return None
-        full = await result(self.store.get(rec.canonical_url, body=True))
+        if fetch is not None:
+            full_fetch = await result(self.store.get_fetch(fetch.url, body=True))
+            if full_fetch is None or full_fetch.body is None:
+                self._inc(f"dropped/{decision.value}")
+                raise IgnoreRequest(f"not requested ({decision.value}) and no stored copy")
+            self._inc("bytes_saved", full_fetch.body_length)
+            return self._fetch_response(request, full_fetch, decision.value,
+                                        full_fetch.headers, fetched_at=full_fetch.fetched_at)
+        full = await result(self.store.get(canonical, body=True, follow=FOLLOW))
         if full is None or full.body is None:
             self._inc(f"dropped/{decision.value}")
             raise IgnoreRequest(f"not requested ({decision.value}) and no stored copy")
@@ -145,13 +184,31 @@ class ConditionalRequestMiddleware:
 
     # --- responses --------------------------------------------------------------
     async def process_response(self, request: Request, response: Response) -> Request | Response:
-        stored_url = request.meta.get(CONDITIONAL)
+        meta = request.meta
+        fetch_url = meta.get(CONDITIONAL_FETCH)
+        if fetch_url:
+            if response.status == 304:
+                return await self._fetch_not_modified(request, response, fetch_url)
+            self._inc("modified")
+        stored_url = meta.get(CONDITIONAL)
         if not stored_url:
+            if (response.status == 200 and request.method == "GET"
+                    and meta.get(_DISCOVERY) == "sitemap" and "stored" not in response.flags):
+                await self._record_sitemap(request, response)
             return response
         if response.status != 304:
             self._inc("modified")
             return response
         rec = await result(self.store.get(stored_url, body=True))
+        if rec is not None and rec.body is None and rec.no_store:
+            # No copy by the site's wish: the 304 is the visit; nothing to hand on.
+            fresh = copy_headers(response.headers)
+            await result(self.store.record_not_modified(
+                stored_url, fetched_at=self.ctx.clock(), headers={**rec.headers, **fresh},
+                fresh_until=None, bounds=self.bounds))
+            self._inc("not_modified")
+            self._inc("not_modified_no_copy")
+            raise IgnoreRequest("304 for a no-store page: unchanged, no copy to hand on")
         if rec is None or rec.body is None:
             # A 304 with nothing to reuse: ask once without validators.
             self._inc("unconditional_retry")
@@ -172,6 +229,67 @@ class ConditionalRequestMiddleware:
                 headers[name] = fresh[name]
         return self._stored_response(request, rec, "not_modified", headers,
                                      fetched_at=self.ctx.clock())
+
+    async def _fetch_not_modified(self, request: Request, response: Response,
+                                  url: str) -> Response:
+        now = self.ctx.clock()
+        rec = await result(self.store.get_fetch(url, body=True))
+        if rec is None:  # gone meanwhile: the 304 cannot be used
+            raise IgnoreRequest("304 for a URL whose fetch record is gone")
+        headers = dict(rec.headers)
+        fresh = copy_headers(response.headers)
+        for name in _UPDATED_BY_304:
+            if name in fresh:
+                headers[name] = fresh[name]
+        await result(self.store.record_fetch_not_modified(
+            url, fetched_at=now, headers=headers,
+            fresh_until=freshness(headers, now).fresh_until, bounds=self.bounds))
+        self._inc("not_modified")
+        if rec.body is None:
+            self._inc("not_modified_no_copy")
+            raise IgnoreRequest("304 and no copy kept: unchanged, nothing to hand on")
+        self._inc("bytes_saved", rec.body_length)
+        return self._fetch_response(request, rec, "not_modified", headers, fetched_at=now)
+
+    async def _record_sitemap(self, request: Request, response: Response) -> None:
+        """A sitemap or feed that came whole: its validators, freshness and body (as sent)."""
+        try:
+            url = canonicalize(request.url)
+        except URLError:
+            return
+        headers = copy_headers(response.headers)
+        coding = response.headers.get(b"Content-Encoding")
+        if coding:  # the body is kept as it came; the size cap decodes it when reused
+            headers["content-encoding"] = coding.decode("latin-1")
+        now = self.ctx.clock()
+        fresh = freshness(headers, now)
+        rec = FetchRecord(url=url, kind="sitemap", status=response.status,
+                          final_url=response.url, fetched_at=now,
+                          etag=(headers.get("etag") or "").strip() or None,
+                          last_modified=(headers.get("last-modified") or "").strip() or None,
+                          headers=headers, body=response.body if fresh.store else None,
+                          fresh_until=fresh.fresh_until, no_store=not fresh.store)
+        outcome = await result(self.store.record_fetch(rec, self.bounds))
+        self._inc(f"sitemap/{outcome}")
+
+    def _inc_key(self, key: str) -> None:
+        if self.crawler.stats is not None:
+            self.crawler.stats.inc_value(key)
+
+    def _fetch_response(self, request: Request, rec: FetchRecord, revisit: str,
+                        headers: dict[str, str], *, fetched_at: float) -> Response:
+        """The stored copy of a sitemap or an alias, as the answer to ``request``."""
+        assert rec.body is not None
+        if rec.kind != "sitemap":
+            revisit = ALIAS
+        request.meta[NOT_MODIFIED] = True
+        request.meta[REVISIT] = revisit
+        request.meta[FETCHED_AT] = fetched_at
+        hdrs = Headers(headers)
+        cls: Any = responsetypes.from_args(headers=hdrs, url=rec.final_url, body=rec.body)
+        response: Response = cls(url=rec.final_url, status=rec.status, headers=hdrs,
+                                 body=rec.body, request=request, flags=["stored", revisit])
+        return response
 
     def _stored_response(self, request: Request, rec: PageRecord, revisit: str,
                          headers: dict[str, str], *, fetched_at: float) -> Response:

@@ -6,7 +6,8 @@ passes through untouched.
 * 100 :class:`.identity.PageIdentityPipeline`: canonical URL, text hash, SimHash.
 * 200 :class:`.duplicates.DuplicatesPipeline`: an exact duplicate (same
   normalised main text as a stored page under another URL) is recorded as an
-  alias of the first canonical URL and dropped; a near duplicate is linked to
+  alias of the first canonical URL (with its own validators, freshness and copy, in
+  ``url_fetches``) and dropped; a near duplicate is linked to
   the first page of its cluster (``near_duplicate_of``) and kept.
 * 300 :class:`.store.PageStorePipeline`: the page store (validators, copy,
   revisit interval), or, for a 304, only the visit.
@@ -26,6 +27,9 @@ if TYPE_CHECKING:
 
 # Pages that were not requested (served from the store): nothing to store or compare.
 NOT_REQUESTED = frozenset({"fresh", "not_due", "lastmod"})
+# The answer for an alias (an exact duplicate, a rel=canonical alias) from its own fetch
+# record: the conditional-request middleware recorded the visit; dropped again.
+ALIAS = "alias"
 
 
 class PagePipeline:

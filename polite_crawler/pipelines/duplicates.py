@@ -8,7 +8,8 @@ from typing import Any
 from scrapy.exceptions import DropItem
 
 from polite_crawler.items import PageItem
-from polite_crawler.pipelines import NOT_REQUESTED, PagePipeline
+from polite_crawler.pipelines import ALIAS, NOT_REQUESTED, PagePipeline
+from polite_crawler.pipelines.store import fetch_record, revisit_bounds
 from polite_crawler.store.aio import result
 
 logger = logging.getLogger(__name__)
@@ -19,6 +20,9 @@ class DuplicatesPipeline(PagePipeline):
         if not isinstance(item, PageItem):
             return item
         revisit = item.get("revisit")
+        if revisit == ALIAS:
+            self.inc("alias_revisited")
+            raise DropItem("an alias, revisited", log_level="DEBUG")
         if revisit == "not_modified" or revisit in NOT_REQUESTED:
             return item
         simhash = item.get("simhash")
@@ -28,6 +32,10 @@ class DuplicatesPipeline(PagePipeline):
             float(item.get("fetched_at") or self.ctx.clock())))
         if found.duplicate_of is not None:
             self.inc("duplicate")
+            # Its own validators, freshness and copy: the next crawl revalidates it.
+            rec = fetch_record(item, "duplicate", found.duplicate_of, self.ctx.clock())
+            if rec is not None:
+                await result(self.store.record_fetch(rec, revisit_bounds(self.crawler.settings)))
             logger.debug("%(url)s duplicates %(first)s: stored as an alias",
                          {"url": item["canonical_url"], "first": found.duplicate_of})
             raise DropItem(f"duplicate of {found.duplicate_of}", log_level="DEBUG")

@@ -10,7 +10,7 @@ from polite_crawler.pipelines import NOT_REQUESTED, PagePipeline
 from polite_crawler.policy.revisit import Bounds, freshness
 from polite_crawler.policy.urls import URLError, canonicalize
 from polite_crawler.store.aio import result
-from polite_crawler.store.pages import PageRecord
+from polite_crawler.store.pages import FetchRecord, PageRecord
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -41,6 +41,32 @@ def aliases_of(item: PageItem) -> list[tuple[str, str]]:
     return list(out.items())
 
 
+def fetch_record(item: PageItem, kind: str, target: str, now: float) -> FetchRecord | None:
+    """The fetch state of an alias item (the URL it came from), to be revalidated later."""
+    final = item.get("final_url") or item.get("url") or ""
+    try:
+        url = canonicalize(final)
+    except URLError:
+        return None
+    copy = page_copy(item)
+    headers = dict(copy.headers) if copy is not None else {}
+    fetched_at = float(item.get("fetched_at") or now)
+    fresh = freshness(headers, fetched_at)
+    return FetchRecord(url=url, kind=kind, canonical_url=target,
+                       status=int(item.get("status") or 200), final_url=final,
+                       fetched_at=fetched_at, etag=item.get("etag"),
+                       last_modified=item.get("last_modified"), headers=headers,
+                       body=copy.body if copy is not None and fresh.store else None,
+                       fresh_until=fresh.fresh_until, no_store=not fresh.store)
+
+
+def _own(url: str) -> str | None:
+    try:
+        return canonicalize(url)
+    except URLError:
+        return None
+
+
 class PageStorePipeline(PagePipeline):
     def __init__(self, crawler: Crawler) -> None:
         super().__init__(crawler)
@@ -63,6 +89,19 @@ class PageStorePipeline(PagePipeline):
                 fresh_until=fresh.fresh_until, bounds=self.bounds))
             self.inc("not_modified" if known else "not_modified_unknown")
             return item
+        alias = fetch_record(item, "canonical", item["canonical_url"], fetched_at)
+        if alias is not None and alias.url != item["canonical_url"]:
+            # A page whose rel=canonical names another URL: its own fetch state, and the
+            # named page's record is not overwritten when that page was fetched itself.
+            await result(self.store.record_fetch(alias, self.bounds))
+            self.inc("alias/canonical")
+            stored = await result(self.store.get(item["canonical_url"], follow=()))
+            if stored is not None and _own(stored.final_url) == stored.canonical_url:
+                for url, reason in aliases_of(item):
+                    await result(self.store.add_alias(url, stored.canonical_url, reason,
+                                                      fetched_at))
+                item["revisit"] = "alias"
+                return item
         simhash = item.get("simhash")
         signals = item.get("polite_signals") or {}
         rec = PageRecord(

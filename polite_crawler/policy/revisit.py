@@ -238,16 +238,20 @@ class Known:
     fresh_until: float | None
     has_copy: bool  # a stored body (so a 304 can be answered with it)
     has_validators: bool  # an ETag or a Last-Modified
+    # The site said no-store: no copy by its wish, yet a 304 still says "unchanged"
+    # (the visit is recorded; nothing is handed on), so the validators are sent.
+    no_store: bool = False
 
 
 def decide(known: Known | None, now: float, *, lastmod: float | None = None,
            force: bool = False) -> Decision:
     """Whether to request a URL now, and how.
 
-    ``force`` (``-a recrawl=all``) requests every page again, still
-    conditionally; otherwise the Cache-Control floor comes first, then the
-    sitemap's lastmod (an honest "changed since" overrides the interval), then
-    the revisit interval.
+    The Cache-Control floor comes first, then the sitemap's lastmod (an honest
+    "changed since" overrides the interval), then the revisit interval.
+    ``force`` (``-a recrawl=all``) overrides only the interval: the site's own
+    statements (still fresh; not modified since, by its sitemap) win (issue 16,
+    seed 003: "Honour Cache-Control: max-age and Expires as a floor").
 
     >>> k = Known(fetched_at=1000, due_at=5000, fresh_until=2000, has_copy=True,
     ...           has_validators=True)
@@ -255,17 +259,17 @@ def decide(known: Known | None, now: float, *, lastmod: float | None = None,
     ['fresh', 'not_due', 'conditional']
     >>> decide(k, 3000, lastmod=4000).value, decide(k, 6000, lastmod=900).value
     ('conditional', 'lastmod')
+    >>> [decide(k, t, force=True).value for t in (1500, 3000)]
+    ['fresh', 'conditional']
     """
     if known is None:
         return Decision.FETCH
-    conditional = Decision.CONDITIONAL if known.has_copy and known.has_validators \
-        else Decision.FETCH
-    if force:
-        return conditional
+    revalidate = known.has_validators and (known.has_copy or known.no_store)
+    conditional = Decision.CONDITIONAL if revalidate else Decision.FETCH
     if known.has_copy and known.fresh_until is not None and now < known.fresh_until:
         return Decision.FRESH
     if lastmod is not None:
         return Decision.LASTMOD if lastmod <= known.fetched_at else conditional
-    if now < known.due_at:
-        return Decision.NOT_DUE
-    return conditional
+    if force or now >= known.due_at:
+        return conditional
+    return Decision.NOT_DUE

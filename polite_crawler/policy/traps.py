@@ -6,6 +6,28 @@ Each rule here is pure and gives a *reason* (``depth``, ``repeated_segment``,
 ``url_length``, ``query_params``, ``low_yield``) that the glue counts as
 ``polite/traps/<reason>``.
 
+Trap memory (issue 16)
+----------------------
+What a crawl judged a trap is remembered per origin (:class:`TrapMemory`; kept
+durably by :mod:`polite_crawler.store.traps`) until it expires
+(POLITE_TRAP_MEMORY), so the next crawl does not walk it again. A trap's pages
+are found by *trails*: a link from a page to a URL of the same path with
+another query (a calendar, a facet) or to a longer path under it (an
+ever-growing path, a loop) continues the page's trail (:func:`extend_trail`);
+any other link starts none. When a URL rule refuses a link, the pages of its
+trail after the first (the trap's entry, reached by an ordinary link, stays a
+page like any other) and the refused URL are the trap (:func:`trap_pages`).
+
+Query variants (issue 15, faceted navigation)
+---------------------------------------------
+:class:`QueryVariants`: the distinct query strings admitted per origin and
+path, and how many of those fetched brought new text (judged by the same
+novelty as the yield monitor, per path). Past ``max_variants`` a path whose
+query pages are mostly not new (a productive share below ``min_share``) gets
+no new query string (``query_variants``): listings that differ only in their
+filters stop spawning combinations, while a catalogue whose query pages are
+genuinely distinct is crawled on.
+
 Yield monitoring, the measure
 -----------------------------
 A page's *novelty* is the share of its text that this origin has not served
@@ -41,6 +63,7 @@ REPEATED_SEGMENT = "repeated_segment"
 URL_LENGTH = "url_length"
 QUERY_PARAMS = "query_params"
 LOW_YIELD = "low_yield"
+QUERY_VARIANTS = "query_variants"
 
 
 @dataclass(frozen=True)
@@ -195,3 +218,156 @@ class YieldMonitor:
         if len(state.outcomes) >= lim.window and share < lim.min_share:
             self._stopped.add(origin)
         return YieldVerdict(novelty, productive, share, origin in self._stopped)
+
+
+# --- trap memory and trails ------------------------------------------------------
+
+_MAX_TRAIL = 64  # pages of one trail kept (a depth-limited crawl never gets near)
+
+
+def _path_query(url: str) -> tuple[str, str, str] | None:
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return None
+    return f"{parts.scheme}://{parts.netloc}", parts.path or "/", parts.query
+
+
+def continues_trail(parent: str, child: str) -> bool:
+    """Whether a link from ``parent`` to ``child`` stays in one URL pattern.
+
+    The same path with another query (calendars, facets, sort orders), or a
+    longer path under the parent's (ever-growing paths, loops).
+
+    >>> continues_trail("http://e.org/cal?m=1", "http://e.org/cal?m=2")
+    True
+    >>> continues_trail("http://e.org/grow/x", "http://e.org/grow/x-yyy")
+    True
+    >>> continues_trail("http://e.org/", "http://e.org/about")
+    False
+    >>> continues_trail("http://e.org/a?x=1", "http://f.org/a?x=2")
+    False
+    """
+    p, c = _path_query(parent), _path_query(child)
+    if p is None or c is None or p[0] != c[0] or parent == child:
+        return False
+    if p[1] == c[1]:
+        return bool(c[2]) and p[2] != c[2]
+    return p[1] != "/" and c[1].startswith(p[1]) and len(c[1]) > len(p[1])
+
+
+def extend_trail(parent: str, parent_trail: tuple[str, ...] | None,
+                 child: str) -> tuple[str, ...]:
+    """The trail a link from ``parent`` (on its trail) to ``child`` gives the child.
+
+    >>> extend_trail("http://e.org/c?m=1", None, "http://e.org/c?m=2")
+    ('http://e.org/c?m=1',)
+    >>> extend_trail("http://e.org/c?m=2", ("http://e.org/c?m=1",), "http://e.org/c?m=3")
+    ('http://e.org/c?m=1', 'http://e.org/c?m=2')
+    >>> extend_trail("http://e.org/c?m=2", ("http://e.org/c?m=1",), "http://e.org/about")
+    ()
+    """
+    if not continues_trail(parent, child):
+        return ()
+    return (*(parent_trail or ())[-(_MAX_TRAIL - 1):], parent)
+
+
+def trap_pages(trail: tuple[str, ...], refused: str) -> list[str]:
+    """The trap a refused URL reveals: its trail after the entry, and itself."""
+    return [*trail[1:], refused]
+
+
+@dataclass
+class TrapMemory:
+    """URLs judged trap pages, per origin, each with its reason and its expiry."""
+
+    ttl: float = 30 * 24 * 3600.0
+    _urls: dict[str, tuple[str, float]] = field(default_factory=dict)
+
+    def remembered(self, url: str, now: float) -> str | None:
+        """The reason ``url`` was judged a trap, while that is remembered, else None."""
+        got = self._urls.get(url)
+        if got is None:
+            return None
+        if now >= got[1]:
+            del self._urls[url]
+            return None
+        return got[0]
+
+    def add(self, url: str, reason: str, now: float, expires_at: float | None = None) -> bool:
+        """Remember one trap page; False when it was already remembered."""
+        known = self._urls.get(url)
+        self._urls[url] = (reason, now + self.ttl if expires_at is None else expires_at)
+        return known is None or known[1] <= now
+
+    def __len__(self) -> int:
+        return len(self._urls)
+
+
+# --- query variants per path (faceted navigation) ---------------------------------
+
+
+@dataclass(frozen=True)
+class QueryLimits:
+    max_variants: int = 20  # distinct query strings per path before the yield is asked
+    min_share: float = 0.5  # productive share of the path's query pages to go on past it
+    min_novelty: float = 0.2
+
+
+@dataclass
+class _PathQueries:
+    admitted: set[str] = field(default_factory=set)
+    fetched: int = 0
+    productive: int = 0
+
+
+class QueryVariants:
+    """Distinct query strings per origin and path, and what the fetched ones brought."""
+
+    def __init__(self, limits: QueryLimits | None = None, max_paths: int = 100_000) -> None:
+        self.limits = limits or QueryLimits()
+        self.max_paths = max_paths
+        self._paths: OrderedDict[tuple[str, str], _PathQueries] = OrderedDict()
+        self._yield = YieldMonitor(YieldLimits(window=1 << 30, min_share=0.0,
+                                               min_novelty=self.limits.min_novelty))
+
+    def _state(self, key: tuple[str, str]) -> _PathQueries:
+        state = self._paths.pop(key, None) or _PathQueries()
+        self._paths[key] = state
+        if len(self._paths) > self.max_paths:
+            self._paths.popitem(last=False)
+        return state
+
+    def admit(self, url: str) -> str | None:
+        """None to admit ``url`` (a canonical URL), else the reason it is refused.
+
+        >>> q = QueryVariants(QueryLimits(max_variants=2))
+        >>> [q.admit(f"http://e.org/shop?c={i}") for i in range(3)]
+        [None, None, 'query_variants']
+        >>> q.admit("http://e.org/shop?c=1"), q.admit("http://e.org/shop")
+        (None, None)
+        """
+        pq = _path_query(url)
+        if pq is None or not pq[2]:
+            return None
+        state = self._state((pq[0], pq[1]))
+        if pq[2] in state.admitted:
+            return None
+        lim = self.limits
+        if len(state.admitted) >= lim.max_variants:
+            judged = max(state.fetched, 1)
+            if state.fetched < lim.max_variants // 2 or state.productive / judged < lim.min_share:
+                return QUERY_VARIANTS
+        state.admitted.add(pq[2])
+        return None
+
+    def observe(self, url: str, text: str, read: Words | None = None) -> float | None:
+        """Record a fetched query page's text; returns its novelty for its path (None: no query)."""
+        pq = _path_query(url)
+        if pq is None or not pq[2]:
+            return None
+        state = self._state((pq[0], pq[1]))
+        verdict = self._yield.observe(f"{pq[0]}{pq[1]}", text, read)
+        state.fetched += 1
+        state.productive += int(verdict.productive)
+        return verdict.novelty

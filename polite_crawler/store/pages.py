@@ -94,6 +94,53 @@ class PageRecord:
         return bool(self.etag or self.last_modified)
 
 
+@dataclass
+class FetchRecord:
+    """What a fetch of a URL that is not a stored page left (a row of ``url_fetches``).
+
+    ``kind``: ``sitemap`` (a sitemap or feed), ``duplicate`` (an exact duplicate
+    of ``canonical_url``), ``canonical`` (a page whose rel=canonical names
+    ``canonical_url``). Its validators, freshness and revisit time are its own.
+    """
+
+    url: str  # canonical form
+    kind: str
+    status: int
+    final_url: str
+    fetched_at: float
+    canonical_url: str | None = None
+    etag: str | None = None
+    last_modified: str | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    body: bytes | None = None
+    body_length: int = 0
+    body_hash: str | None = None
+    fresh_until: float | None = None
+    no_store: bool = False
+    revisit_interval: float = 0.0
+    due_at: float = 0.0
+    visits: int = 1
+    changes: int = 0
+
+    @property
+    def has_copy(self) -> bool:
+        return self.body_length > 0 or self.body is not None
+
+    @property
+    def has_validators(self) -> bool:
+        return bool(self.etag or self.last_modified)
+
+
+_FETCH_COLUMNS = ["url", "origin", *(f.name for f in fields(FetchRecord) if f.name != "url")]
+_FETCH_LIGHT = [c for c in _FETCH_COLUMNS if c != "body"]
+
+
+def body_hash(body: bytes | None) -> str | None:
+    import hashlib
+
+    return None if body is None else hashlib.blake2b(body, digest_size=16).hexdigest()
+
+
 _COLUMNS = [f.name for f in fields(PageRecord) if f.name != "id"]
 _COLUMNS.insert(1, "origin")
 _LIGHT = [c for c in _COLUMNS if c != "body"]  # every column but the copy
@@ -259,6 +306,69 @@ class SQLPageBackend:
 
     def count(self) -> int:
         return int(self.execute("SELECT COUNT(*) FROM pages")[0][0])
+
+    def get_fetch(self, url: str, *, body: bool = False) -> FetchRecord | None:
+        names = _FETCH_COLUMNS if body else _FETCH_LIGHT
+        rows = self.execute(f"SELECT {', '.join(names)} FROM url_fetches WHERE url = ?", (url,))
+        if not rows:
+            return None
+        data: dict[str, Any] = {}
+        for name, raw in zip(names, rows[0], strict=True):
+            if name == "origin":
+                continue
+            value = raw
+            if name == "body":
+                value = self._decompress(bytes(raw)) if raw is not None else None
+            elif name == "headers":
+                value = json.loads(raw) if raw else {}
+            elif name == "no_store":
+                value = bool(raw)
+            data[name] = value
+        return FetchRecord(**data)
+
+    def put_fetch(self, rec: FetchRecord) -> None:
+        values: list[Any] = []
+        for name in _FETCH_COLUMNS:
+            if name == "origin":
+                values.append(origin_of(rec.url))
+            elif name == "body":
+                keep = rec.body is not None and not rec.no_store
+                values.append(self._compress(rec.body) if keep and rec.body is not None else None)
+            elif name == "body_length":
+                values.append(len(rec.body) if rec.body is not None and not rec.no_store else 0)
+            elif name == "headers":
+                values.append(json.dumps(rec.headers, sort_keys=True))
+            elif name == "no_store":
+                values.append(int(rec.no_store))
+            else:
+                values.append(getattr(rec, name))
+        updates = ", ".join(f"{c} = excluded.{c}" for c in _FETCH_COLUMNS if c != "url")
+        self.execute(f"INSERT INTO url_fetches ({', '.join(_FETCH_COLUMNS)}) VALUES "
+                     f"({', '.join('?' for _ in _FETCH_COLUMNS)}) "
+                     f"ON CONFLICT (url) DO UPDATE SET {updates}", values)
+
+    def fetch_revisited(self, url: str, *, fetched_at: float, headers: dict[str, str],
+                        fresh_until: float | None, revisit_interval: float,
+                        due_at: float) -> bool:
+        rows = self.execute("SELECT etag, last_modified, headers FROM url_fetches WHERE url = ?",
+                            (url,))
+        if not rows:
+            return False
+        etag, lm, old = rows[0]
+        merged = {**(json.loads(old) if old else {}), **headers}
+        self.execute(
+            "UPDATE url_fetches SET fetched_at = ?, headers = ?, etag = ?, last_modified = ?, "
+            "fresh_until = ?, revisit_interval = ?, due_at = ?, visits = visits + 1 "
+            "WHERE url = ?",
+            (fetched_at, json.dumps(merged, sort_keys=True), headers.get("etag") or etag,
+             headers.get("last-modified") or lm, fresh_until, revisit_interval, due_at, url))
+        return True
+
+    def count_fetches(self, kind: str | None = None) -> int:
+        if kind is None:
+            return int(self.execute("SELECT COUNT(*) FROM url_fetches")[0][0])
+        return int(self.execute("SELECT COUNT(*) FROM url_fetches WHERE kind = ?",
+                                (kind,))[0][0])
 
     def count_aliases(self) -> int:
         return int(self.execute("SELECT COUNT(*) FROM page_aliases")[0][0])
@@ -591,6 +701,50 @@ class PageStore:
         return self.call(lambda b: b.add_alias(alias_url, canonical_url, reason, seen_at),
                          write=True)
 
+    # --- URLs fetched that are not pages of their own ----------------------------------
+    def get_fetch(self, url: str, *, body: bool = False) -> Future[FetchRecord | None]:
+        """The fetch state of a URL that is not a stored page (sitemap, alias), or None."""
+        return self.call(lambda b: b.get_fetch(url, body=body))
+
+    def record_fetch(self, rec: FetchRecord, bounds: Bounds) -> Future[str]:
+        """Store a fetch of a URL that is not a page; its interval follows its change.
+
+        Returns ``"new"``, ``"changed"`` or ``"unchanged"`` (same body).
+        """
+        return self.call(self._record_fetch, rec, bounds, write=True)
+
+    @staticmethod
+    def _record_fetch(backend: SQLPageBackend, rec: FetchRecord, bounds: Bounds) -> str:
+        old = backend.get_fetch(rec.url)
+        changed: bool | None = None
+        rec.body_hash = rec.body_hash or body_hash(rec.body)
+        if old is not None:
+            changed = old.body_hash != rec.body_hash
+            rec.visits = old.visits + 1
+            rec.changes = old.changes + int(changed)
+        rec.revisit_interval = bounds.next(old.revisit_interval if old else None, changed)
+        rec.due_at = rec.fetched_at + rec.revisit_interval
+        backend.put_fetch(rec)
+        return "new" if changed is None else "changed" if changed else "unchanged"
+
+    def record_fetch_not_modified(self, url: str, *, fetched_at: float, headers: dict[str, str],
+                                  fresh_until: float | None, bounds: Bounds) -> Future[bool]:
+        """A 304 for a URL that is not a page: a visit without change. False if unknown."""
+        return self.call(self._record_fetch_not_modified, url, fetched_at, headers, fresh_until,
+                         bounds, write=True)
+
+    @staticmethod
+    def _record_fetch_not_modified(backend: SQLPageBackend, url: str,  # noqa: PLR0917
+                                   fetched_at: float, headers: dict[str, str],
+                                   fresh_until: float | None, bounds: Bounds) -> bool:
+        old = backend.get_fetch(url)
+        if old is None:
+            return False
+        interval = bounds.next(old.revisit_interval, False)
+        return backend.fetch_revisited(url, fetched_at=fetched_at, headers=headers,
+                                       fresh_until=fresh_until, revisit_interval=interval,
+                                       due_at=fetched_at + interval)
+
 
 # --------------------------------------------------------------------------------------
 # Opening the store for a crawl.
@@ -645,6 +799,7 @@ def page_store(crawler: Crawler) -> PageStore:
 
 __all__ = [
     "DedupeResult",
+    "FetchRecord",
     "NearDuplicates",
     "PageRecord",
     "PageStore",

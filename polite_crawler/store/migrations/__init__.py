@@ -92,6 +92,33 @@ MIGRATIONS: tuple[Migration, ...] = (
     # (bare query names, raw reserved characters, %2A, %25 for a lone "%", decoded
     # percent-encoded hosts, dotted IPv4-mapped addresses). Stored URLs follow.
     Migration(2, "canonical form 2", (), run=recanonicalize_pages),
+    # Issue 16: every URL fetched that is
+    # not a stored page of its own (an alias, a sitemap or feed) keeps its validators,
+    # its freshness, its revisit time and, unless no-store, its copy.
+    Migration(3, "fetch state of URLs that are not pages", (
+        """CREATE TABLE url_fetches (
+            url              TEXT PRIMARY KEY,     -- canonical form
+            origin           TEXT NOT NULL,
+            kind             TEXT NOT NULL,        -- 'sitemap', 'duplicate', 'canonical'
+            canonical_url    TEXT,                 -- the page it is an alias of
+            status           INTEGER NOT NULL,
+            final_url        TEXT NOT NULL,
+            fetched_at       {FLOAT} NOT NULL,
+            etag             TEXT,
+            last_modified    TEXT,
+            headers          TEXT NOT NULL DEFAULT '{{}}',
+            body             {BLOB},               -- zstd; NULL when not kept
+            body_length      INTEGER NOT NULL DEFAULT 0,
+            body_hash        TEXT,
+            fresh_until      {FLOAT},
+            no_store         INTEGER NOT NULL DEFAULT 0,
+            revisit_interval {FLOAT} NOT NULL,
+            due_at           {FLOAT} NOT NULL,
+            visits           INTEGER NOT NULL DEFAULT 1,
+            changes          INTEGER NOT NULL DEFAULT 0
+        )""",
+        "CREATE INDEX url_fetches_origin_due ON url_fetches (origin, due_at)",
+    )),
 )
 
 _SCHEMA_TABLE = """CREATE TABLE IF NOT EXISTS page_store_schema (

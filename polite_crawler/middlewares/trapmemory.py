@@ -1,0 +1,145 @@
+"""Trap memory and query variants: a trap judged once is not walked again.
+
+Spider middleware (order 75, so it sees every request a callback yields before
+the trap rules of :class:`polite_crawler.middlewares.traps.TrapMiddleware`, 70):
+
+- every link carries its *trail* (``meta["polite_trap_trail"]``,
+  :func:`polite_crawler.policy.traps.extend_trail`): the pages before it in one
+  URL pattern. When the URL rules refuse a link on a trail (a repeated segment,
+  a URL too long, too many parameters, a depth reached along one path's
+  queries) or a query variant is refused, the trail's pages after its entry and
+  the refused URL are remembered as trap pages of the origin
+  (:mod:`polite_crawler.store.traps`, POLITE_TRAP_MEMORY);
+- a URL remembered as a trap page is dropped (``polite/traps/remembered/<reason>``);
+  the conditional-request middleware refuses it too, for requests that did not
+  come from a callback (start URLs);
+- query variants (:class:`polite_crawler.policy.traps.QueryVariants`): past
+  POLITE_MAX_QUERY_VARIANTS distinct query strings on one path, a new one is
+  dropped (``polite/traps/query_variants``) unless the path's query pages keep
+  bringing new text (POLITE_QUERY_VARIANTS_MIN_SHARE of them).
+
+Stats: ``polite/traps/learned/<reason>`` (trap pages remembered).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from scrapy.http import HtmlResponse
+from scrapy.spidermiddlewares.base import BaseSpiderMiddleware
+
+from polite_crawler.analysis import yield_text
+from polite_crawler.context import polite_context
+from polite_crawler.defaults import POLITE_DEFAULTS as _DEFAULT
+from polite_crawler.middlewares.traps import DEPTH, DISCOVERY, trap_limits, trap_reason
+from polite_crawler.policy.traps import (
+    DEPTH as DEPTH_RULE,
+)
+from polite_crawler.policy.traps import (
+    QueryLimits,
+    QueryVariants,
+    extend_trail,
+    trap_pages,
+)
+from polite_crawler.policy.urls import URLError, canonicalize
+from polite_crawler.store.traps import trap_book
+
+if TYPE_CHECKING:
+    from scrapy import Request
+    from scrapy.crawler import Crawler
+    from scrapy.http import Response
+
+logger = logging.getLogger(__name__)
+
+TRAIL = "polite_trap_trail"
+# Rules whose refusal on a trail reveals a trap (depth only along one path's queries:
+# a deep hierarchy of real pages is not a trap).
+_LEARN = frozenset({"repeated_segment", "url_length", "query_params", "query_variants"})
+
+
+def _same_path(urls: tuple[str, ...] | list[str], url: str) -> bool:
+    path = url.split("?", 1)[0]
+    return all(u.split("?", 1)[0] == path for u in urls)
+
+
+class TrapMemoryMiddleware(BaseSpiderMiddleware):
+    def __init__(self, crawler: Crawler) -> None:
+        super().__init__(crawler)
+        s = crawler.settings
+        self.ctx = polite_context(crawler)
+        self.limits = trap_limits(s)
+        self.strip_params = s.getlist("POLITE_STRIP_PARAMS")
+        self.book = trap_book(crawler)
+        self.queries = QueryVariants(QueryLimits(
+            max_variants=s.getint("POLITE_MAX_QUERY_VARIANTS",
+                                  _DEFAULT["POLITE_MAX_QUERY_VARIANTS"]),
+            min_share=s.getfloat("POLITE_QUERY_VARIANTS_MIN_SHARE",
+                                 _DEFAULT["POLITE_QUERY_VARIANTS_MIN_SHARE"]),
+            min_novelty=s.getfloat("POLITE_YIELD_MIN_NOVELTY",
+                                   _DEFAULT["POLITE_YIELD_MIN_NOVELTY"]),
+        ))
+
+    def _inc(self, key: str) -> None:
+        if self.crawler.stats is not None:
+            self.crawler.stats.inc_value(key)
+
+    def _canonical(self, url: str) -> str | None:
+        try:
+            return canonicalize(url, strip_params=self.strip_params)
+        except URLError:
+            return None
+
+    def process_spider_input(self, response: Response) -> None:
+        if response.meta.get(DISCOVERY) or not isinstance(response, HtmlResponse):
+            return
+        if "?" not in response.url:
+            return
+        canon = self._canonical(response.url)
+        if canon is not None:
+            self.queries.observe(canon, *yield_text(response))
+
+    def get_processed_request(self, request: Request, response: Response | None) -> Request | None:
+        if response is None or request.meta.get(DISCOVERY):
+            return request
+        canon = self._canonical(request.url)
+        if canon is None:
+            return request
+        now = self.ctx.clock()
+        remembered = self.book.remembered(canon, now)
+        if remembered is not None:
+            return self._drop(request, f"remembered/{remembered}")
+        parent = self._canonical(response.url) or response.url
+        trail = extend_trail(parent, response.meta.get(TRAIL), canon)
+        if trail:
+            request.meta[TRAIL] = trail
+            depth = int(request.meta.get(DEPTH, int(response.meta.get(DEPTH, 0)) + 1))
+            rule = trap_reason(request, depth, self.limits, self.strip_params)
+            if rule in _LEARN or (rule == DEPTH_RULE and _same_path(trail, canon)):
+                self._learn(trail, canon, str(rule), now)
+                return request  # the trap rules drop it and count it
+            if rule is not None:
+                return request
+        refused = self.queries.admit(canon)
+        if refused is not None:
+            if trail:
+                self._learn(trail, canon, refused, now)
+            return self._drop(request, refused)
+        return request
+
+    def _learn(self, trail: tuple[str, ...], refused: str, reason: str, now: float) -> None:
+        pages = trap_pages(trail, refused)
+        self.book.remember(pages, reason, now)
+        self._inc(f"polite/traps/learned/{reason}")
+        logger.debug("Trap (%(reason)s): %(n)d URLs remembered, from %(first)s",
+                     {"reason": reason, "n": len(pages), "first": pages[0]})
+
+    def _drop(self, request: Request, reason: str) -> Request | None:
+        self._inc(f"polite/traps/{reason}")
+        logger.debug("Trap rule %(reason)s: dropped %(url)s",
+                     {"reason": reason, "url": request.url})
+        return None
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler, *args: Any, **kwargs: Any) -> TrapMemoryMiddleware:
+        return cls(crawler)

@@ -1,0 +1,137 @@
+"""Trap memory: what a crawl judged a trap, per origin, kept for the next crawls.
+
+One SQLite file in the shared state directory (``polite-traps.sqlite3``): one
+row per URL judged a trap page, with its origin, the reason (the trap rule that
+revealed it), when it was judged and when the memory expires
+(POLITE_TRAP_MEMORY seconds later). Every crawl loads the rows that have not
+expired into a :class:`polite_crawler.policy.traps.TrapMemory` when it first
+needs it; a new judgement is written at once, on a thread of its own (the
+reactor never waits for the disk), so a crash does not lose it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import TYPE_CHECKING
+
+from polite_crawler.defaults import POLITE_DEFAULTS
+from polite_crawler.policy.traps import TrapMemory
+from polite_crawler.policy.urls import origin_of
+from polite_crawler.store.paths import connect, state_dir
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from pathlib import Path
+
+    from scrapy.crawler import Crawler
+
+logger = logging.getLogger(__name__)
+
+TRAPS_DB = "polite-traps.sqlite3"
+_ATTR = "_polite_trap_book"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS trap_pages (
+    url        TEXT PRIMARY KEY,   -- canonical form
+    origin     TEXT NOT NULL,
+    reason     TEXT NOT NULL,      -- the trap rule that revealed it
+    judged_at  REAL NOT NULL,
+    expires_at REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS trap_pages_origin ON trap_pages (origin);
+"""
+
+
+class TrapBook:
+    """The durable trap memory of one state directory."""
+
+    def __init__(self, path: Path | str, ttl: float) -> None:
+        self.path = str(path)
+        self.memory = TrapMemory(ttl=ttl)
+        self._lock = threading.Lock()
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="polite-traps")
+        self._loaded = False
+
+    def load(self, now: float) -> int:
+        """Read the memory (expired rows are deleted); returns the URLs remembered."""
+        conn = connect(self.path)
+        try:
+            conn.executescript(_SCHEMA)
+            conn.execute("DELETE FROM trap_pages WHERE expires_at <= ?", (now,))
+            rows = conn.execute("SELECT url, reason, expires_at FROM trap_pages").fetchall()
+        finally:
+            conn.close()
+        for url, reason, expires in rows:
+            self.memory.add(url, reason, now, expires_at=float(expires))
+        self._loaded = True
+        return len(rows)
+
+    def remembered(self, url: str, now: float) -> str | None:
+        if not self._loaded:
+            with self._lock:
+                if not self._loaded:
+                    n = self.load(now)
+                    if n:
+                        logger.info("Trap memory: %(n)d URLs judged trap pages by earlier "
+                                    "crawls are not requested", {"n": n})
+        return self.memory.remembered(url, now)
+
+    def remember(self, urls: Sequence[str], reason: str, now: float) -> Future[int]:
+        """Remember trap pages (in memory now, on disk on the book's thread)."""
+        if not self._loaded:
+            self.remembered("", now)
+        new = [u for u in urls if self.memory.add(u, reason, now)]
+        expires = now + self.memory.ttl
+        rows = [(u, origin_of(u), reason, now, expires) for u in new]
+        return self._pool.submit(self._write, rows)
+
+    def _write(self, rows: list[tuple[str, str, str, float, float]]) -> int:
+        if not rows:
+            return 0
+        conn = connect(self.path)
+        try:
+            conn.executescript(_SCHEMA)
+            conn.execute("BEGIN IMMEDIATE")
+            conn.executemany(
+                "INSERT INTO trap_pages (url, origin, reason, judged_at, expires_at) "
+                "VALUES (?, ?, ?, ?, ?) ON CONFLICT (url) DO UPDATE SET "
+                "reason = excluded.reason, judged_at = excluded.judged_at, "
+                "expires_at = excluded.expires_at", rows)
+            conn.execute("COMMIT")
+        finally:
+            conn.close()
+        return len(rows)
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
+
+    def count(self) -> int:
+        conn = connect(self.path)
+        try:
+            conn.executescript(_SCHEMA)
+            return int(conn.execute("SELECT COUNT(*) FROM trap_pages").fetchone()[0])
+        finally:
+            conn.close()
+
+
+def trap_book(crawler: Crawler) -> TrapBook:
+    """The crawl's trap memory (one per crawler), opened on first use, closed with the spider."""
+    book = getattr(crawler, _ATTR, None)
+    if book is None:
+        from scrapy import signals
+
+        ttl = crawler.settings.getfloat("POLITE_TRAP_MEMORY",
+                                        POLITE_DEFAULTS["POLITE_TRAP_MEMORY"])
+        book = TrapBook(state_dir(crawler.settings) / TRAPS_DB, ttl)
+        setattr(crawler, _ATTR, book)
+
+        async def _close() -> None:
+            from scrapy.utils.asyncio import run_in_thread
+
+            await run_in_thread(book.close)
+
+        crawler.signals.connect(_close, signal=signals.spider_closed, weak=False)
+    result: TrapBook = book
+    return result
