@@ -1,17 +1,25 @@
-"""Recrawl cost: body bytes the sites send on a second crawl, as a share of the first.
+"""Recrawl cost: what a second crawl asks of the sites, as a share of the first.
 
-A test web of ``--hosts`` sites (loopback addresses) with ``--pages`` articles
-each, every answer with an ETag and a Last-Modified. Three crawls with one page
-store (each in its own process, ``-a recrawl=all`` for the revisits):
+A test web of ``--hosts`` sites (loopback addresses), each a
+:class:`polite_crawler.web.recrawl.RecrawlSite` of ``--articles`` articles:
+robots.txt naming a sitemap index (a plain and a gzipped sitemap) and an RSS
+feed, exact-duplicate (print), rel=canonical (AMP) and near-duplicate (reprint)
+aliases, a page refusing AI input, a noindex page, a no-store page,
+``max-age=86400`` pages and a calendar trap; ETag and Last-Modified on every
+answer. Three crawls with one state directory (each in its own process, each
+with a fresh JOBDIR, ``-a recrawl=all`` for the revisits):
 
-1. the first crawl: every page transfers its body;
-2. the same sites, unchanged: every page revalidated, answered 304;
+1. the first crawl;
+2. the same sites, unchanged;
 3. ``--changed`` (10 %) of the articles changed: only those transfer bodies.
 
-Bytes are the body bytes on the wire from the server's own log (gzip when the
-crawler asks for it, as it does), robots.txt and sitemap requests included.
+Figures come from the sites' own request log and what they answered: body
+bytes on the wire (gzip when the crawler asks for it, as it does; robots.txt,
+sitemaps and feeds included), requests without validators for a URL that had
+them, requests for a URL still fresh by its max-age, requests for calendar
+pages other than the one the home page links (the trap).
 
-    .venv/bin/python -m bench.recrawl_bytes [--hosts 3] [--pages 100] [--changed 0.1]
+    .venv/bin/python -m bench.recrawl_bytes [--hosts 3] [--articles 40] [--changed 0.1]
 """
 
 from __future__ import annotations
@@ -51,16 +59,17 @@ def crawl_main(argv: list[str]) -> int:
 def main(argv: list[str]) -> int:
     if argv[:1] == ["--crawl"]:
         return crawl_main(argv[1:])
+    from polite_crawler.web.recrawl import RecrawlSite
     from polite_crawler.web.server import TestWeb
-    from tests.pages_web import ArticleSite
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--hosts", type=int, default=3)
-    ap.add_argument("--pages", type=int, default=100)
+    ap.add_argument("--articles", type=int, default=40)
     ap.add_argument("--changed", type=float, default=0.1)
     a = ap.parse_args(argv)
     hosts = [f"127.0.9.{i + 1}" for i in range(a.hosts)]
-    sites = {h: ArticleSite(n=a.pages, seed=100 + i) for i, h in enumerate(hosts)}
+    sites = {h: RecrawlSite(articles=a.articles, seed=f"bench{i}") for i, h in enumerate(hosts)}
+    answered: dict[tuple[str, str], dict[str, str]] = {}
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     with TestWeb(sites) as web, tempfile.TemporaryDirectory(prefix="recrawl-") as tmp:
         urls = Path(tmp) / "urls.txt"
@@ -73,35 +82,48 @@ def main(argv: list[str]) -> int:
                             str(urls), "--state", tmp, "--job", f"{tmp}/job{n}", "--recrawl",
                             recrawl], cwd=ROOT, env=env, check=True)
             log = web.log[start:]
-            pages = [e for e in log if e.path == "/" or e.path.startswith("/a/")]
-            return {
+
+            def had(e: Any, name: str) -> str:
+                return answered.get((e.host, e.path), {}).get(name, "")
+
+            out = {
                 "wall": time.perf_counter() - t0,
                 "requests": len(log),
                 "bytes": sum(e.bytes_sent for e in log),
-                "page_bytes": sum(e.bytes_sent for e in pages),
-                "s200": sum(e.status == 200 for e in pages),
-                "s304": sum(e.status == 304 for e in pages),
-                "conditional": sum("if-none-match" in e.headers for e in pages),
+                "s200": sum(e.status == 200 for e in log),
+                "s304": sum(e.status == 304 for e in log),
+                "unconditional": sum(bool(had(e, "etag") or had(e, "last-modified"))
+                                     and "if-none-match" not in e.headers
+                                     and "if-modified-since" not in e.headers for e in log),
+                "fresh": sum("max-age" in had(e, "cache-control") for e in log),
+                "trap": sum(RecrawlSite.is_trap(e.path) for e in log),
             }
+            for host, site in sites.items():
+                answered.update({(host, p): h for p, h in site.answered.items()})
+            return out
 
         first = crawl(1)
         second = crawl(2, "all")
         rng = random.Random(7)
         changed = 0
         for site in sites.values():
-            for path in rng.sample(sorted(site.texts), round(a.changed * len(site.texts))):
+            paths = [f"/article/{i}" for i in range(len(site.articles))]
+            for path in rng.sample(paths, round(a.changed * len(paths))):
                 site.change(path)
                 changed += 1
         third = crawl(3, "all")
 
-    print(f"{a.hosts} sites x {a.pages} articles (+ index); {changed} articles changed "
-          "before crawl 3")
-    print(f"{'crawl':<28}{'requests':>9}{'200':>6}{'304':>6}{'cond.':>7}{'body bytes':>12}"
-          f"{'% of 1':>8}{'wall s':>8}")
+    print(f"{a.hosts} sites x {a.articles} articles (+ aliases, sitemaps, feed, trap); "
+          f"{changed} articles changed before crawl 3")
+    print(f"{'crawl':<18}{'requests':>9}{'200':>6}{'304':>6}{'uncond.':>8}{'fresh':>6}"
+          f"{'trap':>6}{'body bytes':>12}{'% of 1':>8}{'wall s':>8}")
     for name, r in (("1 first", first), ("2 unchanged", second), ("3 10 % changed", third)):
         share = 100.0 * r["bytes"] / first["bytes"]
-        print(f"{name:<28}{r['requests']:>9}{r['s200']:>6}{r['s304']:>6}{r['conditional']:>7}"
+        print(f"{name:<18}{r['requests']:>9}{r['s200']:>6}{r['s304']:>6}"
+              f"{r['unconditional']:>8}{r['fresh']:>6}{r['trap']:>6}"
               f"{r['bytes']:>12}{share:>7.2f}%{r['wall']:>8.1f}")
+    print("uncond.: requests without validators for a URL that had them; fresh: requests "
+          "for a URL\nits max-age said was fresh; trap: calendar pages past the linked one.")
     return 0
 
 

@@ -43,7 +43,7 @@ async def _two_crawls(web_factory: Any, tmp_path: Any, site: RecrawlSite) -> tup
 @pytest_twisted.ensureDeferred
 async def test_unchanged_recrawl_sends_nothing_unnecessary(web_factory, tmp_path) -> None:
     site = RecrawlSite()
-    web, first, second, log1, log2, answered = await _two_crawls(web_factory, tmp_path, site)
+    _, _, second, log1, log2, answered = await _two_crawls(web_factory, tmp_path, site)
     paths1 = {e.path for e in log1}
     # The first crawl found every page, and walked into the calendar trap.
     assert set(site.pages()) <= paths1

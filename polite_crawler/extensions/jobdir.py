@@ -26,6 +26,7 @@ in Scrapy 2.19); ``tests/test_extension_jobdir.py`` fails if that moves.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -83,10 +84,8 @@ def check_recrawl_jobdir(jobdir: str, recrawl: str) -> None:
     if all_:
         seen, queued = _jobdir_counts(path)
         before = ""
-        try:
+        with contextlib.suppress(OSError, ValueError, AttributeError):
             before = str(json.loads((path / JOB_FILE).read_text()).get("recrawl", ""))
-        except (OSError, ValueError, AttributeError):
-            pass
         resuming = queued > 0 and before.lower() == "all"
         if seen and not resuming:
             what = "finished" if not queued else "was not started as a recrawl"
