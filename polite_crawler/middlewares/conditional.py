@@ -44,7 +44,9 @@ one the site said is still fresh, nor one its sitemap says is unchanged.
 
 Remembered traps (:mod:`polite_crawler.store.traps`): a URL a former crawl
 judged a trap page is not requested (IgnoreRequest,
-``polite/traps/remembered/<reason>``), wherever it was queued from.
+``polite/traps/remembered/<reason>``), wherever it was queued from; nor a new
+query string of a path whose query pages brought no new text
+(``polite/traps/query_variants``, :mod:`polite_crawler.middlewares.trapmemory`).
 
 Stats: ``polite/conditional/<decision>`` for every decision,
 ``polite/conditional/not_modified`` (304s), ``polite/conditional/modified``
@@ -64,8 +66,10 @@ from scrapy.responsetypes import responsetypes
 
 from polite_crawler.context import polite_context
 from polite_crawler.items import FETCHED_AT, LASTMOD, NOT_MODIFIED, REVISIT, copy_headers
+from polite_crawler.middlewares.trapmemory import TRAIL, learn, query_variants
 from polite_crawler.pipelines.store import revisit_bounds
 from polite_crawler.policy.revisit import Decision, Known, decide, freshness, parse_lastmod
+from polite_crawler.policy.traps import query_path
 from polite_crawler.policy.urls import URLError, canonicalize
 from polite_crawler.store.aio import result
 from polite_crawler.store.pages import FetchRecord, page_store
@@ -102,6 +106,7 @@ class ConditionalRequestMiddleware:
         self.ctx = polite_context(crawler)
         self.recrawl_setting = str(crawler.settings.get("POLITE_RECRAWL", "") or "")
         self.bounds = revisit_bounds(crawler.settings)
+        self.queries = query_variants(crawler)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> ConditionalRequestMiddleware:
@@ -136,12 +141,29 @@ class ConditionalRequestMiddleware:
         except URLError:
             return None
         if not meta.get(_DISCOVERY):
-            reason = trap_book(self.crawler).remembered(canonical, self.ctx.clock())
+            now = self.ctx.clock()
+            reason = trap_book(self.crawler).remembered(canonical, now)
             if reason is not None:
                 self._inc_key(f"polite/traps/remembered/{reason}")
                 raise IgnoreRequest(f"remembered trap ({reason})")
+            reason = self.queries.allows(canonical)
+            if reason is not None:
+                self._inc_key(f"polite/traps/{reason}")
+                key = query_path(canonical)
+                if key is not None:
+                    trap_book(self.crawler).remember_path(key, reason, now)
+                if meta.get(TRAIL):
+                    learn(self.crawler, meta[TRAIL], canonical, reason, now)
+                raise IgnoreRequest(f"trap ({reason})")
         rec = await result(self.store.get(canonical, follow=FOLLOW))
         fetch = await result(self.store.get_fetch(canonical)) if rec is None else None
+        if rec is None and fetch is None and not meta.get(_DISCOVERY):
+            # A path whose new query strings a former crawl judged a trap: only what
+            # the store knows is revisited.
+            reason = trap_book(self.crawler).path_remembered(canonical, self.ctx.clock())
+            if reason is not None:
+                self._inc_key(f"polite/traps/remembered/{reason}")
+                raise IgnoreRequest(f"remembered trap path ({reason})")
         src = rec or fetch
         known = None
         if src is not None:

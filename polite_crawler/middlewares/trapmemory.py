@@ -13,10 +13,13 @@ the trap rules of :class:`polite_crawler.middlewares.traps.TrapMiddleware`, 70):
 - a URL remembered as a trap page is dropped (``polite/traps/remembered/<reason>``);
   the conditional-request middleware refuses it too, for requests that did not
   come from a callback (start URLs);
-- query variants (:class:`polite_crawler.policy.traps.QueryVariants`): past
-  POLITE_MAX_QUERY_VARIANTS distinct query strings on one path, a new one is
-  dropped (``polite/traps/query_variants``) unless the path's query pages keep
-  bringing new text (POLITE_QUERY_VARIANTS_MIN_SHARE of them).
+- query variants (:class:`polite_crawler.policy.traps.QueryVariants`): every
+  query page that reaches a callback is observed (its novelty for its path);
+  the conditional-request middleware asks :func:`query_variants` before a
+  request goes out: once POLITE_MAX_QUERY_VARIANTS query pages of one path are
+  fetched, a new query string of it is not requested unless at least
+  POLITE_QUERY_VARIANTS_MIN_SHARE of them brought new text
+  (``polite/traps/query_variants``); its trail is remembered as a trap.
 
 Stats: ``polite/traps/learned/<reason>`` (trap pages remembered).
 """
@@ -53,14 +56,44 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 TRAIL = "polite_trap_trail"
+_QUERIES = "_polite_query_variants"
 # Rules whose refusal on a trail reveals a trap (depth only along one path's queries:
 # a deep hierarchy of real pages is not a trap).
-_LEARN = frozenset({"repeated_segment", "url_length", "query_params", "query_variants"})
+_LEARN = frozenset({"repeated_segment", "url_length", "query_params"})
 
 
 def _same_path(urls: tuple[str, ...] | list[str], url: str) -> bool:
     path = url.split("?", 1)[0]
     return all(u.split("?", 1)[0] == path for u in urls)
+
+
+def query_variants(crawler: Crawler) -> QueryVariants:
+    """The crawl's query-variant counts (one per crawler)."""
+    found = getattr(crawler, _QUERIES, None)
+    if found is None:
+        s = crawler.settings
+        found = QueryVariants(QueryLimits(
+            max_variants=s.getint("POLITE_MAX_QUERY_VARIANTS",
+                                  _DEFAULT["POLITE_MAX_QUERY_VARIANTS"]),
+            min_share=s.getfloat("POLITE_QUERY_VARIANTS_MIN_SHARE",
+                                 _DEFAULT["POLITE_QUERY_VARIANTS_MIN_SHARE"]),
+            min_novelty=s.getfloat("POLITE_YIELD_MIN_NOVELTY",
+                                   _DEFAULT["POLITE_YIELD_MIN_NOVELTY"]),
+        ))
+        setattr(crawler, _QUERIES, found)
+    queries: QueryVariants = found
+    return queries
+
+
+def learn(crawler: Crawler, trail: tuple[str, ...] | list[str], refused: str, reason: str,
+          now: float) -> None:
+    """Remember the trap a refused URL on ``trail`` reveals (its pages after the entry)."""
+    pages = trap_pages(tuple(trail), refused)
+    trap_book(crawler).remember(pages, reason, now)
+    if crawler.stats is not None:
+        crawler.stats.inc_value(f"polite/traps/learned/{reason}")
+    logger.debug("Trap (%(reason)s): %(n)d URLs remembered, from %(first)s",
+                 {"reason": reason, "n": len(pages), "first": pages[0]})
 
 
 class TrapMemoryMiddleware(BaseSpiderMiddleware):
@@ -71,14 +104,7 @@ class TrapMemoryMiddleware(BaseSpiderMiddleware):
         self.limits = trap_limits(s)
         self.strip_params = s.getlist("POLITE_STRIP_PARAMS")
         self.book = trap_book(crawler)
-        self.queries = QueryVariants(QueryLimits(
-            max_variants=s.getint("POLITE_MAX_QUERY_VARIANTS",
-                                  _DEFAULT["POLITE_MAX_QUERY_VARIANTS"]),
-            min_share=s.getfloat("POLITE_QUERY_VARIANTS_MIN_SHARE",
-                                 _DEFAULT["POLITE_QUERY_VARIANTS_MIN_SHARE"]),
-            min_novelty=s.getfloat("POLITE_YIELD_MIN_NOVELTY",
-                                   _DEFAULT["POLITE_YIELD_MIN_NOVELTY"]),
-        ))
+        self.queries = query_variants(crawler)
 
     def _inc(self, key: str) -> None:
         if self.crawler.stats is not None:
@@ -120,19 +146,10 @@ class TrapMemoryMiddleware(BaseSpiderMiddleware):
                 return request  # the trap rules drop it and count it
             if rule is not None:
                 return request
-        refused = self.queries.admit(canon)
-        if refused is not None:
-            if trail:
-                self._learn(trail, canon, refused, now)
-            return self._drop(request, refused)
         return request
 
     def _learn(self, trail: tuple[str, ...], refused: str, reason: str, now: float) -> None:
-        pages = trap_pages(trail, refused)
-        self.book.remember(pages, reason, now)
-        self._inc(f"polite/traps/learned/{reason}")
-        logger.debug("Trap (%(reason)s): %(n)d URLs remembered, from %(first)s",
-                     {"reason": reason, "n": len(pages), "first": pages[0]})
+        learn(self.crawler, trail, refused, reason, now)
 
     def _drop(self, request: Request, reason: str) -> Request | None:
         self._inc(f"polite/traps/{reason}")

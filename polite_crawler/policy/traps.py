@@ -20,13 +20,13 @@ page like any other) and the refused URL are the trap (:func:`trap_pages`).
 
 Query variants (issue 15, faceted navigation)
 ---------------------------------------------
-:class:`QueryVariants`: the distinct query strings admitted per origin and
-path, and how many of those fetched brought new text (judged by the same
-novelty as the yield monitor, per path). Past ``max_variants`` a path whose
-query pages are mostly not new (a productive share below ``min_share``) gets
-no new query string (``query_variants``): listings that differ only in their
-filters stop spawning combinations, while a catalogue whose query pages are
-genuinely distinct is crawled on.
+:class:`QueryVariants`: the distinct query strings fetched per origin and path,
+and how many of them brought new text (the yield monitor's novelty, against the
+path's own recent pages). Once ``max_variants`` are fetched, a path whose query
+pages are mostly not new (a productive share below ``min_share``) gets no new
+query string fetched (``query_variants``): listings that differ only in their
+filters stop there, while a catalogue whose query pages are genuinely distinct
+is crawled on.
 
 Yield monitoring, the measure
 -----------------------------
@@ -277,12 +277,41 @@ def trap_pages(trail: tuple[str, ...], refused: str) -> list[str]:
     return [*trail[1:], refused]
 
 
+def query_path(url: str) -> str | None:
+    """The key of a URL's path among query variants (``scheme://host/path?``), or None.
+
+    >>> query_path("http://e.org/shop?color=red"), query_path("http://e.org/shop")
+    ('http://e.org/shop?', None)
+    """
+    pq = _path_query(url)
+    return f"{pq[0]}{pq[1]}?" if pq is not None and pq[2] else None
+
+
 @dataclass
 class TrapMemory:
-    """URLs judged trap pages, per origin, each with its reason and its expiry."""
+    """URLs judged trap pages, per origin, each with its reason and its expiry; and
+    paths whose query strings were judged a trap (:func:`query_path` keys): of those,
+    only URLs the store already knows are revisited."""
 
     ttl: float = 30 * 24 * 3600.0
     _urls: dict[str, tuple[str, float]] = field(default_factory=dict)
+    _paths: dict[str, tuple[str, float]] = field(default_factory=dict)
+
+    def path_remembered(self, url: str, now: float) -> str | None:
+        """The reason new query strings of ``url``'s path were judged a trap, or None."""
+        key = query_path(url)
+        got = self._paths.get(key) if key is not None else None
+        if got is None:
+            return None
+        if now >= got[1]:
+            del self._paths[key]  # type: ignore[arg-type]
+            return None
+        return got[0]
+
+    def add_path(self, key: str, reason: str, now: float, expires_at: float | None = None) -> bool:
+        known = self._paths.get(key)
+        self._paths[key] = (reason, now + self.ttl if expires_at is None else expires_at)
+        return known is None or known[1] <= now
 
     def remembered(self, url: str, now: float) -> str | None:
         """The reason ``url`` was judged a trap, while that is remembered, else None."""
@@ -309,27 +338,32 @@ class TrapMemory:
 
 @dataclass(frozen=True)
 class QueryLimits:
-    max_variants: int = 20  # distinct query strings per path before the yield is asked
-    min_share: float = 0.5  # productive share of the path's query pages to go on past it
+    max_variants: int = 20  # query pages of one path fetched before their yield decides
+    min_share: float = 0.5  # productive share of them for the path to get more
     min_novelty: float = 0.2
 
 
 @dataclass
 class _PathQueries:
-    admitted: set[str] = field(default_factory=set)
-    fetched: int = 0
+    fetched: set[str] = field(default_factory=set)  # query strings fetched
     productive: int = 0
 
 
 class QueryVariants:
-    """Distinct query strings per origin and path, and what the fetched ones brought."""
+    """Query pages fetched per origin and path, and how many brought new text.
+
+    Asked when a request is about to be sent (:meth:`allows`), so a listing
+    that links hundreds of combinations queues them at no cost to the site and
+    only what the path's yield justifies is fetched.
+    """
 
     def __init__(self, limits: QueryLimits | None = None, max_paths: int = 100_000) -> None:
         self.limits = limits or QueryLimits()
         self.max_paths = max_paths
         self._paths: OrderedDict[tuple[str, str], _PathQueries] = OrderedDict()
         self._yield = YieldMonitor(YieldLimits(window=1 << 30, min_share=0.0,
-                                               min_novelty=self.limits.min_novelty))
+                                               min_novelty=self.limits.min_novelty,
+                                               max_origins=max_paths))
 
     def _state(self, key: tuple[str, str]) -> _PathQueries:
         state = self._paths.pop(key, None) or _PathQueries()
@@ -338,36 +372,38 @@ class QueryVariants:
             self._paths.popitem(last=False)
         return state
 
-    def admit(self, url: str) -> str | None:
-        """None to admit ``url`` (a canonical URL), else the reason it is refused.
+    def allows(self, url: str) -> str | None:
+        """None when ``url`` (canonical) may be fetched, else the reason it may not.
 
-        >>> q = QueryVariants(QueryLimits(max_variants=2))
-        >>> [q.admit(f"http://e.org/shop?c={i}") for i in range(3)]
-        [None, None, 'query_variants']
-        >>> q.admit("http://e.org/shop?c=1"), q.admit("http://e.org/shop")
+        >>> q = QueryVariants(QueryLimits(max_variants=3))
+        >>> for i in range(3):
+        ...     _ = q.observe(f"http://e.org/shop?c={i}", "the same listing of the same shop")
+        >>> q.allows("http://e.org/shop?c=9"), q.allows("http://e.org/shop?c=1")
+        ('query_variants', None)
+        >>> q.allows("http://e.org/shop"), q.allows("http://e.org/item?id=3")
         (None, None)
         """
         pq = _path_query(url)
         if pq is None or not pq[2]:
             return None
-        state = self._state((pq[0], pq[1]))
-        if pq[2] in state.admitted:
+        state = self._paths.get((pq[0], pq[1]))
+        if state is None or pq[2] in state.fetched:
             return None
         lim = self.limits
-        if len(state.admitted) >= lim.max_variants:
-            judged = max(state.fetched, 1)
-            if state.fetched < lim.max_variants // 2 or state.productive / judged < lim.min_share:
-                return QUERY_VARIANTS
-        state.admitted.add(pq[2])
+        n = len(state.fetched)
+        if n >= lim.max_variants and state.productive < lim.min_share * n:
+            return QUERY_VARIANTS
         return None
 
     def observe(self, url: str, text: str, read: Words | None = None) -> float | None:
-        """Record a fetched query page's text; returns its novelty for its path (None: no query)."""
+        """Record a fetched query page's text; its novelty for its path (None: no query)."""
         pq = _path_query(url)
         if pq is None or not pq[2]:
             return None
         state = self._state((pq[0], pq[1]))
+        if pq[2] in state.fetched:
+            return None
         verdict = self._yield.observe(f"{pq[0]}{pq[1]}", text, read)
-        state.fetched += 1
+        state.fetched.add(pq[2])
         state.productive += int(verdict.productive)
         return verdict.novelty

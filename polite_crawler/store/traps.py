@@ -34,8 +34,9 @@ _ATTR = "_polite_trap_book"
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS trap_pages (
-    url        TEXT PRIMARY KEY,   -- canonical form
+    url        TEXT PRIMARY KEY,   -- canonical form; for kind 'path': scheme://host/path?
     origin     TEXT NOT NULL,
+    kind       TEXT NOT NULL DEFAULT 'url',  -- 'url': a trap page; 'path': its new queries
     reason     TEXT NOT NULL,      -- the trap rule that revealed it
     judged_at  REAL NOT NULL,
     expires_at REAL NOT NULL
@@ -60,11 +61,15 @@ class TrapBook:
         try:
             conn.executescript(_SCHEMA)
             conn.execute("DELETE FROM trap_pages WHERE expires_at <= ?", (now,))
-            rows = conn.execute("SELECT url, reason, expires_at FROM trap_pages").fetchall()
+            rows = conn.execute(
+                "SELECT url, kind, reason, expires_at FROM trap_pages").fetchall()
         finally:
             conn.close()
-        for url, reason, expires in rows:
-            self.memory.add(url, reason, now, expires_at=float(expires))
+        for url, kind, reason, expires in rows:
+            if kind == "path":
+                self.memory.add_path(url, reason, now, expires_at=float(expires))
+            else:
+                self.memory.add(url, reason, now, expires_at=float(expires))
         self._loaded = True
         return len(rows)
 
@@ -78,16 +83,28 @@ class TrapBook:
                                     "crawls are not requested", {"n": n})
         return self.memory.remembered(url, now)
 
+    def path_remembered(self, url: str, now: float) -> str | None:
+        self.remembered("", now)  # loaded
+        return self.memory.path_remembered(url, now)
+
     def remember(self, urls: Sequence[str], reason: str, now: float) -> Future[int]:
         """Remember trap pages (in memory now, on disk on the book's thread)."""
-        if not self._loaded:
-            self.remembered("", now)
+        self.remembered("", now)  # loaded first
         new = [u for u in urls if self.memory.add(u, reason, now)]
         expires = now + self.memory.ttl
-        rows = [(u, origin_of(u), reason, now, expires) for u in new]
+        rows = [(u, origin_of(u), "url", reason, now, expires) for u in new]
         return self._pool.submit(self._write, rows)
 
-    def _write(self, rows: list[tuple[str, str, str, float, float]]) -> int:
+    def remember_path(self, key: str, reason: str, now: float) -> Future[int]:
+        """Remember that new query strings of a path (a :func:`query_path` key) are a trap."""
+        self.remembered("", now)
+        rows = []
+        if self.memory.add_path(key, reason, now):
+            rows.append((key, origin_of(key.rstrip("?")), "path", reason, now,
+                         now + self.memory.ttl))
+        return self._pool.submit(self._write, rows)
+
+    def _write(self, rows: list[tuple[str, str, str, str, float, float]]) -> int:
         if not rows:
             return 0
         conn = connect(self.path)
@@ -95,8 +112,8 @@ class TrapBook:
             conn.executescript(_SCHEMA)
             conn.execute("BEGIN IMMEDIATE")
             conn.executemany(
-                "INSERT INTO trap_pages (url, origin, reason, judged_at, expires_at) "
-                "VALUES (?, ?, ?, ?, ?) ON CONFLICT (url) DO UPDATE SET "
+                "INSERT INTO trap_pages (url, origin, kind, reason, judged_at, expires_at) "
+                "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (url) DO UPDATE SET "
                 "reason = excluded.reason, judged_at = excluded.judged_at, "
                 "expires_at = excluded.expires_at", rows)
             conn.execute("COMMIT")

@@ -10,6 +10,10 @@
   plus a sort link), session ids in paths, a ``/a/b/a/b/...`` loop, URLs that
   grow on every page, and aliases of one page (tracking parameters, fragment,
   parameter order, default port when served on port 80).
+- :class:`FacetSite`: faceted navigation as seed 000 describes it (five filters
+  of six options; every listing links every two-filter combination).
+- :class:`CatalogueSite`: query pages that are genuinely distinct (``/item?id=N``),
+  which a crawl must fetch whole.
 
 Each site has ``real``: the paths a crawl must find, each fetched once.
 """
@@ -21,7 +25,7 @@ import random
 import re
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
-from polite_crawler.web.server import Req, Resp, Site, page
+from polite_crawler.web.server import Req, Resp, Site, etag_for, page
 
 _LOREM_TEXT = ("amber basil cobalt delta ember fjord granite harbor indigo juniper kestrel lagoon "
                "marble nectar onyx pewter quartz russet saffron tundra umber velvet willow xenon "
@@ -277,4 +281,98 @@ class AliasPortSite(Site):
             return Resp(200, page(f"Port {path}", prose(f"port{path}"), [
                 f"http://{h}:80/x", f"http://{h}/x", f"HTTP://{h}:80/y#f", f"http://{h}/y?utm_id=1",
                 f"http://{h}:80/"]))
+        return Resp(404, b"<html><body>Not found</body></html>")
+
+
+class FacetSite(Site):
+    """Faceted navigation as seed 000 describes it (issue 15).
+
+    Five filters of six options over ``products`` product pages; ``/shop`` and
+    every listing link every combination of two filters (``/shop?a=x&b=y``,
+    360 URLs, under the parameter limit) and the products they match. Nothing
+    in the URLs gives the trap away; the listings differ only in their filter
+    line and in which of the few products they show.
+    """
+
+    def __init__(self, products: int = 8) -> None:
+        super().__init__()
+        rnd = random.Random(5)
+        self.products = {n: {f: rnd.choice(opts) for f, opts in FILTERS.items()}
+                         for n in range(1, products + 1)}
+        self.real = ["/", "/shop", *[f"/product/{n}" for n in self.products]]
+        names = list(FILTERS)
+        self.combinations = [
+            urlencode({a: x, b: y})
+            for i, a in enumerate(names) for b in names[i + 1:]
+            for x in FILTERS[a] for y in FILTERS[b]]
+
+    def _listing(self, chosen: dict[str, str]) -> Resp:
+        matches = [n for n, attrs in self.products.items()
+                   if all(attrs.get(k) == v for k, v in chosen.items())]
+        links = [(f"/product/{n}", f"Product {n}") for n in matches]
+        links += [(f"/shop?{q}", q.replace("&", ", ").replace("=", " ")) for q in self.combinations]
+        desc = ", ".join(f"{k} {v}" for k, v in sorted(chosen.items())) or "all products"
+        blurbs = " ".join(f"Product {n}: " + ", ".join(f"{k} {v}" for k, v in
+                                                     self.products[n].items()) + "."
+                          for n in matches) or "No products match these filters."
+        nav = "".join(f'<li><a href="{h}">{label}</a></li>' for h, label in links)
+        body = ("<!doctype html><html><head><meta charset='utf-8'><title>Shop</title></head>"
+                f"<body><nav><ul>{nav}</ul></nav><main><h1>Shop: {desc}</h1><p>{blurbs}</p>"
+                f"</main><footer>{SHOP_FOOTER}</footer></body></html>").encode()
+        return Resp(200, body, etag=etag_for(body))
+
+    def handle(self, req: Req) -> Resp:
+        parts = urlsplit(req.path)
+        if parts.path == "/robots.txt":
+            return Resp(404, b"")
+        if parts.path == "/":
+            return Resp(200, page("Home", prose("facet-home"), ["/shop"]))
+        if parts.path == "/shop":
+            return self._listing({k: v for k, v in parse_qsl(parts.query) if k in FILTERS})
+        if parts.path.startswith("/product/"):
+            n = int(parts.path.rsplit("/", 1)[1])
+            if n in self.products:
+                attrs = ", ".join(f"{k} {v}" for k, v in self.products[n].items())
+                return Resp(200, page(f"Product {n}", f"Product {n}: {attrs}. "
+                                      f"{prose(f'facet-product-{n}', 150)}", ["/shop"]))
+        return Resp(404, b"<html><body>Not found</body></html>")
+
+
+class CatalogueSite(Site):
+    """A catalogue whose query pages are genuinely distinct (issue 15's counter-case).
+
+    ``/catalogue?page=N`` lists ``per_page`` items each; every item is
+    ``/item?id=N`` with text of its own; listings also sort (``&sort=name``).
+    Every item page must be crawled.
+    """
+
+    def __init__(self, items: int = 60, per_page: int = 6) -> None:
+        super().__init__()
+        self.items = items
+        self.per_page = per_page
+        pages = -(-items // per_page)
+        self.real = ["/", *[f"/catalogue?page={p}" for p in range(1, pages + 1)],
+                     *[f"/item?id={i}" for i in range(1, items + 1)]]
+
+    def handle(self, req: Req) -> Resp:
+        parts = urlsplit(req.path)
+        query = dict(parse_qsl(parts.query))
+        if parts.path == "/robots.txt":
+            return Resp(404, b"")
+        if parts.path == "/":
+            return Resp(200, page("Catalogue", prose("cat-home"), ["/catalogue?page=1"]))
+        if parts.path == "/catalogue":
+            p = int(query.get("page", "1") or 1)
+            first = (p - 1) * self.per_page + 1
+            ids = range(first, min(first + self.per_page, self.items + 1))
+            links = [f"/item?id={i}" for i in ids]
+            # A numbered pager: every page of the catalogue.
+            links += [f"/catalogue?page={n}" for n in range(1, -(-self.items // self.per_page) + 1)]
+            text = " ".join(f"Item {i}: {prose(f'cat-blurb-{i}', 12)}." for i in ids)
+            return Resp(200, page(f"Catalogue page {p}", text, links))
+        if parts.path == "/item":
+            i = int(query.get("id", "0") or 0)
+            if 1 <= i <= self.items:
+                return Resp(200, page(f"Item {i}", prose(f"cat-item-{i}", 160),
+                                      [f"/catalogue?page={(i - 1) // self.per_page + 1}"]))
         return Resp(404, b"<html><body>Not found</body></html>")
