@@ -31,10 +31,12 @@ def _fresh(headers: dict[str, str]) -> bool:
 
 async def _two_crawls(web_factory: Any, tmp_path: Any, site: RecrawlSite) -> tuple[Any, ...]:
     web = web_factory({HOST: site})
-    first = await run_crawl(PageSpider, _settings(tmp_path), url=web.url(HOST))
+    # A size cap that cuts /big (and nothing else): a cut page keeps its validators too.
+    cap = {"POLITE_MAX_BYTES": 60_000}
+    first = await run_crawl(PageSpider, _settings(tmp_path, **cap), url=web.url(HOST))
     log1 = web.entries(HOST)
     answered = dict(site.answered)
-    second = await run_crawl(PageSpider, _settings(tmp_path, "job2"), url=web.url(HOST),
+    second = await run_crawl(PageSpider, _settings(tmp_path, "job2", **cap), url=web.url(HOST),
                              recrawl="all")
     log2 = web.entries(HOST)[len(log1):]
     return web, first, second, log1, log2, answered
@@ -43,7 +45,7 @@ async def _two_crawls(web_factory: Any, tmp_path: Any, site: RecrawlSite) -> tup
 @pytest_twisted.ensureDeferred
 async def test_unchanged_recrawl_sends_nothing_unnecessary(web_factory, tmp_path) -> None:
     site = RecrawlSite()
-    _, _, second, log1, log2, answered = await _two_crawls(web_factory, tmp_path, site)
+    _, first, second, log1, log2, answered = await _two_crawls(web_factory, tmp_path, site)
     paths1 = {e.path for e in log1}
     # The first crawl found every page, and walked into the calendar trap.
     assert set(site.pages()) <= paths1
@@ -73,10 +75,11 @@ async def test_unchanged_recrawl_sends_nothing_unnecessary(web_factory, tmp_path
     assert "/article/6" not in {e.path for e in log2}  # lastmod older than the copy
     # Aliases of every kind were revalidated with their own validators.
     for alias in ("/article/0/print", "/article/0/amp", "/reprint/0", "/ai", "/private",
-                  "/nostore"):
+                  "/nostore", "/big"):
         sent = [e for e in log2 if e.path == alias]
         assert len(sent) == 1 and sent[0].headers["if-none-match"] == answered[alias]["etag"], \
             alias
+    assert first.stats["polite/sizecap/cut"] == 1  # /big was cut, and revalidated above
     stats = second.stats
     assert stats.get("polite/traps/remembered/depth", 0) >= 1
     assert stats["polite/conditional/fresh"] >= site.fresh

@@ -11,6 +11,7 @@
 - ``/ai`` (``Content-Signal: ai-input=no``), ``/private`` (``noindex``),
   ``/fresh/<n>`` (``Cache-Control: max-age=86400``, and ``no-store`` for
   ``/nostore``);
+- ``/big``: a long page (about 200 KB), for a crawl whose size cap cuts it;
 - a calendar ``/calendar?month=YYYY-MM`` whose months link on forever.
 
 It keeps what it answered (:attr:`RecrawlSite.answered`: path -> response
@@ -63,7 +64,8 @@ class RecrawlSite(Site):
 
     # --- what a crawl must find ------------------------------------------------------
     def pages(self) -> list[str]:
-        out = ["/", "/about", "/ai", "/private", "/nostore", f"/calendar?month={CALENDAR_START}"]
+        out = ["/", "/about", "/ai", "/private", "/nostore", "/big",
+               f"/calendar?month={CALENDAR_START}"]
         out += [f"/article/{i}" for i in range(len(self.articles))]
         out += [f"/fresh/{i}" for i in range(self.fresh)]
         for i in range(self.aliases):
@@ -127,6 +129,7 @@ class RecrawlSite(Site):
         links += [(f"/reprint/{i}", "From the wire") for i in range(self.aliases)]
         links += [(f"/fresh/{i}", f"Today {i}") for i in range(self.fresh)]
         links += [("/ai", "Not for machines"), ("/private", "Members"), ("/nostore", "Live"),
+                  ("/big", "The long read"),
                   (f"/calendar?month={CALENDAR_START}", "Events"), ("/about", "About")]
         return html_page("Recrawl Times", "Recrawl Times",
                          "<p>News and notes.</p>" + link_list(links), nav=(("/", "Home"),))
@@ -189,6 +192,9 @@ class RecrawlSite(Site):
         elif plain == "/private":
             body = self._plain("Members", "private",
                                head_extra='<meta name="robots" content="noindex">')
+        elif plain == "/big":
+            text = [p for k in range(40) for p in prose.paragraphs(f"{self.seed}:big{k}", 6)]
+            body = html_page("Recrawl Times", "The long read", paras(text), nav=(("/", "Home"),))
         elif plain == "/nostore":
             body = self._plain("Live", "nostore")
             headers["Cache-Control"] = "no-store"
