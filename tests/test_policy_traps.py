@@ -152,3 +152,30 @@ def test_html_text() -> None:
             b"<body><p>Hello&nbsp;<b>world</b></p><!-- hidden --></body></html>")
     words = html_text(body).split()
     assert words == ["Hello", "world"]
+
+
+def test_query_variants_stop_listings_and_let_a_catalogue_through() -> None:
+    """Issue 15: past the cap, a path's yield decides whether new query strings are fetched."""
+    from polite_crawler.policy.traps import QueryLimits, QueryVariants, query_path
+
+    q = QueryVariants(QueryLimits(max_variants=5, min_share=0.5))
+    listing = "Shop. Filters chosen above. No products match these filters. Try fewer filters."
+    for i in range(5):
+        q.observe(f"http://e.org/shop?c={i}", f"{listing} Page {i} of the listings.")
+        q.observe(f"http://e.org/item?id={i}",
+                  " ".join(f"word{i}x{k} text{i}y{k}" for k in range(60)))
+    assert q.allows("http://e.org/shop?c=99") == "query_variants"
+    assert q.allows("http://e.org/shop?c=1") is None  # fetched before: a revisit
+    assert q.allows("http://e.org/item?id=99") is None  # every item page was new text
+    assert q.allows("http://f.org/shop?c=99") is None  # another origin
+    assert query_path("http://e.org/shop?c=1") == "http://e.org/shop?"
+
+
+def test_trap_memory_of_paths_expires() -> None:
+    from polite_crawler.policy.traps import TrapMemory
+
+    mem = TrapMemory(ttl=10.0)
+    assert mem.add_path("http://e.org/shop?", "query_variants", 100.0)
+    assert mem.path_remembered("http://e.org/shop?c=7", 105.0) == "query_variants"
+    assert mem.path_remembered("http://e.org/shop", 105.0) is None  # the plain path is a page
+    assert mem.path_remembered("http://e.org/shop?c=7", 111.0) is None

@@ -251,3 +251,49 @@ def test_idle_store_commits_at_once_and_shares_the_file(tmp_path: Any) -> None:
     finally:
         one.close()
         two.close()
+
+
+def test_fetch_records_of_urls_that_are_not_pages(store_uri: str) -> None:
+    """Issue 16: a sitemap or an alias keeps its own validators, freshness and copy."""
+    from polite_crawler.store.pages import FetchRecord
+
+    bounds = Bounds(default=1000.0, minimum=100.0, maximum=10_000.0)
+    store = _store(store_uri)
+    url = "http://127.0.0.1:8000/sitemap.xml"
+    try:
+        body = b"<urlset>" + bytes(range(256)) * 4 + b"</urlset>"
+        rec = FetchRecord(url=url, kind="sitemap", status=200, final_url=url,
+                          fetched_at=1_700_000_000.0, etag='"s1"', headers={
+                              "etag": '"s1"', "content-encoding": "gzip"}, body=body,
+                          fresh_until=1_700_000_600.0)
+        assert store.record_fetch(rec, bounds).result() == "new"
+        got = store.get_fetch(url, body=True).result()
+        assert got is not None and got.body == body and got.body_length == len(body)
+        assert got.etag == '"s1"' and got.headers["content-encoding"] == "gzip"
+        assert got.due_at == 1_700_001_000.0 and got.fresh_until == 1_700_000_600.0
+        assert store.get(url).result() is None  # not a page: never exported as one
+        light = store.get_fetch(url).result()
+        assert light is not None and light.body is None and light.has_copy
+        assert store.record_fetch_not_modified(url, fetched_at=1_700_002_000.0,
+                                               headers={"etag": '"s2"'}, fresh_until=None,
+                                               bounds=bounds).result()
+        got = store.get_fetch(url, body=True).result()
+        assert got is not None and got.etag == '"s2"' and got.visits == 2
+        assert got.revisit_interval == 1500.0 and got.body == body
+        same = FetchRecord(url=url, kind="sitemap", status=200, final_url=url,
+                           fetched_at=1_700_003_000.0, etag='"s2"', body=body)
+        assert store.record_fetch(same, bounds).result() == "unchanged"
+        other = FetchRecord(url=url, kind="sitemap", status=200, final_url=url,
+                            fetched_at=1_700_004_000.0, body=body + b"x")
+        assert store.record_fetch(other, bounds).result() == "changed"
+        nostore = FetchRecord(url=url + "2", kind="duplicate", status=200, final_url=url,
+                              fetched_at=1.0, etag='"n"', body=b"secret", no_store=True,
+                              canonical_url="http://127.0.0.1:8000/p/1")
+        store.record_fetch(nostore, bounds).result()
+        got = store.get_fetch(url + "2", body=True).result()
+        assert got is not None and got.body is None and got.no_store and got.has_validators
+        assert not store.record_fetch_not_modified("http://nowhere/", fetched_at=1.0,
+                                                   headers={}, fresh_until=None,
+                                                   bounds=bounds).result()
+    finally:
+        store.close()
