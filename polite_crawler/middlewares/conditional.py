@@ -146,7 +146,9 @@ class ConditionalRequestMiddleware:
             if reason is not None:
                 self._inc_key(f"polite/traps/remembered/{reason}")
                 raise IgnoreRequest(f"remembered trap ({reason})")
-            reason = self.queries.allows(canonical)
+            # A URL the site itself lists (a sitemap, a start URL) is its own statement.
+            listed = meta.get("polite_link", True) is False
+            reason = None if listed else self.queries.allows(canonical)
             if reason is not None:
                 self._inc_key(f"polite/traps/{reason}")
                 key = query_path(canonical)
@@ -157,7 +159,7 @@ class ConditionalRequestMiddleware:
                 raise IgnoreRequest(f"trap ({reason})")
         rec = await result(self.store.get(canonical, follow=FOLLOW))
         fetch = await result(self.store.get_fetch(canonical)) if rec is None else None
-        if rec is None and fetch is None and not meta.get(_DISCOVERY):
+        if rec is None and fetch is None and meta.get("polite_link", True) is not False:
             # A path whose new query strings a former crawl judged a trap: only what
             # the store knows is revisited.
             reason = trap_book(self.crawler).path_remembered(canonical, self.ctx.clock())
