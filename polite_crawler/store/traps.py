@@ -4,8 +4,8 @@ One SQLite file in the shared state directory (``polite-traps.sqlite3``): one
 row per URL judged a trap page, with its origin, the reason (the trap rule that
 revealed it), when it was judged and when the memory expires
 (POLITE_TRAP_MEMORY seconds later). Every crawl loads the rows that have not
-expired into a :class:`polite_crawler.policy.traps.TrapMemory` when it first
-needs it; a new judgement is written at once, on a thread of its own (the
+expired into a :class:`polite_crawler.policy.traps.TrapMemory` when the spider
+opens (on a thread); a new judgement is written at once, on a thread of its own (the
 reactor never waits for the disk), so a crash does not lose it.
 """
 
@@ -144,11 +144,20 @@ def trap_book(crawler: Crawler) -> TrapBook:
         book = TrapBook(state_dir(crawler.settings) / TRAPS_DB, ttl)
         setattr(crawler, _ATTR, book)
 
+        async def _open() -> None:
+            from scrapy.utils.asyncio import run_in_thread
+
+            from polite_crawler.context import polite_context
+
+            # Read before the first request, off the reactor thread.
+            await run_in_thread(book.remembered, "", polite_context(crawler).clock())
+
         async def _close() -> None:
             from scrapy.utils.asyncio import run_in_thread
 
             await run_in_thread(book.close)
 
+        crawler.signals.connect(_open, signal=signals.spider_opened, weak=False)
         crawler.signals.connect(_close, signal=signals.spider_closed, weak=False)
     result: TrapBook = book
     return result
