@@ -96,7 +96,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     # not a stored page of its own (an alias, a sitemap or feed) keeps its validators,
     # its freshness, its revisit time and, unless no-store, its copy.
     Migration(3, "fetch state of URLs that are not pages", (
-        """CREATE TABLE url_fetches (
+        """CREATE TABLE IF NOT EXISTS url_fetches (
             url              TEXT PRIMARY KEY,     -- canonical form
             origin           TEXT NOT NULL,
             kind             TEXT NOT NULL,        -- 'sitemap', 'duplicate', 'canonical'
@@ -117,7 +117,7 @@ MIGRATIONS: tuple[Migration, ...] = (
             visits           INTEGER NOT NULL DEFAULT 1,
             changes          INTEGER NOT NULL DEFAULT 0
         )""",
-        "CREATE INDEX url_fetches_origin_due ON url_fetches (origin, due_at)",
+        "CREATE INDEX IF NOT EXISTS url_fetches_origin_due ON url_fetches (origin, due_at)",
     )),
 )
 
