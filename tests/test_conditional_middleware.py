@@ -245,3 +245,35 @@ async def test_304_without_copy_retries_once_unconditionally(env: Env) -> None:
     # A second 304 (a broken server) goes to the spider as it is: no loop.
     again = Response(URL, status=304, request=out)
     assert await env.mw.process_response(out, again) is again
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_sitemap_is_revalidated_and_its_304_is_the_stored_file(env: Env) -> None:
+    """Issue 16: a sitemap keeps its validators; on a 304 the spider reads the stored file
+    (as it came: still gzip-encoded, for the size cap to decode), and no trap memory or
+    query cap ever applies to it."""
+    import gzip
+
+    url = "http://127.0.0.1:9/sitemap.xml"
+    xml = b'<?xml version="1.0"?><urlset><url><loc>http://127.0.0.1:9/a</loc></url></urlset>'
+    meta = {"polite_discovery": "sitemap", "polite_link": False}
+    request, answer = await _ask(env, url, **meta)
+    assert answer is None and b"If-None-Match" not in request.headers  # never seen
+    wire = gzip.compress(xml)
+    came = Response(url, status=200, body=wire, request=request, headers={
+        "ETag": '"s1"', "Content-Encoding": "gzip", "Content-Type": "application/xml"})
+    assert await env.mw.process_response(request, came) is came
+    env.clock.now = T0 + 61  # due
+    request, answer = await _ask(env, url, **meta)
+    assert answer is None and request.headers[b"If-None-Match"] == b'"s1"'
+    out = await env.mw.process_response(request, Response(url, status=304, request=request))
+    assert isinstance(out, Response) and out.status == 200 and out.body == wire
+    assert out.headers[b"Content-Encoding"] == b"gzip" and "stored" in out.flags
+    stats = env.crawler.stats
+    assert stats.get_value("polite/conditional/not_modified") == 1  # type: ignore[union-attr]
+    rec = await result(env.mw.store.get_fetch(url))
+    assert rec is not None and rec.kind == "sitemap" and rec.visits == 2
+    # Not due: not requested at all, the stored file serves.
+    env.clock.now = T0 + 62
+    _, answer = await _ask(env, url, **meta)
+    assert answer is not None and answer.body == wire and answer.meta["polite_revisit"] == "not_due"
