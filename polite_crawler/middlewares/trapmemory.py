@@ -128,15 +128,15 @@ class TrapMemoryMiddleware(BaseSpiderMiddleware):
     def get_processed_request(self, request: Request, response: Response | None) -> Request | None:
         if response is None or request.meta.get(DISCOVERY):
             return request
-        canon = self._canonical(request.url)
-        if canon is None:
-            return request
+        # The site spider requests canonical URLs already; another spider's URL that is
+        # not canonical misses here and is caught by the conditional middleware, which
+        # canonicalises every request once anyway. Links are many: no second parse here.
+        canon = request.url
         now = self.ctx.clock()
         remembered = self.book.remembered(canon, now)
         if remembered is not None:
             return self._drop(request, f"remembered/{remembered}")
-        parent = self._canonical(response.url) or response.url
-        trail = extend_trail(parent, response.meta.get(TRAIL), canon)
+        trail = extend_trail(response.url, response.meta.get(TRAIL), canon)
         if trail:
             request.meta[TRAIL] = trail
             depth = int(request.meta.get(DEPTH, int(response.meta.get(DEPTH, 0)) + 1))
