@@ -72,6 +72,28 @@ def _jobdir_counts(jobdir: Path) -> tuple[int, int]:
     return int(seen), int(queued)
 
 
+def recrawl_jobdir_problem(jobdir: str, recrawl: str) -> str | None:
+    """Why a recrawl on ``jobdir`` would do nothing (what to do instead), or None.
+
+    Reads only; ``scrapy crawl`` can ask it before the crawl starts.
+    """
+    if not jobdir or recrawl.lower() != "all":
+        return None
+    path = Path(jobdir)
+    seen, queued = _jobdir_counts(path)
+    before = ""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        before = str(json.loads((path / JOB_FILE).read_text()).get("recrawl", ""))
+    if not seen or (queued > 0 and before.lower() == "all"):
+        return None  # a new JOBDIR, or an unfinished recrawl resumed
+    what = "finished" if not queued else "was not started as a recrawl"
+    return (f"JOBDIR {jobdir} holds a crawl that ran before ({seen} URLs seen; it {what}): "
+            "-a recrawl=all would resume it and skip every page as already seen. "
+            "Give the recrawl a new JOBDIR (-s JOBDIR=<new directory>, or a new scrapyd "
+            "job id): the page store in POLITE_STATE_DIR keeps every page's validators, "
+            f"so it is conditional. Or delete {jobdir}.")
+
+
 def check_recrawl_jobdir(jobdir: str, recrawl: str) -> None:
     """Refuse a recrawl that a used JOBDIR would turn into nothing; note what this run is.
 
@@ -79,22 +101,11 @@ def check_recrawl_jobdir(jobdir: str, recrawl: str) -> None:
     """
     if not jobdir:
         return
+    problem = recrawl_jobdir_problem(jobdir, recrawl)
+    if problem is not None:
+        raise RecrawlOnUsedJobDir(problem)
     path = Path(jobdir)
     all_ = recrawl.lower() == "all"
-    if all_:
-        seen, queued = _jobdir_counts(path)
-        before = ""
-        with contextlib.suppress(OSError, ValueError, AttributeError):
-            before = str(json.loads((path / JOB_FILE).read_text()).get("recrawl", ""))
-        resuming = queued > 0 and before.lower() == "all"
-        if seen and not resuming:
-            what = "finished" if not queued else "was not started as a recrawl"
-            raise RecrawlOnUsedJobDir(
-                f"JOBDIR {jobdir} holds a crawl that ran before ({seen} URLs seen; it {what}): "
-                "-a recrawl=all would resume it and skip every page as already seen. "
-                "Give the recrawl a new JOBDIR (-s JOBDIR=<new directory>, or a new scrapyd "
-                "job id): the page store in POLITE_STATE_DIR keeps every page's validators, "
-                f"so it is conditional. Or delete {jobdir}.")
     path.mkdir(parents=True, exist_ok=True)
     if not (path / JOB_FILE).exists() or all_:
         (path / JOB_FILE).write_text(json.dumps({"recrawl": "all" if all_ else ""}))
