@@ -113,3 +113,7 @@ class PoliteAddon:
             merged = dict(settings.getdict(name))
             merged.update(components)
             settings.set(name, merged, priority=ENFORCED)
+        # Issue 19: the browser's handler and trigger, only when rendering is on.
+        from polite_crawler.render.settings import install as install_render
+
+        install_render(settings, getattr(self.crawler, "spider", None), ENFORCED)

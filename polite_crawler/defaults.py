@@ -120,4 +120,17 @@ POLITE_DEFAULTS: dict[str, Any] = {
     # Seconds between two progress lines (active sites, rests, queue, the polite
     # rate ceiling); 0: none.
     "POLITE_PROGRESS_INTERVAL": 60.0,
+    # --- rendering in a browser (issue 19) -----------------------------------
+    # "" never; "meta": requests marked meta["polite_render"]; "auto": also pages
+    # built by scripts (as the site spider's -a render=auto).
+    "POLITE_RENDER": "",
+    "POLITE_RENDER_BROWSER": "/usr/bin/chromium",  # Chromium's executable (Debian's)
+    "POLITE_RENDER_TIMEOUT": 30.0,  # seconds: the whole render, hard limit
+    "POLITE_RENDER_IDLE": 0.5,  # seconds without a sub-request that end a render (no selector)
+    "POLITE_RENDER_MAX_PAGES": 2,  # browser pages open at once
+    "POLITE_RENDER_MAX_SUBREQUESTS": 50,  # sub-requests one render may send
+    "POLITE_RENDER_BLOCK_STYLESHEETS": True,  # stylesheets are not fetched
+    "POLITE_RENDER_BLOCK_HOSTS": [],  # hosts never reached, added to render/blocked_hosts.txt
+    "POLITE_RENDER_CACHE_BYTES": 16 * 1024 * 1024,  # scripts kept for the crawl (memory)
+    "POLITE_RENDER_MAX_RSS": 1024 * 1024 * 1024,  # browser bytes resident: beyond, restart it
 }

@@ -1,0 +1,182 @@
+"""Spider middleware for POLITE_RENDER = "auto" (``scrapy crawl site -a render=auto``).
+
+A page whose HTML has no main text of its own but is built by its scripts
+(:func:`polite_crawler.policy.render.script_built`) is not stored as it is. The
+site's own offers come first (seed 003: an API or the HTML before a browser):
+
+1. JSON-LD in the page with the text (``polite/render/choice/json_ld``): the page
+   is stored with that text, nothing more is fetched;
+2. a JSON form the page declares, ``<link rel="alternate" type="application/json">``
+   on its own origin (``polite/render/choice/json_alternate``): that URL is fetched
+   (a plain request, through the frontier) and the page is stored from its text;
+3. otherwise the page is fetched once more, rendered (``polite/render/choice/render``):
+   the same request with ``meta["polite_render"] = True``. The shell just read is
+   handed to the render handler (held in memory for a short while), so the site
+   does not serve it twice.
+
+Sitemaps and feeds are read by the ``site`` spider's discovery before any page
+(:mod:`polite_crawler.spiders.site`); a script-built page that a sitemap or feed
+listed is counted (``polite/render/listed_by/<source>``).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import OrderedDict
+from typing import TYPE_CHECKING, Any
+
+from scrapy.exceptions import NotConfigured
+from scrapy.http import HtmlResponse, Request
+
+from polite_crawler.analysis import page_words
+from polite_crawler.items import page_item
+from polite_crawler.middlewares.traps import DEPTH, DISCOVERY
+from polite_crawler.policy.render import (
+    json_alternate,
+    json_ld_text,
+    json_text,
+    script_built,
+    text_document,
+)
+from polite_crawler.render.settings import render_mode
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Iterable, Iterator
+
+    from scrapy.crawler import Crawler
+    from scrapy.http import Response
+
+logger = logging.getLogger(__name__)
+
+ALTERNATE_OF = "polite_render_alternate_of"  # meta: the page a JSON request stands for
+AUTO = "polite_render_auto"  # meta: why a page was sent back to be rendered
+SHELL_TTL = 600.0  # seconds a shell waits for its render
+SHELL_MAX = 64  # shells held at most
+_ATTR = "_polite_render_shells"
+
+
+class ShellCache:
+    """Shells read by the trigger, waiting for their render (by URL, few, short-lived)."""
+
+    def __init__(self, clock: Any = time.monotonic) -> None:
+        self.clock = clock
+        self._items: OrderedDict[str, tuple[float, Response]] = OrderedDict()
+
+    def put(self, url: str, response: Response) -> None:
+        self._items[url] = (self.clock(), response)
+        self._items.move_to_end(url)
+        while len(self._items) > SHELL_MAX:
+            self._items.popitem(last=False)
+
+    def take(self, url: str) -> Response | None:
+        found = self._items.pop(url, None)
+        if found is None or self.clock() - found[0] > SHELL_TTL:
+            return None
+        return found[1]
+
+
+def shell_cache(crawler: Crawler) -> ShellCache:
+    cache = getattr(crawler, _ATTR, None)
+    if cache is None:
+        cache = ShellCache()
+        setattr(crawler, _ATTR, cache)
+    return cache
+
+
+class RenderTriggerMiddleware:
+    def __init__(self, crawler: Crawler) -> None:
+        self.crawler = crawler
+        if render_mode(crawler.settings) != "auto":
+            raise NotConfigured("POLITE_RENDER is not 'auto'")
+        self.shells = shell_cache(crawler)
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> RenderTriggerMiddleware:
+        return cls(crawler)
+
+    def _inc(self, key: str) -> None:
+        if self.crawler.stats is not None:
+            self.crawler.stats.inc_value(key)
+
+    def process_spider_output(self, response: Response, result: Iterable[Any]) -> Iterable[Any]:
+        yield from self._process(response, list(result))
+
+    async def process_spider_output_async(
+        self, response: Response, result: AsyncIterator[Any]
+    ) -> AsyncIterator[Any]:
+        outs = [out async for out in result]  # a page yields a few items and requests
+        for out in self._process(response, outs):
+            yield out
+
+    def _process(self, response: Response, outs: list[Any]) -> Iterator[Any]:
+        meta = response.meta
+        if meta.get(ALTERNATE_OF):
+            yield from self._from_alternate(response, outs)
+            return
+        reason = None
+        if isinstance(response, HtmlResponse) and not meta.get("polite_render") \
+                and not meta.get(DISCOVERY) and response.status == 200:
+            reason = script_built(response.body, int(page_words(response).raw.size),
+                                  response.encoding)
+        if reason is None:
+            yield from outs
+            return
+        self._inc(f"polite/render/script_built/{reason}")
+        source = meta.get("polite_source")
+        if source in ("sitemap", "feed"):
+            self._inc(f"polite/render/listed_by/{source}")
+        for out in outs:
+            if isinstance(out, Request):
+                yield out
+            else:
+                self._inc("polite/render/shell_dropped")  # the shell's item: not stored
+        yield from self._instead(response, reason)
+
+    def _instead(self, response: Response, reason: str) -> list[Any]:
+        """What stands for the shell: an item from JSON-LD, a JSON request, or a render."""
+        found = json_ld_text(response.body, response.encoding)
+        if found is not None:
+            self._inc("polite/render/choice/json_ld")
+            return [self._item(response, text_document(found))]
+        alternate = json_alternate(response.body, response.url, response.encoding)
+        request = response.request
+        assert request is not None
+        if alternate is not None:
+            self._inc("polite/render/choice/json_alternate")
+            meta = {k: v for k, v in request.meta.items() if not k.startswith(("polite_", "_"))}
+            meta.update({ALTERNATE_OF: response.url, "polite_link": False,
+                         DEPTH: request.meta.get(DEPTH, 0)})
+            return [request.replace(url=alternate, meta=meta, dont_filter=True)]
+        self._inc("polite/render/choice/render")
+        self.shells.put(response.url, response)
+        logger.debug("%(url)s is built by its scripts (%(why)s): rendering it",
+                     {"url": response.url, "why": reason})
+        meta = dict(request.meta)
+        for key in [k for k in meta if k.startswith(("polite_start", "polite_end", "_"))]:
+            meta.pop(key)
+        meta.update({"polite_render": True, AUTO: reason})
+        return [request.replace(url=response.url, meta=meta, dont_filter=True)]
+
+    def _item(self, response: Response, body: bytes, url: str | None = None) -> Any:
+        request = response.request
+        assert request is not None
+        page_url = url or response.url
+        synthetic = HtmlResponse(url=page_url, body=body, encoding="utf-8", status=200,
+                                 request=request.replace(url=page_url))
+        spider = self.crawler.spider
+        build = getattr(spider, "build_item", None)
+        return build(synthetic) if callable(build) else page_item(synthetic)
+
+    def _from_alternate(self, response: Response, outs: list[Any]) -> Iterator[Any]:
+        page_url = str(response.meta[ALTERNATE_OF])
+        # What the spider made of the JSON answer itself is not the page; its requests stay.
+        yield from (out for out in outs if isinstance(out, Request))
+        found = json_text(response.body) if response.status == 200 else None
+        if found is None:
+            self._inc("polite/render/json_alternate/empty")
+            logger.info("The JSON form of %(url)s (%(json)s) holds no text",
+                        {"url": page_url, "json": response.url})
+            return
+        self._inc("polite/render/json_alternate/read")
+        yield self._item(response, text_document(found), url=page_url)

@@ -1,0 +1,52 @@
+"""When rendering is on, and what the add-on installs for it (no Playwright import)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from scrapy.settings import BaseSettings
+
+MODES = ("", "meta", "auto")
+HANDLER = "polite_crawler.render.handler.RenderDownloadHandler"
+MIDDLEWARE = "polite_crawler.render.middleware.RenderTriggerMiddleware"
+# Spider middleware order: nearer the spider than the trap middleware (70), so a
+# shell it sends back for rendering is not judged as a page without text.
+MIDDLEWARE_ORDER = 75
+
+
+class RenderSettingError(ValueError):
+    """POLITE_RENDER or ``-a render=`` holds something else than "", "meta" or "auto"."""
+
+
+def render_mode(settings: BaseSettings, spider: Any = None) -> str:
+    """"" (never render), "meta" (requests marked ``meta["polite_render"]``) or "auto"
+    (also pages found built by scripts). ``-a render=...`` on the spider wins."""
+    value = getattr(spider, "render", None)
+    if value is None:
+        value = settings.get("POLITE_RENDER", "")
+    if value is True:
+        value = "meta"
+    mode = str(value or "").strip().lower()
+    if mode in ("0", "false", "no", "off", "never"):
+        mode = ""
+    if mode in ("1", "true", "yes", "on"):
+        mode = "meta"
+    if mode not in MODES:
+        raise RenderSettingError(
+            f"POLITE_RENDER / -a render= must be one of 'meta', 'auto' or empty, not {value!r}")
+    return mode
+
+
+def install(settings: BaseSettings, spider: Any, priority: int) -> None:
+    """Swap in the render download handler and the trigger middleware when rendering is on."""
+    mode = render_mode(settings, spider)
+    if not mode:
+        return
+    settings.set("POLITE_RENDER", mode, priority=priority)
+    handlers = dict(settings.getdict("DOWNLOAD_HANDLERS"))
+    handlers.update(dict.fromkeys(("http", "https"), HANDLER))
+    settings.set("DOWNLOAD_HANDLERS", handlers, priority=priority)
+    mws = dict(settings.getdict("SPIDER_MIDDLEWARES"))
+    mws[MIDDLEWARE] = MIDDLEWARE_ORDER
+    settings.set("SPIDER_MIDDLEWARES", mws, priority=priority)

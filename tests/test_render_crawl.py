@@ -1,0 +1,227 @@
+"""Rendering in real crawls: Chromium against the client-rendered test site (server log asserts)."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import signal
+import shutil
+from typing import Any
+
+import pytest
+import pytest_twisted
+import scrapy
+
+from polite_crawler.items import page_item
+from polite_crawler.middlewares.identity import identity_from_settings
+from polite_crawler.spiders.site import SiteSpider
+from polite_crawler.web.rendered import PRIVATE, BeaconSite, RenderedSite, story
+from polite_crawler.web.server import LogEntry, TestWeb, overlaps
+from tests.crawl import run_crawl
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not os.path.exists(CHROMIUM),
+                       reason="Chromium is not installed (make test installs it from Debian "
+                              "as root: scripts/system-deps.sh)"),
+    pytest.mark.skipif(importlib.util.find_spec("scrapy_playwright") is None,
+                       reason="scrapy-playwright is not installed (pip install -e '.[render]')"),
+]
+
+A, B = "127.0.19.1", "127.0.19.2"
+REST = 0.4
+CONTACT = "crawler-ops@example.org"
+
+
+def _settings(tmp_path: Any, **extra: Any) -> dict[str, Any]:
+    return {"POLITE_STATE_DIR": str(tmp_path), "POLITE_RENDER": "meta",
+            "POLITE_REST_PAGE": REST, "POLITE_CONTACT": CONTACT,
+            "POLITE_RENDER_IDLE": 0.3, "POLITE_RENDER_TIMEOUT": 20.0,
+            "POLITE_RENDER_BROWSER": CHROMIUM, "POLITE_RENDER_BLOCK_HOSTS": [B], **extra}
+
+
+class RenderSpider(scrapy.Spider):
+    """Marks every page it is given for rendering."""
+
+    name = "render_test"
+    kill_browser_after: int = 0
+
+    def __init__(self, urls: list[str], wait: str | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.start_urls = urls
+        self.wait = wait
+        self.seen = 0
+
+    async def start(self) -> Any:
+        for i, url in enumerate(self.start_urls):
+            meta: dict[str, Any] = {"polite_render": True}
+            if self.wait:
+                meta["polite_render_wait"] = self.wait
+            yield scrapy.Request(url, meta=meta, priority=-i, callback=self.parse)
+
+    def parse(self, response: Any) -> Any:
+        self.seen += 1
+        if self.seen == self.kill_browser_after:
+            _kill_browsers()
+        yield page_item(response)
+
+
+def _kill_browsers() -> None:
+    """SIGKILL every Chromium process this test process started."""
+    from polite_crawler.render.memory import _children_table
+
+    table = _children_table()
+    todo, found = list(table.get(os.getpid(), [])), []
+    while todo:
+        pid = todo.pop()
+        found.append(pid)
+        todo.extend(table.get(pid, []))
+    for pid in found:
+        try:
+            with open(f"/proc/{pid}/comm") as f:
+                name = f.read().strip()
+            if "chrom" in name:
+                os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+
+def _web() -> TestWeb:
+    beacon = f"http://{B}:0"  # the port is filled in once the web is up
+    site = RenderedSite(beacon, stories=3)
+    web = TestWeb({A: site, B: BeaconSite()})
+    web.start()
+    site.__init__(f"http://{B}:{web.port}", stories=3)  # now with the real port
+    return web
+
+
+def _paths(entries: list[LogEntry]) -> list[str]:
+    return [e.path for e in entries]
+
+
+def _text(item: Any) -> str:
+    return str(dict(item).get("text") or "")
+
+
+@pytest_twisted.ensureDeferred
+async def test_rendered_page_stores_the_rendered_text_and_the_site_serves_only_what_builds_it(
+        tmp_path: Any) -> None:
+    web = _web()
+    try:
+        urls = [web.url(A, f"/story/{n}") for n in (1, 2, 3)]
+        result = await run_crawl(RenderSpider, _settings(tmp_path), urls=urls,
+                                 wait="#root[data-ready]")
+    finally:
+        web.stop()
+    stats = result.stats
+    # The stored main text is the rendered text.
+    texts = {dict(i)["url"]: _text(i) for i in result.items}
+    assert set(texts) == set(urls)
+    for n, url in enumerate(urls, 1):
+        for para in story(n)["paragraphs"]:  # type: ignore[attr-defined]
+            assert para in texts[url]
+    # The site served the shell, the script and the JSON call of each page, nothing else;
+    # the script once (kept for the crawl), the disallowed API path never.
+    paths = _paths(web.entries(A))
+    assert paths[0] == "/robots.txt"
+    assert paths[1:] == ["/story/1", "/static/app.js", "/api/story/1.json",
+                         "/story/2", "/api/story/2.json", "/story/3", "/api/story/3.json"]
+    assert PRIVATE not in {p.split("?")[0] for p in paths}
+    assert web.entries(B) == []  # the analytics host was never reached
+    # Identified like every other request.
+    identity = identity_from_settings(result.crawler.settings)
+    for entry in web.entries(A):
+        assert entry.headers.get("user-agent") == identity.user_agent
+        assert entry.headers.get("from") == CONTACT
+    # One at a time, and the rest after the whole render.
+    entries = web.entries(A)
+    assert overlaps(entries) == []
+    for prev, nxt in zip(entries, entries[1:], strict=False):
+        if nxt.path.startswith("/story/"):  # the next exchange of the origin
+            assert nxt.started - prev.finished >= REST - 0.02, (prev.path, nxt.path)
+    # Every block counted.
+    for reason in ("analytics", "image", "font", "stylesheet", "robots"):
+        assert stats.get(f"polite/render/blocked/{reason}", 0) >= 1, reason
+    assert stats["polite/render/pages"] == 3
+    assert stats["polite/render/cache_hit"] == 2
+    assert stats["polite/render/memory_max_bytes"] > 0
+    assert stats.get("playwright/page_count/max_concurrent", 0) <= 2
+
+
+@pytest_twisted.ensureDeferred
+async def test_page_with_a_json_alternate_is_read_from_the_json_without_a_browser(
+        tmp_path: Any) -> None:
+    web = _web()
+    try:
+        result = await run_crawl(SiteSpider, _settings(tmp_path), url=web.url(A, "/alt/2"),
+                                 render="auto")
+    finally:
+        web.stop()
+    stats = result.stats
+    assert stats["polite/render/choice/json_alternate"] == 1
+    assert "polite/render/started" not in stats
+    assert "playwright/page_count" not in stats
+    items = [dict(i) for i in result.items]
+    assert [i["url"] for i in items] == [web.url(A, "/alt/2")]
+    assert story(2)["paragraphs"][0] in items[0]["text"]  # type: ignore[index]
+    paths = set(_paths(web.entries(A)))
+    assert "/api/story/2.json" in paths
+    assert "/static/app.js" not in paths
+
+
+@pytest_twisted.ensureDeferred
+async def test_auto_renders_a_script_built_page_and_does_not_fetch_its_shell_twice(
+        tmp_path: Any) -> None:
+    web = _web()
+    try:
+        result = await run_crawl(SiteSpider, _settings(tmp_path), url=web.url(A, "/story/3"),
+                                 render="auto")
+    finally:
+        web.stop()
+    stats = result.stats
+    assert stats["polite/render/choice/render"] == 1
+    assert stats["polite/render/shell_reused"] == 1
+    items = [dict(i) for i in result.items]
+    assert len(items) == 1
+    assert story(3)["paragraphs"][1] in items[0]["text"]  # type: ignore[index]
+    paths = _paths(web.entries(A))
+    assert paths.count("/story/3") == 1
+    assert "/api/story/3.json" in paths
+    assert PRIVATE not in {p.split("?")[0] for p in paths}
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_render_that_times_out_is_a_failed_exchange_not_a_crash(tmp_path: Any) -> None:
+    web = _web()
+    try:
+        urls = [web.url(A, "/story/1")]
+        result = await run_crawl(
+            RenderSpider, _settings(tmp_path, POLITE_RENDER_TIMEOUT=1.5, POLITE_RETRY_TIMES=1,
+                                    POLITE_BACKOFF_BASE=0.05, POLITE_TEST_WAIT_SCALE=0.01),
+            urls=urls, wait="#never-there")
+    finally:
+        web.stop()
+    stats = result.stats
+    assert stats["polite/render/failed/timeout"] == 2  # the first try and its one retry
+    assert stats.get("polite/verdicts/error:timeout", 0) == 2
+    assert result.items == []
+    assert stats.get("finish_reason") == "finished"
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_browser_that_dies_is_launched_again(tmp_path: Any) -> None:
+    RenderSpider.kill_browser_after = 1
+    web = _web()
+    try:
+        urls = [web.url(A, f"/story/{n}") for n in (1, 2)]
+        result = await run_crawl(RenderSpider, _settings(tmp_path, POLITE_RETRY_TIMES=2,
+                                                         POLITE_BACKOFF_BASE=0.05,
+                                                         POLITE_TEST_WAIT_SCALE=0.01),
+                                 urls=urls, wait="#root[data-ready]")
+    finally:
+        RenderSpider.kill_browser_after = 0
+        web.stop()
+    stats = result.stats
+    assert {dict(i)["url"] for i in result.items} == set(urls)
+    assert stats["polite/render/browser_restarts"] >= 1
