@@ -201,7 +201,9 @@ def json_alternate(body: bytes, page_url: str, encoding: str | None = "utf-8") -
 
 
 # JSON keys whose string values are the content, best first; and the title's.
-_TEXT_KEYS = ("articleBody", "text", "body", "content", "description", "summary", "abstract")
+_TEXT_KEYS = ("articleBody", "text", "body", "content", "paragraphs", "description", "summary",
+              "abstract")
+_PROSE_WORDS = 8  # without a content key: strings of this many words are the text
 _TITLE_KEYS = ("headline", "title", "name")
 _MAX_DEPTH = 8
 
@@ -258,17 +260,30 @@ def _walk(obj: Any, depth: int = 0) -> tuple[str | None, list[str]]:
     return title, texts
 
 
+def _all_strings(obj: Any, depth: int = 0) -> list[str]:
+    if depth > _MAX_DEPTH:
+        return []
+    if isinstance(obj, str):
+        return [obj.strip()]
+    values = obj.values() if isinstance(obj, dict) else obj if isinstance(obj, list) else ()
+    return [s for v in values for s in _all_strings(v, depth + 1)]
+
+
 def json_text(data: bytes | str) -> JsonText | None:
     """Title and paragraphs of a JSON document (None: not JSON, or no text in it).
 
     >>> json_text(b'{"title": "T", "body": ["One.", "Two."]}')
     JsonText(title='T', paragraphs=('One.', 'Two.'))
+    >>> json_text(b'{"name": "T", "x": {"y": "a sentence that is long enough to be prose"}}')
+    JsonText(title='T', paragraphs=('a sentence that is long enough to be prose',))
     """
     try:
         obj = json.loads(data)
     except (ValueError, UnicodeDecodeError, RecursionError):
         return None
     title, texts = _walk(obj)
+    if not texts:
+        texts = [t for t in _all_strings(obj) if len(t.split()) >= _PROSE_WORDS]
     paragraphs = tuple(dict.fromkeys(texts))  # in order, each once
     if not paragraphs:
         return None

@@ -87,7 +87,7 @@ def shell_cache(crawler: Crawler) -> ShellCache:
 class RenderTriggerMiddleware:
     def __init__(self, crawler: Crawler) -> None:
         self.crawler = crawler
-        if render_mode(crawler.settings) != "auto":
+        if render_mode(crawler.settings, crawler.spider) != "auto":
             raise NotConfigured("POLITE_RENDER is not 'auto'")
         self.shells = shell_cache(crawler)
 
