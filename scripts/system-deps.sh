@@ -2,7 +2,7 @@
 # Debian packages the tests and benchmarks use: PostgreSQL (a real server the
 # store tests start on loopback) and, with "bench", python3-doc (530 real HTML
 # pages for bench/cpu_per_page.py), and Chromium (the crawl report's rendering test
-# opens the report headless). Installs only what is missing, and only as
+# opens the report headless; the render tests drive it). Installs only what is missing, and only as
 # root; otherwise says what is missing (tests that need it skip with a reason).
 set -euo pipefail
 need=()

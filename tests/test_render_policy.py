@@ -1,0 +1,196 @@
+"""The render rules (policy.render), the render settings, and a crawl that stays browser-free."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from scrapy.settings import Settings
+from scrapy.utils.test import get_crawler
+
+from polite_crawler.addon import PoliteAddon
+from polite_crawler.policy.render import (
+    SubrequestRules,
+    host_blocked,
+    json_alternate,
+    json_ld_text,
+    json_text,
+    judge_subrequest,
+    load_blocked_hosts,
+    script_built,
+    text_document,
+)
+from polite_crawler.render.settings import HANDLER, MIDDLEWARE, RenderSettingError, render_mode
+from polite_crawler.web.rendered import BeaconSite, RenderedSite
+
+PAGE = "https://example.org/story/1"
+RULES = SubrequestRules(load_blocked_hosts() | {"beacon.example.net"})
+
+
+@pytest.mark.parametrize(("url", "kind", "method", "reason"), [
+    ("https://example.org/static/app.js", "script", "GET", None),
+    ("https://example.org/api/story/1.json", "fetch", "GET", None),
+    ("https://example.org/api/story/1.json", "xhr", "HEAD", None),
+    ("https://example.org/story/2", "document", "GET", None),  # a same-origin frame
+    ("https://example.org/api/hit", "fetch", "POST", "method"),
+    ("https://example.org/hero.jpg", "image", "GET", "image"),
+    ("https://example.org/clip.mp4", "media", "GET", "media"),
+    ("https://example.org/f.woff2", "font", "GET", "font"),
+    ("https://example.org/app.css", "stylesheet", "GET", "stylesheet"),
+    ("https://example.org/favicon.ico", "image", "GET", "favicon"),
+    ("https://example.org/site.webmanifest", "manifest", "GET", "favicon"),
+    ("https://example.org/collect", "ping", "POST", "ping"),
+    ("https://example.org/live", "websocket", "GET", "websocket"),
+    ("https://example.org/events", "eventsource", "GET", "eventsource"),
+    ("https://www.googletagmanager.com/gtm.js?id=X", "script", "GET", "analytics"),
+    ("https://region1.google-analytics.com/g/collect", "fetch", "POST", "analytics"),
+    ("https://beacon.example.net/tag.js", "script", "GET", "analytics"),  # the setting
+    ("https://cdn.example.net/react.js", "script", "GET", "other_origin"),
+    ("http://example.org/app.js", "script", "GET", "other_origin"),  # another scheme
+    ("https://example.org:8443/app.js", "script", "GET", "other_origin"),  # another port
+    ("https://example.org:443/app.js", "script", "GET", None),  # the default port
+    ("ws://example.org/live", "websocket", "GET", "scheme"),
+])
+def test_judge_subrequest(url: str, kind: str, method: str, reason: str | None) -> None:
+    assert judge_subrequest(url, kind, method, PAGE, RULES) == reason
+
+
+def test_stylesheets_are_a_setting() -> None:
+    rules = SubrequestRules(frozenset(), block_stylesheets=False)
+    assert judge_subrequest("https://example.org/a.css", "stylesheet", "GET", PAGE, rules) is None
+    assert judge_subrequest("https://cdn.example.net/a.css", "stylesheet", "GET", PAGE,
+                            rules) == "other_origin"
+
+
+def test_blocked_hosts_file_lists_the_common_tag_hosts() -> None:
+    hosts = load_blocked_hosts()
+    for host in ("googletagmanager.com", "google-analytics.com", "doubleclick.net",
+                 "connect.facebook.net", "hotjar.com", "clarity.ms"):
+        assert host in hosts
+    assert host_blocked("SSL.Google-Analytics.com.", hosts)
+    assert not host_blocked("example.org", hosts)
+
+
+SHELL = RenderedSite("http://127.0.0.9:1").handle  # a page of the test site, as bytes
+
+
+def _body(path: str) -> bytes:
+    from polite_crawler.web.server import Req
+
+    resp = SHELL(Req("GET", path, {}, "127.0.0.1", 1))
+    assert isinstance(resp.body, bytes)
+    return resp.body
+
+
+def test_script_built_finds_the_test_sites_shell_and_not_a_plain_page() -> None:
+    assert script_built(_body("/story/1"), 0) == "noscript"
+    assert script_built(b"<html><body><div id='app'></div><script src=a.js></script>", 0) \
+        == "empty_app_root"
+    assert script_built(b"<html><body><div id='__next'> </div><script>x()</script>", 3) \
+        == "empty_app_root"
+    # a page with text of its own is not rendered, whatever its scripts
+    assert script_built(_body("/story/1"), 50) is None
+    # an empty root without any script is not an application
+    assert script_built(b"<html><body><div id='root'></div></body></html>", 0) is None
+    # a root with content is mounted server-side
+    assert script_built(b"<div id='root'><p>Hi</p></div><script></script>", 1) is None
+    assert script_built(b"", 0) is None
+    assert script_built(b"\xff\xfe<<<", 0) is None
+
+
+def test_json_alternate_same_origin_only() -> None:
+    assert json_alternate(_body("/alt/2"), "http://127.0.0.1:1/alt/2") \
+        == "http://127.0.0.1:1/api/story/2.json"
+    assert json_alternate(_body("/story/2"), "http://127.0.0.1:1/story/2") is None
+    other = b'<link rel="alternate" type="application/json" href="https://api.other.net/x">'
+    assert json_alternate(other, PAGE) is None
+    feed = b'<link rel="alternate" type="application/rss+xml" href="/feed">'
+    assert json_alternate(feed, PAGE) is None
+    ld = b'<link rel="alternate" type="application/ld+json" href="/x.jsonld">'
+    assert json_alternate(ld, PAGE) == "https://example.org/x.jsonld"
+
+
+def test_json_ld_text_takes_the_article_body() -> None:
+    body = ("<html><head><script type='application/ld+json'>"
+            '{"@context": "https://schema.org", "@type": "NewsArticle", "headline": "Bridge",'
+            ' "articleBody": "' + "word " * 30 + '"}</script></head>'
+            "<body><div id='root'></div><script src=a.js></script></body></html>").encode()
+    found = json_ld_text(body)
+    assert found is not None and found.title == "Bridge" and found.words == 30
+    # JSON-LD that is only a breadcrumb is not the page's text
+    crumbs = (b"<script type='application/ld+json'>{\"@type\": \"BreadcrumbList\","
+              b" \"name\": \"Home\"}</script>")
+    assert json_ld_text(crumbs) is None
+    assert json_ld_text(b"<script type='application/ld+json'>{not json</script>") is None
+
+
+def test_json_text_and_its_document() -> None:
+    assert json_text(b"not json") is None
+    assert json_text(b"[1, 2, 3]") is None
+    found = json_text(b'{"data": {"title": "A <b>", "paragraphs": ["x & y", "x & y", "z"]}}')
+    assert found is not None
+    assert found.paragraphs == ("x & y", "z")
+    html = text_document(found)
+    assert b"<title>A &lt;b&gt;</title>" in html and b"<p>x &amp; y</p>" in html
+    deep = b'{"a":' * 50 + b'"x"' + b"}" * 50
+    assert json_text(deep) is None  # nesting past the depth limit is not read
+
+
+def test_render_mode() -> None:
+    s = Settings({"POLITE_RENDER": ""})
+    assert render_mode(s) == ""
+
+    class Spider:
+        render = "auto"
+
+    assert render_mode(s, Spider()) == "auto"
+    assert render_mode(Settings({"POLITE_RENDER": True})) == "meta"
+    assert render_mode(Settings({"POLITE_RENDER": "off"})) == ""
+    with pytest.raises(RenderSettingError):
+        render_mode(Settings({"POLITE_RENDER": "always"}))
+
+
+def test_the_addon_installs_the_render_handler_only_when_rendering_is_on() -> None:
+    plain = get_crawler(settings_dict={"ADDONS": {PoliteAddon: 0}})
+    assert plain.settings.getdict("DOWNLOAD_HANDLERS")["http"] \
+        == "polite_crawler.handlers.GuardedHTTPDownloadHandler"
+    assert MIDDLEWARE not in plain.settings.getdict("SPIDER_MIDDLEWARES")
+    on = get_crawler(settings_dict={"ADDONS": {PoliteAddon: 0}, "POLITE_RENDER": "auto"})
+    handlers = on.settings.getdict("DOWNLOAD_HANDLERS")
+    assert handlers["http"] == handlers["https"] == HANDLER
+    assert on.settings.getdict("SPIDER_MIDDLEWARES")[MIDDLEWARE] == 75
+
+
+def test_a_plain_crawl_imports_no_browser() -> None:
+    """What a plain `scrapy crawl site` loads never imports Playwright."""
+    code = textwrap.dedent("""
+        import sys
+        from scrapy.utils.test import get_crawler
+        from scrapy.utils.misc import load_object
+        import polite_crawler.settings as s
+        import polite_crawler.render.settings, polite_crawler.policy.render
+        from polite_crawler.spiders.site import SiteSpider
+        crawler = get_crawler(SiteSpider, {k: getattr(s, k) for k in dir(s) if k.isupper()})
+        for name in ("DOWNLOAD_HANDLERS", "DOWNLOADER_MIDDLEWARES", "SPIDER_MIDDLEWARES",
+                     "ITEM_PIPELINES", "EXTENSIONS"):
+            for path in crawler.settings.getdict(name).values() if name == "DOWNLOAD_HANDLERS" \\
+                    else crawler.settings.getdict(name):
+                if isinstance(path, str):
+                    load_object(path)
+        bad = sorted(m for m in sys.modules if "playwright" in m)
+        assert not bad, bad
+        print("ok")
+    """)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().endswith("ok")
+
+
+def test_beacon_site_serves_a_tag() -> None:
+    from polite_crawler.web.server import Req
+
+    resp = BeaconSite().handle(Req("GET", "/tag.js", {}, "127.0.0.2", 1))
+    assert resp.status == 200 and b"pixel.gif" in bytes(resp.body)  # type: ignore[arg-type]
