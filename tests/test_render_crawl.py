@@ -7,16 +7,19 @@ import os
 import signal
 import shutil
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 import pytest_twisted
 import scrapy
 
+from polite_crawler.context import polite_context
+from polite_crawler.extensions.accesslog import read_access_log
 from polite_crawler.items import page_item
 from polite_crawler.middlewares.identity import identity_from_settings
 from polite_crawler.spiders.site import SiteSpider
 from polite_crawler.web.rendered import PRIVATE, BeaconSite, RenderedSite, story
-from polite_crawler.web.server import LogEntry, TestWeb, overlaps
+from polite_crawler.web.server import LogEntry, Site, TestWeb, overlaps
 from tests.crawl import run_crawl
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -29,7 +32,7 @@ pytestmark = [
                        reason="scrapy-playwright is not installed (pip install -e '.[render]')"),
 ]
 
-A, B = "127.0.19.1", "127.0.19.2"
+A, B, INTERNAL = "127.0.19.1", "127.0.19.2", "127.0.19.3"
 REST = 0.4
 CONTACT = "crawler-ops@example.org"
 
@@ -90,9 +93,11 @@ def _kill_browsers() -> None:
 def _web() -> TestWeb:
     beacon = f"http://{B}:0"  # the port is filled in once the web is up
     site = RenderedSite(beacon, stories=3)
-    web = TestWeb({A: site, B: BeaconSite()})
+    web = TestWeb({A: site, B: BeaconSite(), INTERNAL: Site({"/latest/meta-data/": "secret"})})
     web.start()
-    site.__init__(f"http://{B}:{web.port}", stories=3)  # now with the real port
+    # now with the real port
+    site.__init__(f"http://{B}:{web.port}", stories=3,
+                  internal_origin=f"http://{INTERNAL}:{web.port}")
     return web
 
 
@@ -129,6 +134,7 @@ async def test_rendered_page_stores_the_rendered_text_and_the_site_serves_only_w
                          "/story/2", "/api/story/2.json", "/story/3", "/api/story/3.json"]
     assert PRIVATE not in {p.split("?")[0] for p in paths}
     assert web.entries(B) == []  # the analytics host was never reached
+    assert web.entries(INTERNAL) == []  # nor the address the script tried
     # Identified like every other request.
     identity = identity_from_settings(result.crawler.settings)
     for entry in web.entries(A):
@@ -141,9 +147,15 @@ async def test_rendered_page_stores_the_rendered_text_and_the_site_serves_only_w
         if nxt.path.startswith("/story/"):  # the next exchange of the origin
             assert nxt.started - prev.finished >= REST - 0.02, (prev.path, nxt.path)
     # Every block counted.
-    for reason in ("analytics", "image", "font", "stylesheet", "robots"):
+    for reason in ("analytics", "image", "font", "stylesheet", "robots", "other_origin"):
         assert stats.get(f"polite/render/blocked/{reason}", 0) >= 1, reason
     assert stats["polite/render/pages"] == 3
+    # The access log has the three pages and, beside them, each sub-request.
+    log = read_access_log(polite_context(result.crawler).access_log.path)
+    subs = [line for line in log if line["verdict"] == "render_subrequest"]
+    assert sorted(urlsplit(line["url"]).path for line in subs) == [
+        "/api/story/1.json", "/api/story/2.json", "/api/story/3.json", "/static/app.js"]
+    assert {line["render_of"] for line in subs} == set(urls)
     assert stats["polite/render/cache_hit"] == 2
     assert stats["polite/render/memory_max_bytes"] > 0
     assert stats.get("playwright/page_count/max_concurrent", 0) <= 2

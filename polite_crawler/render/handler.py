@@ -113,6 +113,8 @@ class _Render:
     allowed: int = 0
     pages: list[Any] = field(default_factory=list)
     active: float = field(default_factory=time.monotonic)  # last sub-request seen or answered
+    closed: bool = False  # the exchange is over: nothing more is sent for it
+    fetching: asyncio.Task[Any] | None = None
 
 
 class _ScriptCache:
@@ -269,6 +271,12 @@ class RenderDownloadHandler(ScrapyPlaywrightDownloadHandler):  # type: ignore[mi
                 logger.info("Rendering %(url)s failed: %(exc)s", {"url": url, "exc": exc})
                 raise RenderFailedError(f"rendering {url} failed: {exc}") from exc
         finally:
+            # The exchange ends here for the frontier: a sub-request still under way
+            # is cancelled, and the page's later requests are refused.
+            render.closed = True
+            if render.fetching is not None and not render.fetching.done():
+                render.fetching.cancel()
+                self._inc("polite/render/subrequest_cancelled")
             self._renders.pop(url, None)
             for page in render.pages:
                 if not page.is_closed():
@@ -325,6 +333,9 @@ class RenderDownloadHandler(ScrapyPlaywrightDownloadHandler):  # type: ignore[mi
 
     async def _serve(self, render: _Render, route: Any, preq: Any) -> None:
         render.active = time.monotonic()
+        if render.closed:
+            await route.abort("blockedbyclient")
+            return
         page_url = render.request.url
         if not render.served_document and preq.is_navigation_request() \
                 and preq.url.rstrip("/") == page_url.rstrip("/"):
@@ -354,7 +365,15 @@ class RenderDownloadHandler(ScrapyPlaywrightDownloadHandler):  # type: ignore[mi
                 await route.fulfill(status=status, headers=headers, body=body)
                 return
         async with render.lock:  # one exchange at a time, as for any request of the origin
-            response = await self._fetch(render, preq)
+            response = None
+            if not render.closed:
+                render.fetching = asyncio.ensure_future(self._fetch(render, preq))
+                try:
+                    response = await render.fetching
+                except asyncio.CancelledError:
+                    response = None
+                finally:
+                    render.fetching = None
             render.active = time.monotonic()
         if response is None:
             await route.abort("failed")

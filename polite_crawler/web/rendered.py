@@ -7,8 +7,8 @@
   the application script and an analytics tag from another host (``beacon_host``);
 * ``/static/app.js``: reads the page's number, fetches ``/api/story/<n>.json``
   and builds the article from it; it also calls ``/api/private/track`` (disallowed
-  by robots.txt), loads a web font and an image, and sends a beacon to
-  ``beacon_host``;
+  by robots.txt) and an internal address (``internal_origin``), loads a web font
+  and an image, and sends a beacon to ``beacon_host``;
 * ``/api/story/<n>.json``: the article (title, paragraphs);
 * ``/alt/<n>``: the same shell, declaring its JSON form with
   ``<link rel="alternate" type="application/json">``;
@@ -65,6 +65,7 @@ APP_JS = """(function () {
   var font = new FontFace('Body', 'url(/static/font.woff2)');
   font.load().catch(function () {});
   fetch('/api/private/track?story=' + n).catch(function () {});
+  fetch('%(internal)s/latest/meta-data/').catch(function () {});
   try { navigator.sendBeacon('%(beacon)s/collect', 'story=' + n); } catch (e) {}
   fetch('/api/story/' + n + '.json').then(function (r) { return r.json(); })
     .then(function (data) {
@@ -94,13 +95,17 @@ _BUNDLE_PAD = "/* " + "x" * 3000 + " */\n"
 
 
 class RenderedSite(Site):
-    """The client-rendered site; ``beacon_origin`` is the analytics host's origin."""
+    """The client-rendered site; ``beacon_origin`` is the analytics host's origin,
+    ``internal_origin`` an address the script tries to reach (a cloud metadata
+    service by default)."""
 
-    def __init__(self, beacon_origin: str, *, stories: int = 3) -> None:
+    def __init__(self, beacon_origin: str, *, stories: int = 3,
+                 internal_origin: str = "http://169.254.169.254") -> None:
         super().__init__()
         self.beacon_origin = beacon_origin
         self.stories = stories
-        self.app_js = (APP_JS % {"beacon": beacon_origin} + _BUNDLE_PAD).encode()
+        self.app_js = (APP_JS % {"beacon": beacon_origin, "internal": internal_origin}
+                       + _BUNDLE_PAD).encode()
         self.css = "".join(f".c{i}{{margin:{i % 7}px;font-family:Body,serif}}\n"
                            for i in range(1500)).encode()
         self.assets = {
