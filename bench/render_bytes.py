@@ -16,7 +16,8 @@ client asks for it), per page; robots.txt and the crawler's /sitemap.xml probe
 are left out of the per-page figures. "Shell + data" is what the page needs: the
 shell and its JSON (the plain fetch's bytes plus the JSON's). CPU is user + system
 time of the crawler's process and, separately, of the browser's processes (all
-descendants, sampled every 100 ms; the sampler's own CPU left out); memory is the browser's peak PSS.
+descendants, sampled every 100 ms; the sampler's own CPU left out); memory is
+the browser's peak PSS.
 
     .venv/bin/python -m bench.render_bytes [--pages 20]
 """

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import os
-import signal
 import shutil
+import signal
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -143,7 +144,7 @@ async def test_rendered_page_stores_the_rendered_text_and_the_site_serves_only_w
     # One at a time, and the rest after the whole render.
     entries = web.entries(A)
     assert overlaps(entries) == []
-    for prev, nxt in zip(entries, entries[1:], strict=False):
+    for prev, nxt in itertools.pairwise(entries):
         if nxt.path.startswith("/story/"):  # the next exchange of the origin
             assert nxt.started - prev.finished >= REST - 0.02, (prev.path, nxt.path)
     # Every block counted.

@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import json
 import re
-from html import escape
 from dataclasses import dataclass, field
+from html import escape
 from pathlib import Path
 from typing import Any
 from urllib.parse import urljoin, urlsplit
@@ -114,7 +114,7 @@ def judge_subrequest(
     if host_blocked(parts.hostname or "", rules.blocked_hosts):
         return "analytics"
     path = parts.path.lower()
-    if path.endswith("/favicon.ico") or path.endswith(".ico") or resource_type == "manifest":
+    if path.endswith(".ico") or resource_type == "manifest":
         return "favicon"
     if resource_type == STYLESHEET:
         if rules.block_stylesheets:
@@ -194,7 +194,7 @@ def json_alternate(body: bytes, page_url: str, encoding: str | None = "utf-8") -
         href = (link.get("href") or "").strip()
         if "alternate" in rels and href and (ctype == "application/json" or
                                              ctype.endswith("+json")):
-            url = urljoin(page_url, href)
+            url: str = urljoin(page_url, href)
             if _origin(url) == _origin(page_url):
                 return url
     return None

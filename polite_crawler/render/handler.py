@@ -316,9 +316,10 @@ class RenderDownloadHandler(ScrapyPlaywrightDownloadHandler):  # type: ignore[mi
             await asyncio.sleep(max(0.02, min(self.idle - quiet, 0.1)))
 
     # --- every request of the page -------------------------------------------------
-    def _make_request_handler(self, context_name: str, method: str, url: str, headers: Any,
-                              body: Any, encoding: str, spider: Any,
-                              initial_request_done: asyncio.Event) -> Any:
+    def _make_request_handler(  # noqa: PLR0917 (scrapy-playwright's signature)
+        self, context_name: str, method: str, url: str, headers: Any, body: Any,
+        encoding: str, spider: Any, initial_request_done: asyncio.Event,
+    ) -> Any:
         async def route_request(route: Any, preq: Any) -> None:
             render = self._renders.get(url)
             if render is None:

@@ -119,7 +119,7 @@ class RenderTriggerMiddleware:
                 and not meta.get(DISCOVERY) and response.status == 200:
             reason = script_built(response.body, int(page_words(response).raw.size),
                                   response.encoding)
-        if reason is None:
+        if reason is None or not isinstance(response, HtmlResponse):
             yield from outs
             return
         self._inc(f"polite/render/script_built/{reason}")
@@ -133,7 +133,7 @@ class RenderTriggerMiddleware:
                 self._inc("polite/render/shell_dropped")  # the shell's item: not stored
         yield from self._instead(response, reason)
 
-    def _instead(self, response: Response, reason: str) -> list[Any]:
+    def _instead(self, response: HtmlResponse, reason: str) -> list[Any]:
         """What stands for the shell: an item from JSON-LD, a JSON request, or a render."""
         found = json_ld_text(response.body, response.encoding)
         if found is not None:
