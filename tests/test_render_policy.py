@@ -194,3 +194,24 @@ def test_beacon_site_serves_a_tag() -> None:
 
     resp = BeaconSite().handle(Req("GET", "/tag.js", {}, "127.0.0.2", 1))
     assert resp.status == 200 and b"pixel.gif" in bytes(resp.body)  # type: ignore[arg-type]
+
+
+def test_the_scrapy_playwright_names_the_handler_relies_on() -> None:
+    """scrapy-playwright is pinned (pyproject.toml); this fails when its private names move."""
+    import inspect
+
+    handler = pytest.importorskip("scrapy_playwright.handler")
+    cls = handler.ScrapyPlaywrightDownloadHandler
+    for name in ("_download_request", "_make_request_handler", "_browser_disconnected_callback",
+                 "_create_page"):
+        assert callable(getattr(cls, name, None)), name
+    params = list(inspect.signature(cls._make_request_handler).parameters)
+    assert params == ["self", "context_name", "method", "url", "headers", "body", "encoding",
+                      "spider", "initial_request_done"]
+    fields = set(handler.Config.__dataclass_fields__)
+    assert {"browser_type_name", "launch_options", "max_pages_per_context",
+            "navigation_timeout_ms", "restart_disconnected_browser", "startup_context_kwargs",
+            "cdp_url", "connect_url"} <= fields
+    from polite_crawler.render.handler import RenderDownloadHandler
+
+    assert issubclass(RenderDownloadHandler, cls)

@@ -31,7 +31,7 @@ the breaker. A browser that died is launched again for the next render, and one
 whose processes use more than POLITE_RENDER_MAX_RSS is closed after the page.
 
 Private scrapy-playwright names this relies on (``scrapy-playwright`` is pinned to
-0.0.48; ``tests/test_render_crawl.py`` fails if they move): ``_download_request``,
+0.0.48; ``tests/test_render_policy.py`` fails if they move): ``_download_request``,
 ``_make_request_handler``, ``config``, ``browser`` and
 ``_browser_disconnected_callback``.
 """
