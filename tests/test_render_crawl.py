@@ -20,7 +20,7 @@ from polite_crawler.items import page_item
 from polite_crawler.middlewares.identity import identity_from_settings
 from polite_crawler.spiders.site import SiteSpider
 from polite_crawler.web.rendered import PRIVATE, BeaconSite, RenderedSite, story
-from polite_crawler.web.server import LogEntry, Site, TestWeb, overlaps
+from polite_crawler.web.server import LogEntry, Req, Resp, Site, TestWeb, overlaps
 from tests.crawl import run_crawl
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -125,7 +125,7 @@ async def test_rendered_page_stores_the_rendered_text_and_the_site_serves_only_w
     texts = {dict(i)["url"]: _text(i) for i in result.items}
     assert set(texts) == set(urls)
     for n, url in enumerate(urls, 1):
-        for para in story(n)["paragraphs"]:  # type: ignore[attr-defined]
+        for para in story(n)["paragraphs"]:
             assert para in texts[url]
     # The site served the shell, the script and the JSON call of each page, nothing else;
     # the script once (kept for the crawl), the disallowed API path never.
@@ -177,7 +177,7 @@ async def test_page_with_a_json_alternate_is_read_from_the_json_without_a_browse
     assert "playwright/page_count" not in stats
     items = [dict(i) for i in result.items]
     assert [i["url"] for i in items] == [web.url(A, "/alt/2")]
-    assert story(2)["paragraphs"][0] in items[0]["text"]  # type: ignore[index]
+    assert story(2)["paragraphs"][0] in items[0]["text"]
     paths = set(_paths(web.entries(A)))
     assert "/api/story/2.json" in paths
     assert "/static/app.js" not in paths
@@ -197,7 +197,7 @@ async def test_auto_renders_a_script_built_page_and_does_not_fetch_its_shell_twi
     assert stats["polite/render/shell_reused"] == 1
     items = [dict(i) for i in result.items]
     assert len(items) == 1
-    assert story(3)["paragraphs"][1] in items[0]["text"]  # type: ignore[index]
+    assert story(3)["paragraphs"][1] in items[0]["text"]
     paths = _paths(web.entries(A))
     assert paths.count("/story/3") == 1
     assert "/api/story/3.json" in paths
@@ -238,3 +238,56 @@ async def test_a_browser_that_dies_is_launched_again(tmp_path: Any) -> None:
     stats = result.stats
     assert {dict(i)["url"] for i in result.items} == set(urls)
     assert stats["polite/render/browser_restarts"] >= 1
+
+
+@pytest_twisted.ensureDeferred
+async def test_pages_with_a_feed_are_read_from_its_entries_the_feed_fetched_once(
+        tmp_path: Any) -> None:
+    web = _web()
+    try:
+        urls = [web.url(A, "/feedpage/1"), web.url(A, "/feedpage/2")]
+        result = await run_crawl(SiteSpider, _settings(tmp_path), url=",".join(urls),
+                                 render="auto")
+    finally:
+        web.stop()
+    stats = result.stats
+    assert stats["polite/render/choice/feed"] == 2
+    assert stats["polite/render/feed/read"] == 2  # the second page waited for the same feed
+    assert "polite/render/started" not in stats
+    items = {dict(i)["url"]: dict(i) for i in result.items}
+    assert set(items) == set(urls)
+    for n, url in enumerate(urls, 1):
+        assert story(n)["paragraphs"][2] in items[url]["text"]
+        assert items[url]["title"] == story(n)["title"]
+    paths = _paths(web.entries(A))
+    assert paths.count("/feed.xml") == 1
+    assert "/static/app.js" not in paths
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_json_alternate_without_text_falls_back_to_rendering(tmp_path: Any) -> None:
+    web = _web()
+    site = web.sites[A]
+    real = site.handle
+
+    def handle(req: Req) -> Resp:
+        # The crawler's plain request (Accept: text/html...) gets a JSON with no text;
+        # the page's own script (Accept: */*) gets the story.
+        if req.path.startswith("/api/story/") and req.header("accept").startswith("text/html"):
+            return Resp(200, b'{"id": 1}', content_type="application/json")
+        return real(req)
+
+    site.handle = handle  # type: ignore[method-assign]
+    try:
+        result = await run_crawl(SiteSpider, _settings(tmp_path), url=web.url(A, "/alt/1"),
+                                 render="auto")
+    finally:
+        web.stop()
+    stats = result.stats
+    assert stats["polite/render/json_alternate/no_text"] == 1
+    assert stats["polite/render/choice/render"] == 1
+    assert stats["polite/render/shell_reused"] == 1
+    items = [dict(i) for i in result.items]
+    assert [i["url"] for i in items] == [web.url(A, "/alt/1")]
+    assert story(1)["paragraphs"][0] in items[0]["text"]
+    assert _paths(web.entries(A)).count("/alt/1") == 1

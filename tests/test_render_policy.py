@@ -215,3 +215,31 @@ def test_the_scrapy_playwright_names_the_handler_relies_on() -> None:
     from polite_crawler.render.handler import RenderDownloadHandler
 
     assert issubclass(RenderDownloadHandler, cls)
+
+
+def test_feed_alternate_and_its_entry_text() -> None:
+    from polite_crawler.policy.render import feed_alternate, feed_entry_text
+    from polite_crawler.web.rendered import story
+
+    site = RenderedSite("http://127.0.0.9:1", stories=2)
+    page = "http://127.0.0.1:1/feedpage/2"
+    assert feed_alternate(_body("/feedpage/2"), page) == "http://127.0.0.1:1/feed.xml"
+    assert feed_alternate(_body("/story/2"), page) is None
+    found = feed_entry_text(site.feed(), page)
+    assert found is not None and found.title == story(2)["title"]
+    assert found.paragraphs == tuple(story(2)["paragraphs"])
+    assert feed_entry_text(site.feed(), "http://127.0.0.1:1/feedpage/9") is None
+    feed = "http://127.0.0.1:1/feed.xml"
+    assert feed_entry_text(site.feed(), "http://other.example/feedpage/2", feed) is None
+    atom = (b'<feed xmlns="http://www.w3.org/2005/Atom"><entry><title>T</title>'
+            b'<link href="https://example.org/a"/><summary>short</summary>'
+            b'<content type="html">&lt;p&gt;' + b"word " * 25 + b"&lt;/p&gt;</content>"
+            b"</entry></feed>")
+    entry = feed_entry_text(atom, "https://example.org/a/")
+    assert entry is not None and entry.words == 25
+    assert feed_entry_text(atom, "https://example.org/a", min_words=30) is None
+    bomb = (b'<?xml version="1.0"?><!DOCTYPE r [<!ENTITY a "aaaaaaaaaa">'
+            b'<!ENTITY b "&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;">]><rss><item><link>https://example.org/a'
+            b"</link><description>&b;&b;&b;</description></item></rss>")
+    assert feed_entry_text(bomb, "https://example.org/a") is None  # entities stay unexpanded
+    assert feed_entry_text(b"not xml at all", "https://example.org/a") is None

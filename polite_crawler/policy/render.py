@@ -177,6 +177,24 @@ def script_built(body: bytes, main_words: int, encoding: str | None = "utf-8") -
     return None
 
 
+FEED_TYPES = frozenset({"application/rss+xml", "application/atom+xml", "application/feed+json"})
+
+
+def _alternate(body: bytes, page_url: str, encoding: str | None, want: Any) -> str | None:
+    doc = _parse(body, encoding)
+    if doc is None:
+        return None
+    for link in doc.iter("link"):
+        rels = (link.get("rel") or "").lower().split()
+        ctype = (link.get("type") or "").lower().split(";")[0].strip()
+        href = (link.get("href") or "").strip()
+        if "alternate" in rels and href and want(ctype):
+            url: str = urljoin(page_url, href)
+            if _origin(url) == _origin(page_url):
+                return url
+    return None
+
+
 def json_alternate(body: bytes, page_url: str, encoding: str | None = "utf-8") -> str | None:
     """The page's declared JSON form (``<link rel="alternate" type="application/json">``),
     on the page's own origin; None when it declares none.
@@ -185,18 +203,77 @@ def json_alternate(body: bytes, page_url: str, encoding: str | None = "utf-8") -
     ...                "http://example.org/a")
     'http://example.org/a.json'
     """
-    doc = _parse(body, encoding)
-    if doc is None:
+    return _alternate(body, page_url, encoding,
+                      lambda t: t == "application/json" or
+                      (t.endswith("+json") and t not in FEED_TYPES))
+
+
+def feed_alternate(body: bytes, page_url: str, encoding: str | None = "utf-8") -> str | None:
+    """The RSS or Atom feed the page declares, on its own origin (None: none).
+
+    >>> feed_alternate(b'<link rel="alternate" type="application/rss+xml" href="/feed">',
+    ...                "http://example.org/a")
+    'http://example.org/feed'
+    """
+    return _alternate(body, page_url, encoding,
+                      lambda t: t in ("application/rss+xml", "application/atom+xml"))
+
+
+_ATOM = "{http://www.w3.org/2005/Atom}"
+_CONTENT = "{http://purl.org/rss/1.0/modules/content/}encoded"
+
+
+def _same_page(a: str, b: str) -> bool:
+    pa, pb = urlsplit(a), urlsplit(b)
+    return _origin(a) == _origin(b) and (pa.path.rstrip("/") or "/") == \
+        (pb.path.rstrip("/") or "/") and pa.query == pb.query
+
+
+def _html_paragraphs(fragment: str) -> list[str]:
+    try:
+        root = lxml.html.fragment_fromstring(fragment, create_parent="div")
+    except (ValueError, lxml.etree.ParserError):
+        return [fragment.strip()] if fragment.strip() else []
+    blocks = [" ".join(el.text_content().split()) for el in root.iter("p", "li", "h2", "h3")]
+    blocks = [b for b in blocks if b]
+    if not blocks:
+        text = " ".join(root.text_content().split())
+        blocks = [text] if text else []
+    return blocks
+
+
+def feed_entry_text(body: bytes, page_url: str, feed_url: str | None = None,
+                    min_words: int = SHELL_MAX_WORDS) -> JsonText | None:
+    """The text a feed carries for one page: the RSS item or Atom entry linking to it
+    (``content:encoded``, ``content``, else ``description``/``summary``), when it holds
+    at least ``min_words`` words; None otherwise. Relative links are read against
+    ``feed_url`` (default: the page's URL)."""
+    base = feed_url or page_url
+    parser = lxml.etree.XMLParser(resolve_entities=False, no_network=True, load_dtd=False,
+                                  huge_tree=False, recover=True)
+    try:
+        root = lxml.etree.fromstring(body, parser=parser)
+    except (lxml.etree.LxmlError, ValueError):
         return None
-    for link in doc.iter("link"):
-        rels = (link.get("rel") or "").lower().split()
-        ctype = (link.get("type") or "").lower().split(";")[0].strip()
-        href = (link.get("href") or "").strip()
-        if "alternate" in rels and href and (ctype == "application/json" or
-                                             ctype.endswith("+json")):
-            url: str = urljoin(page_url, href)
-            if _origin(url) == _origin(page_url):
-                return url
+    if root is None:
+        return None
+    for entry in root.iter("item", f"{_ATOM}entry"):
+        links = [(el.text or "").strip() for el in entry.iter("link") if el.text]
+        links += [el.get("href") or "" for el in entry.iter(f"{_ATOM}link")
+                  if (el.get("rel") or "alternate") == "alternate"]
+        if not any(link and _same_page(urljoin(base, link), page_url) for link in links):
+            continue
+        title = None
+        for el in entry.iter("title", f"{_ATOM}title"):
+            title = " ".join((el.text or "").split()) or None
+            break
+        for names in ((_CONTENT, f"{_ATOM}content"), ("description", f"{_ATOM}summary")):
+            for el in entry.iter(*names):
+                paragraphs = _html_paragraphs(el.text or "")
+                found = JsonText(title, tuple(dict.fromkeys(paragraphs)))
+                if found.words >= min_words:
+                    return found
+        return None
     return None
 
 

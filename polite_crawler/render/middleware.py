@@ -9,7 +9,11 @@ site's own offers come first (seed 003: an API or the HTML before a browser):
 2. a JSON form the page declares, ``<link rel="alternate" type="application/json">``
    on its own origin (``polite/render/choice/json_alternate``): that URL is fetched
    (a plain request, through the frontier) and the page is stored from its text;
-3. otherwise the page is fetched once more, rendered (``polite/render/choice/render``):
+3. the RSS or Atom feed the page declares (``polite/render/choice/feed``), when its
+   entry for the page carries the text (``content:encoded``, ``content``,
+   ``description``); a feed is fetched once and kept for the crawl's other pages;
+4. otherwise, or when the JSON or the feed holds no text for the page, the page is
+   read once more, rendered (``polite/render/choice/render``):
    the same request with ``meta["polite_render"] = True``. The shell just read is
    handed to the render handler (held in memory for a short while), so the site
    does not serve it twice.
@@ -26,13 +30,16 @@ import time
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
-from scrapy.exceptions import NotConfigured
+from scrapy import signals
+from scrapy.exceptions import DontCloseSpider, NotConfigured
 from scrapy.http import HtmlResponse, Request
 
 from polite_crawler.analysis import page_words
 from polite_crawler.items import page_item
 from polite_crawler.middlewares.traps import DEPTH, DISCOVERY
 from polite_crawler.policy.render import (
+    feed_alternate,
+    feed_entry_text,
     json_alternate,
     json_ld_text,
     json_text,
@@ -49,7 +56,9 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-ALTERNATE_OF = "polite_render_alternate_of"  # meta: the page a JSON request stands for
+ALTERNATE_OF = "polite_render_alternate_of"  # meta: the page a JSON or feed request stands for
+FEED = "polite_render_feed"  # meta: that request is for the page's feed
+FEEDS_MAX = 8  # feeds held (one feed serves many pages of a site)
 AUTO = "polite_render_auto"  # meta: why a page was sent back to be rendered
 SHELL_TTL = 600.0  # seconds a shell waits for its render
 SHELL_MAX = 64  # shells held at most
@@ -90,6 +99,10 @@ class RenderTriggerMiddleware:
         if render_mode(crawler.settings, crawler.spider) != "auto":
             raise NotConfigured("POLITE_RENDER is not 'auto'")
         self.shells = shell_cache(crawler)
+        self.feeds: OrderedDict[str, bytes] = OrderedDict()  # feed URL -> body, this crawl
+        # feed URL asked for -> pages waiting for it (request, page URL)
+        self.waiting: dict[str, list[tuple[Request, str]]] = {}
+        crawler.signals.connect(self._idle, signal=signals.spider_idle)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> RenderTriggerMiddleware:
@@ -134,29 +147,60 @@ class RenderTriggerMiddleware:
         yield from self._instead(response, reason)
 
     def _instead(self, response: HtmlResponse, reason: str) -> list[Any]:
-        """What stands for the shell: an item from JSON-LD, a JSON request, or a render."""
+        """What stands for the shell: its JSON-LD text, its JSON form, its feed entry, or a
+        render of the page, in that order."""
         found = json_ld_text(response.body, response.encoding)
         if found is not None:
             self._inc("polite/render/choice/json_ld")
             return [self._item(response, text_document(found))]
-        alternate = json_alternate(response.body, response.url, response.encoding)
         request = response.request
         assert request is not None
-        if alternate is not None:
-            self._inc("polite/render/choice/json_alternate")
+        self.shells.put(response.url, response)  # for the render, whichever way it comes
+        alternate = json_alternate(response.body, response.url, response.encoding)
+        feed = None if alternate is not None else \
+            feed_alternate(response.body, response.url, response.encoding)
+        if feed is not None and feed in self.feeds:
+            entry = feed_entry_text(self.feeds[feed], response.url, feed)
+            if entry is not None:
+                self._inc("polite/render/choice/feed")
+                self.shells.take(response.url)
+                return [self._item(response, text_document(entry))]
+            feed = None  # the feed, read already, does not carry this page
+        if feed is not None and feed in self.waiting:
+            # The feed is asked for already: this page waits for it.
+            self._inc("polite/render/choice/feed")
+            self.waiting[feed].append((request, response.url))
+            return []
+        if alternate is not None or feed is not None:
+            self._inc(f"polite/render/choice/{'json_alternate' if alternate else 'feed'}")
             meta = {k: v for k, v in request.meta.items() if not k.startswith(("polite_", "_"))}
-            meta.update({ALTERNATE_OF: response.url, "polite_link": False,
-                         DEPTH: request.meta.get(DEPTH, 0)})
-            return [request.replace(url=alternate, meta=meta, dont_filter=True)]
+            meta.update({ALTERNATE_OF: response.url, FEED: feed is not None,
+                         "polite_link": False, DEPTH: request.meta.get(DEPTH, 0)})
+            if feed is not None:
+                self.waiting[feed] = []
+            return [request.replace(url=alternate or feed, meta=meta, dont_filter=True)]
+        return [self._render_request(request, response.url, reason)]
+
+    def _render_request(self, request: Request, url: str, reason: str) -> Request:
         self._inc("polite/render/choice/render")
-        self.shells.put(response.url, response)
         logger.debug("%(url)s is built by its scripts (%(why)s): rendering it",
-                     {"url": response.url, "why": reason})
-        meta = dict(request.meta)
-        for key in [k for k in meta if k.startswith(("polite_start", "polite_end", "_"))]:
-            meta.pop(key)
+                     {"url": url, "why": reason})
+        meta = {k: v for k, v in request.meta.items()
+                if not k.startswith(("polite_start", "polite_end", "_", ALTERNATE_OF, FEED))}
         meta.update({"polite_render": True, AUTO: reason})
-        return [request.replace(url=response.url, meta=meta, dont_filter=True)]
+        return request.replace(url=url, meta=meta, dont_filter=True)
+
+    def _idle(self) -> None:
+        """Nothing left to do and pages still wait for a feed (it failed): render them."""
+        if not self.waiting or self.crawler.engine is None:
+            return
+        waiting, self.waiting = self.waiting, {}
+        for feed, pages in waiting.items():
+            logger.info("The feed %(feed)s never came: rendering the %(n)d pages that waited",
+                        {"feed": feed, "n": len(pages)})
+            for request, url in pages:
+                self.crawler.engine.crawl(self._render_request(request, url, "feed_failed"))
+        raise DontCloseSpider
 
     def _item(self, response: Response, body: bytes, url: str | None = None) -> Any:
         request = response.request
@@ -170,13 +214,36 @@ class RenderTriggerMiddleware:
 
     def _from_alternate(self, response: Response, outs: list[Any]) -> Iterator[Any]:
         page_url = str(response.meta[ALTERNATE_OF])
-        # What the spider made of the JSON answer itself is not the page; its requests stay.
+        feed = bool(response.meta.get(FEED))
+        # What the spider made of the JSON or feed answer itself is not the page;
+        # its requests stay.
         yield from (out for out in outs if isinstance(out, Request))
-        found = json_text(response.body) if response.status == 200 else None
+        found = None
+        waiting = self.waiting.pop(response.url, []) if feed else []
+        if response.status == 200 and feed:
+            self.feeds[response.url] = response.body
+            while len(self.feeds) > FEEDS_MAX:
+                self.feeds.popitem(last=False)
+            found = feed_entry_text(response.body, page_url, response.url)
+        elif response.status == 200:
+            found = json_text(response.body)
+        for request, url in waiting:
+            entry = feed_entry_text(response.body, url, response.url) \
+                if response.status == 200 else None
+            if entry is None:
+                yield self._render_request(request, url, "feed_without_text")
+            else:
+                self._inc("polite/render/feed/read")
+                self.shells.take(url)
+                yield self._item(response, text_document(entry), url=url)
+        kind = "feed" if feed else "json_alternate"
         if found is None:
-            self._inc("polite/render/json_alternate/empty")
-            logger.info("The JSON form of %(url)s (%(json)s) holds no text",
-                        {"url": page_url, "json": response.url})
+            self._inc(f"polite/render/{kind}/no_text")
+            logger.info("The %(kind)s of %(url)s (%(alt)s) does not hold its text: rendering it",
+                        {"kind": kind.replace("_", " "), "url": page_url, "alt": response.url})
+            assert response.request is not None
+            yield self._render_request(response.request, page_url, f"{kind}_without_text")
             return
-        self._inc("polite/render/json_alternate/read")
+        self._inc(f"polite/render/{kind}/read")
+        self.shells.take(page_url)
         yield self._item(response, text_document(found), url=page_url)

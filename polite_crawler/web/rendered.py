@@ -12,6 +12,8 @@
 * ``/api/story/<n>.json``: the article (title, paragraphs);
 * ``/alt/<n>``: the same shell, declaring its JSON form with
   ``<link rel="alternate" type="application/json">``;
+* ``/feedpage/<n>``: the same shell, declaring ``/feed.xml``, an RSS feed with every
+  story's text;
 * ``/static/app.css``, ``/static/hero.jpg``, ``/static/font.woff2``,
   ``/favicon.ico``: what a browser would load but the content does not need
   (sized like a small real site's, for ``bench/render_bytes.py``).
@@ -24,6 +26,8 @@ from __future__ import annotations
 import json
 import random
 import re
+from html import escape
+from typing import Any
 
 from polite_crawler.web.prose import paragraphs, title
 from polite_crawler.web.server import Req, Resp, Site
@@ -37,14 +41,17 @@ def _noise(seed: str, size: int) -> bytes:
     return random.Random(seed).randbytes(size)
 
 
-def story(n: int) -> dict[str, object]:
+def story(n: int) -> dict[str, Any]:
     seed = f"rendered-{n}"
     return {"id": n, "title": title(seed), "paragraphs": list(paragraphs(seed, 5))}
 
 
-def _shell(n: int, beacon_origin: str, *, alternate: bool = False) -> bytes:
+def _shell(n: int, beacon_origin: str, *, alternate: bool = False, feed: bool = False) -> bytes:
     alt = (f'<link rel="alternate" type="application/json" href="/api/story/{n}.json">'
            if alternate else "")
+    if feed:
+        alt += '<link rel="alternate" type="application/rss+xml" href="/feed.xml">'
+
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>Loading…</title>
 <meta name="viewport" content="width=device-width, initial-scale=1">
@@ -132,6 +139,11 @@ class RenderedSite(Site):
         n = self._story_number(path, "/alt/")
         if n is not None:
             return Resp(200, _shell(n, self.beacon_origin, alternate=True))
+        n = self._story_number(path, "/feedpage/")
+        if n is not None:
+            return Resp(200, _shell(n, self.beacon_origin, feed=True))
+        if path == "/feed.xml":
+            return Resp(200, self.feed(), content_type="application/rss+xml")
         m = re.fullmatch(r"/api/story/(\d+)\.json", path)
         if m is not None and 1 <= int(m.group(1)) <= self.stories:
             body = json.dumps(story(int(m.group(1)))).encode()
@@ -147,6 +159,20 @@ class RenderedSite(Site):
             body, ctype = self.assets[path]
             return Resp(200, body, content_type=ctype, gzip_ok=False)
         return Resp(404, b"<html><body>Not found</body></html>")
+
+
+    def feed(self) -> bytes:
+        """RSS 2.0 with each story's full text in ``content:encoded``."""
+        items = []
+        for n in range(1, self.stories + 1):
+            data = story(n)
+            body = "".join(f"<p>{escape(p)}</p>" for p in data["paragraphs"])
+            items.append(f"<item><title>{escape(str(data['title']))}</title>"
+                         f"<link>/feedpage/{n}</link>"
+                         f"<content:encoded>{escape(body)}</content:encoded></item>")
+        return ('<?xml version="1.0" encoding="utf-8"?><rss version="2.0" '
+                'xmlns:content="http://purl.org/rss/1.0/modules/content/"><channel>'
+                "<title>Stories</title>" + "".join(items) + "</channel></rss>").encode()
 
 
 class BeaconSite(Site):
