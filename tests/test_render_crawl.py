@@ -7,6 +7,7 @@ import itertools
 import os
 import shutil
 import signal
+import time
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -291,3 +292,35 @@ async def test_a_json_alternate_without_text_falls_back_to_rendering(tmp_path: A
     assert [i["url"] for i in items] == [web.url(A, "/alt/1")]
     assert story(1)["paragraphs"][0] in items[0]["text"]
     assert _paths(web.entries(A)).count("/alt/1") == 1
+
+
+@pytest_twisted.ensureDeferred
+async def test_the_sub_requests_of_a_render_are_signed_as_every_request(tmp_path: Any) -> None:
+    from tests.signing_verifier import keys_from_directory, verify_request
+    from tests.test_signing_crawl import AGENT, _setup
+
+    key, directory = _setup(tmp_path)
+    web = _web()
+    site = web.sites[A]
+    real = site.handle
+    outcomes: list[tuple[str, bool, str]] = []
+
+    def handle(req: Req) -> Resp:
+        keys = keys_from_directory(directory.read_text())
+        out = verify_request(req.method, req.path, req.headers, keys, now=time.time())
+        outcomes.append((req.path, out.verified, out.reason))
+        return real(req)
+
+    site.handle = handle  # type: ignore[method-assign]
+    try:
+        result = await run_crawl(
+            RenderSpider, _settings(tmp_path, POLITE_SIGNING_KEY=key,
+                                    POLITE_SIGNATURE_AGENT=AGENT,
+                                    POLITE_SIGNATURE_DIRECTORY=str(directory)),
+            urls=[web.url(A, "/story/1")], wait="#root[data-ready]")
+    finally:
+        web.stop()
+    assert [p for p, _, _ in outcomes] == ["/robots.txt", "/story/1", "/static/app.js",
+                                           "/api/story/1.json"]
+    assert [(p, why) for p, ok, why in outcomes if not ok] == []
+    assert len(result.items) == 1

@@ -17,7 +17,8 @@ A request with it:
    hosts, images, media, fonts, stylesheets, favicons, other origins blocked and
    counted), then by robots.txt (the crawl's robots book) and the address policy,
    and only then fetched, one at a time, through the guarded handler with the
-   crawl's User-Agent and From. The browser itself never opens a connection: it
+   crawl's User-Agent and From (and signed by the crawl's signing middleware, when
+   POLITE_SIGNING_KEY is set). The browser itself never opens a connection: it
    is launched with a proxy that does not exist, so anything not intercepted fails.
 3. The page's DOM after the wait (``meta["polite_render_wait"]``, a CSS selector,
    or no sub-request for POLITE_RENDER_IDLE seconds) is the response body.
@@ -47,7 +48,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from scrapy import Request
-from scrapy.exceptions import DownloadTimeoutError
+from scrapy.exceptions import DownloadTimeoutError, IgnoreRequest
 from scrapy.http import Headers, HtmlResponse
 from scrapy_playwright.handler import ScrapyPlaywrightDownloadHandler
 from scrapy_playwright.page import PageMethod
@@ -196,6 +197,7 @@ class RenderDownloadHandler(ScrapyPlaywrightDownloadHandler):  # type: ignore[mi
         self.abort_request = None
         self._renders: dict[str, _Render] = {}
         self._last_browser: Any = None
+        self._signing: Any = None  # the signing middleware, False when there is none
 
     def _inc(self, key: str, n: int = 1) -> None:
         if self.crawler.stats is not None:
@@ -410,6 +412,13 @@ class RenderDownloadHandler(ScrapyPlaywrightDownloadHandler):  # type: ignore[mi
         request = Request(preq.url, method=preq.method, headers=sent_headers,
                           meta={"download_timeout": left, "polite_render_of": render.request.url},
                           dont_filter=True)
+        signer = self._signer()
+        if signer is not None:
+            try:
+                signer.process_request(request)  # signed as every request of the crawl is
+            except IgnoreRequest:
+                self._inc("polite/render/blocked/unsignable")
+                return None
         sent = time.time()
         self._inc("polite/render/subrequests")
         try:
@@ -431,6 +440,18 @@ class RenderDownloadHandler(ScrapyPlaywrightDownloadHandler):  # type: ignore[mi
         if preq.resource_type == "script" and response.status == 200 and _cacheable(headers):
             self.cache.put(preq.url, 200, _str_headers(headers), body)
         return response.status, headers, body
+
+    def _signer(self) -> Any:
+        """The crawl's signing middleware (Web Bot Auth), when it is installed."""
+        if self._signing is None:
+            engine = self.crawler.engine
+            found: Any = False
+            if engine is not None:
+                for mw in engine.downloader.middleware.middlewares:
+                    if type(mw).__name__ == "SigningMiddleware":
+                        found = mw
+            self._signing = found
+        return self._signing or None
 
     # --- after each render -----------------------------------------------------------
     def _log_subrequests(self, render: _Render) -> None:
