@@ -152,6 +152,7 @@ async def test_rendered_page_stores_the_rendered_text_and_the_site_serves_only_w
     for reason in ("analytics", "image", "font", "stylesheet", "robots", "other_origin"):
         assert stats.get(f"polite/render/blocked/{reason}", 0) >= 1, reason
     assert stats["polite/render/pages"] == 3
+    assert stats["polite/render/playwright_started"] == 1
     # The access log has the three pages and, beside them, each sub-request.
     log = read_access_log(polite_context(result.crawler).access_log.path)
     subs = [line for line in log if line["verdict"] == "render_subrequest"]
@@ -175,6 +176,7 @@ async def test_page_with_a_json_alternate_is_read_from_the_json_without_a_browse
     stats = result.stats
     assert stats["polite/render/choice/json_alternate"] == 1
     assert "polite/render/started" not in stats
+    assert "polite/render/playwright_started" not in stats  # no process was started
     assert "playwright/page_count" not in stats
     items = [dict(i) for i in result.items]
     assert [i["url"] for i in items] == [web.url(A, "/alt/2")]

@@ -20,6 +20,7 @@ A request with it:
    crawl's User-Agent and From (and signed by the crawl's signing middleware, when
    POLITE_SIGNING_KEY is set). The browser itself never opens a connection: it
    is launched with a proxy that does not exist, so anything not intercepted fails.
+   Playwright and the browser start with the first render, not with the crawl.
 3. The page's DOM after the wait (``meta["polite_render_wait"]``, a CSS selector,
    or no sub-request for POLITE_RENDER_IDLE seconds) is the response body.
 
@@ -33,8 +34,8 @@ whose processes use more than POLITE_RENDER_MAX_RSS is closed after the page.
 
 Private scrapy-playwright names this relies on (``scrapy-playwright`` is pinned to
 0.0.48; ``tests/test_render_policy.py`` fails if they move): ``_download_request``,
-``_make_request_handler``, ``config``, ``browser`` and
-``_browser_disconnected_callback``.
+``_make_request_handler``, ``_maybe_launch_in_thread``, ``_launch``, ``config``,
+``browser_provider``, ``browser`` and ``_browser_disconnected_callback``.
 """
 
 from __future__ import annotations
@@ -198,6 +199,17 @@ class RenderDownloadHandler(ScrapyPlaywrightDownloadHandler):  # type: ignore[mi
         self._renders: dict[str, _Render] = {}
         self._last_browser: Any = None
         self._signing: Any = None  # the signing middleware, False when there is none
+        self._start_lock = asyncio.Lock()
+
+    async def _maybe_launch_in_thread(self) -> None:
+        """scrapy-playwright starts Playwright when the engine starts; here it waits for
+        the first render, so a crawl that renders nothing starts no process."""
+
+    async def _start_playwright(self) -> None:
+        async with self._start_lock:
+            if getattr(self, "browser_provider", None) is None:
+                self._inc("polite/render/playwright_started")
+                await self._launch()
 
     def _inc(self, key: str, n: int = 1) -> None:
         if self.crawler.stats is not None:
@@ -266,6 +278,7 @@ class RenderDownloadHandler(ScrapyPlaywrightDownloadHandler):  # type: ignore[mi
         inner = request.replace(meta=meta)
         self._inc("polite/render/started")
         try:
+            await self._start_playwright()
             left = max(0.001, render.deadline - time.monotonic())
             try:
                 rendered = await asyncio.wait_for(self._download_request(inner), left)
