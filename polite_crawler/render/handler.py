@@ -48,6 +48,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 from scrapy import Request
 from scrapy.exceptions import DownloadTimeoutError, IgnoreRequest
 from scrapy.http import Headers, HtmlResponse
@@ -282,7 +283,7 @@ class RenderDownloadHandler(ScrapyPlaywrightDownloadHandler):  # type: ignore[mi
             left = max(0.001, render.deadline - time.monotonic())
             try:
                 rendered = await asyncio.wait_for(self._download_request(inner), left)
-            except TimeoutError:
+            except (TimeoutError, PlaywrightTimeoutError):
                 self._inc("polite/render/failed/timeout")
                 raise RenderTimeoutError(
                     f"rendering {url} took longer than {self.timeout} s") from None
