@@ -159,6 +159,16 @@ async def test_rendered_page_stores_the_rendered_text_and_the_site_serves_only_w
     assert sorted(urlsplit(line["url"]).path for line in subs) == [
         "/api/story/1.json", "/api/story/2.json", "/api/story/3.json", "/static/app.js"]
     assert {line["render_of"] for line in subs} == set(urls)
+    # The 5x rest follows the render's time on the wire (the document to the last
+    # sub-request, as the server saw them), not the whole exchange with the browser's
+    # own work in it.
+    pages = {urlsplit(line["url"]).path: line for line in log if line["url"] in urls}
+    for n in (1, 2, 3):
+        mine = [e for e in entries if e.path in (f"/story/{n}", f"/api/story/{n}.json")]
+        wire = max(e.finished for e in mine) - min(e.started for e in mine)
+        line = pages[f"/story/{n}"]
+        assert max(REST, 5 * wire) - 0.05 <= line["rest"] <= max(REST, 5 * wire) + 0.5
+        assert line["rest"] < 5 * line["duration"]
     assert stats["polite/render/cache_hit"] == 2
     assert stats["polite/render/memory_max_bytes"] > 0
     assert stats.get("playwright/page_count/max_concurrent", 0) <= 2

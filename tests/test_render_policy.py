@@ -203,7 +203,7 @@ def test_the_scrapy_playwright_names_the_handler_relies_on() -> None:
     handler = pytest.importorskip("scrapy_playwright.handler")
     cls = handler.ScrapyPlaywrightDownloadHandler
     for name in ("_download_request", "_make_request_handler", "_browser_disconnected_callback",
-                 "_create_page", "_maybe_launch_in_thread", "_launch"):
+                 "_create_page", "_maybe_launch_in_thread", "_launch", "_maybe_launch_browser"):
         assert callable(getattr(cls, name, None)), name
     params = list(inspect.signature(cls._make_request_handler).parameters)
     assert params == ["self", "context_name", "method", "url", "headers", "body", "encoding",

@@ -26,7 +26,9 @@ A request with it:
 
 The whole render is one exchange of the origin: the frontier keeps the origin
 in flight from the gate's dispatch to the rendered answer, so no other request of
-it overlaps, its duration feeds the rest and the rest starts after it. A render
+it overlaps, and the rest starts after it. The duration that feeds the 5x rest is
+the render's time on the wire, from the page's document to the end of its last
+sub-request (the browser's own work is not the server's slowness). A render
 that fails (POLITE_RENDER_TIMEOUT, a crashed page or browser) raises
 :class:`RenderTimeoutError` or :class:`RenderFailedError`: a failed exchange for
 the breaker. A browser that died is launched again for the next render, and one
@@ -34,7 +36,8 @@ whose processes use more than POLITE_RENDER_MAX_RSS is closed after the page.
 
 Private scrapy-playwright names this relies on (``scrapy-playwright`` is pinned to
 0.0.48; ``tests/test_render_policy.py`` fails if they move): ``_download_request``,
-``_make_request_handler``, ``_maybe_launch_in_thread``, ``_launch``, ``config``,
+``_make_request_handler``, ``_maybe_launch_in_thread``, ``_launch``,
+``_maybe_launch_browser``, ``config``,
 ``browser_provider``, ``browser`` and ``_browser_disconnected_callback``.
 """
 
@@ -42,6 +45,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import os
 import time
 from collections import OrderedDict
@@ -206,11 +210,12 @@ class RenderDownloadHandler(ScrapyPlaywrightDownloadHandler):  # type: ignore[mi
         """scrapy-playwright starts Playwright when the engine starts; here it waits for
         the first render, so a crawl that renders nothing starts no process."""
 
-    async def _start_playwright(self) -> None:
+    async def _start_browser(self) -> None:
         async with self._start_lock:
             if getattr(self, "browser_provider", None) is None:
                 self._inc("polite/render/playwright_started")
                 await self._launch()
+        await self._maybe_launch_browser()
 
     def _inc(self, key: str, n: int = 1) -> None:
         if self.crawler.stats is not None:
@@ -228,13 +233,24 @@ class RenderDownloadHandler(ScrapyPlaywrightDownloadHandler):  # type: ignore[mi
 
     async def _render(self, request: Request) -> Response:
         started = time.monotonic()
+        # The browser is up before the document is asked for: its launch is not part of
+        # the render's time on the wire.
+        try:
+            await asyncio.wait_for(self._start_browser(), self.timeout)
+        except Exception as exc:
+            self._inc("polite/render/failed/launch")
+            raise RenderFailedError(f"the browser did not start: {exc}") from exc
+        wire_start = self.ctx.clock()
         # A shell the trigger just read is not asked for again (-a render=auto).
         document = shell_cache(self.crawler).take(request.url) \
             if request.meta.get(AUTO) else None
+        wire_end: float | None = None
         if document is not None:
             self._inc("polite/render/shell_reused")
+            wire_start = math.inf  # on the wire from the first sub-request
         else:
             document = await self.guarded.download_request(request)
+            wire_end = self.ctx.clock()
         if not self._renderable(document):
             self._inc("polite/render/not_rendered")
             return document
@@ -279,7 +295,6 @@ class RenderDownloadHandler(ScrapyPlaywrightDownloadHandler):  # type: ignore[mi
         inner = request.replace(meta=meta)
         self._inc("polite/render/started")
         try:
-            await self._start_playwright()
             left = max(0.001, render.deadline - time.monotonic())
             try:
                 rendered = await asyncio.wait_for(self._download_request(inner), left)
@@ -313,7 +328,27 @@ class RenderDownloadHandler(ScrapyPlaywrightDownloadHandler):  # type: ignore[mi
         self._max("polite/render/seconds_max", round(time.monotonic() - started, 3))
         request.meta["polite_rendered"] = True
         request.meta["polite_render_subrequests"] = len(render.subs)
+        self._wire_time(request, render, wire_start, wire_end)
         return self._response(rendered, document, request)
+
+    def _wire_time(self, request: Request, render: _Render, start: float,
+                   end: float | None) -> None:
+        """Let the gate read the render's time on the wire as the exchange's duration.
+
+        The 5x rest follows the server's slowness: from the page's document to the
+        end of its last sub-request, not the browser's own work before and after
+        (launching, running scripts, waiting to settle). The gate's start stamp is
+        moved forward by that work; the rest still starts when the render ends.
+        """
+        for sub in render.subs:
+            start = min(start, sub.sent)
+            end = sub.done if end is None else max(end, sub.done)
+        gate_start = request.meta.get("polite_start")
+        if end is None or not math.isfinite(start) or not isinstance(gate_start, float):
+            return
+        browser_time = max(0.0, start - gate_start) + max(0.0, self.ctx.clock() - end)
+        request.meta["polite_start"] = gate_start + browser_time
+        request.meta["polite_render_wire_duration"] = round(end - start, 6)
 
     @staticmethod
     def _renderable(document: Response) -> bool:
@@ -433,17 +468,17 @@ class RenderDownloadHandler(ScrapyPlaywrightDownloadHandler):  # type: ignore[mi
             except IgnoreRequest:
                 self._inc("polite/render/blocked/unsignable")
                 return None
-        sent = time.time()
+        sent = self.ctx.clock()
         self._inc("polite/render/subrequests")
         try:
             response = await self.guarded.download_request(request)
         except Exception as exc:
-            render.subs.append(_Sub(preq.url, preq.method, None, 0, sent, time.time()))
+            render.subs.append(_Sub(preq.url, preq.method, None, 0, sent, self.ctx.clock()))
             self._inc("polite/render/subrequest_failed")
             logger.debug("Sub-request %(url)s failed: %(exc)s", {"url": preq.url, "exc": exc})
             return None
         render.subs.append(_Sub(preq.url, preq.method, response.status, len(response.body),
-                                sent, time.time()))
+                                sent, self.ctx.clock()))
         self._inc("polite/render/subrequest_bytes", len(response.body))
         body, _left, _cut = decode_capped(
             response.body, split_encodings(response.headers.getlist(b"Content-Encoding")),
