@@ -243,3 +243,25 @@ def test_feed_alternate_and_its_entry_text() -> None:
             b"</link><description>&b;&b;&b;</description></item></rss>")
     assert feed_entry_text(bomb, "https://example.org/a") is None  # entities stay unexpanded
     assert feed_entry_text(b"not xml at all", "https://example.org/a") is None
+
+
+def test_shell_cache_is_bounded_and_short_lived() -> None:
+    from scrapy.http import HtmlResponse
+
+    from polite_crawler.render.middleware import SHELL_MAX, SHELL_MAX_BYTES, SHELL_TTL, ShellCache
+
+    now = [0.0]
+    cache = ShellCache(clock=lambda: now[0])
+    small = [HtmlResponse(f"http://a.example/{i}", body=b"x" * 100) for i in range(SHELL_MAX + 5)]
+    for r in small:
+        cache.put(r.url, r)
+    assert cache.take(small[0].url) is None  # the oldest went first
+    assert cache.take(small[-1].url) is small[-1]
+    assert cache.take(small[-1].url) is None  # taken once
+    big = HtmlResponse("http://a.example/big", body=b"x" * (SHELL_MAX_BYTES // 4 + 1))
+    cache.put(big.url, big)
+    assert cache.take(big.url) is None
+    assert cache.size == 100 * (SHELL_MAX - 1)
+    cache.put("http://a.example/late", small[1])
+    now[0] += SHELL_TTL + 1
+    assert cache.take("http://a.example/late") is None  # too old to stand for the page now

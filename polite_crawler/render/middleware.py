@@ -62,6 +62,7 @@ FEEDS_MAX = 8  # feeds held (one feed serves many pages of a site)
 AUTO = "polite_render_auto"  # meta: why a page was sent back to be rendered
 SHELL_TTL = 600.0  # seconds a shell waits for its render
 SHELL_MAX = 64  # shells held at most
+SHELL_MAX_BYTES = 16 * 1024 * 1024  # and their bodies' bytes at most
 _ATTR = "_polite_render_shells"
 
 
@@ -71,18 +72,24 @@ class ShellCache:
     def __init__(self, clock: Any = time.monotonic) -> None:
         self.clock = clock
         self._items: OrderedDict[str, tuple[float, Response]] = OrderedDict()
+        self.size = 0
 
     def put(self, url: str, response: Response) -> None:
+        self.take(url)
+        if len(response.body) > SHELL_MAX_BYTES // 4:
+            return  # a big shell is asked for again rather than held
         self._items[url] = (self.clock(), response)
-        self._items.move_to_end(url)
-        while len(self._items) > SHELL_MAX:
-            self._items.popitem(last=False)
+        self.size += len(response.body)
+        while len(self._items) > SHELL_MAX or self.size > SHELL_MAX_BYTES:
+            _, (_, old) = self._items.popitem(last=False)
+            self.size -= len(old.body)
 
     def take(self, url: str) -> Response | None:
         found = self._items.pop(url, None)
-        if found is None or self.clock() - found[0] > SHELL_TTL:
+        if found is None:
             return None
-        return found[1]
+        self.size -= len(found[1].body)
+        return found[1] if self.clock() - found[0] <= SHELL_TTL else None
 
 
 def shell_cache(crawler: Crawler) -> ShellCache:
