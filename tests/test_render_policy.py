@@ -146,6 +146,11 @@ def test_render_mode() -> None:
         render = "auto"
 
     assert render_mode(s, Spider()) == "auto"
+
+    class Drawing:
+        def render(self) -> None: ...
+
+    assert render_mode(s, Drawing()) == ""  # a spider's own render() method is not -a render
     assert render_mode(Settings({"POLITE_RENDER": True})) == "meta"
     assert render_mode(Settings({"POLITE_RENDER": "off"})) == ""
     with pytest.raises(RenderSettingError):

@@ -23,6 +23,8 @@ def render_mode(settings: BaseSettings, spider: Any = None) -> str:
     """"" (never render), "meta" (requests marked ``meta["polite_render"]``) or "auto"
     (also pages found built by scripts). ``-a render=...`` on the spider wins."""
     value = getattr(spider, "render", None)
+    if not isinstance(value, (str, bool)):  # -a render=... is a string; a method is not it
+        value = None
     if value is None:
         value = settings.get("POLITE_RENDER", "")
     if value is True:
