@@ -336,3 +336,28 @@ async def test_the_sub_requests_of_a_render_are_signed_as_every_request(tmp_path
                                            "/api/story/1.json"]
     assert [(p, why) for p, ok, why in outcomes if not ok] == []
     assert len(result.items) == 1
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_json_alternate_that_fails_falls_back_to_rendering(tmp_path: Any) -> None:
+    web = _web()
+    site = web.sites[A]
+    real = site.handle
+
+    def handle(req: Req) -> Resp:
+        if req.path.startswith("/api/story/") and req.header("accept").startswith("text/html"):
+            return Resp(404, b"gone", content_type="text/plain")
+        return real(req)
+
+    site.handle = handle  # type: ignore[method-assign]
+    try:
+        result = await run_crawl(SiteSpider, _settings(tmp_path), url=web.url(A, "/alt/3"),
+                                 render="auto")
+    finally:
+        web.stop()
+    stats = result.stats
+    assert stats["polite/render/choice/json_alternate"] == 1
+    assert stats["polite/render/choice/render"] == 1
+    items = [dict(i) for i in result.items]
+    assert [i["url"] for i in items] == [web.url(A, "/alt/3")]
+    assert story(3)["paragraphs"][0] in items[0]["text"]

@@ -109,6 +109,8 @@ class RenderTriggerMiddleware:
         self.feeds: OrderedDict[str, bytes] = OrderedDict()  # feed URL -> body, this crawl
         # feed URL asked for -> pages waiting for it (request, page URL)
         self.waiting: dict[str, list[tuple[Request, str]]] = {}
+        # page URL -> its request, while its JSON form or feed is asked for
+        self.pending: dict[str, Request] = {}
         crawler.signals.connect(self._idle, signal=signals.spider_idle)
 
     @classmethod
@@ -185,6 +187,7 @@ class RenderTriggerMiddleware:
                          "polite_link": False, DEPTH: request.meta.get(DEPTH, 0)})
             if feed is not None:
                 self.waiting[feed] = []
+            self.pending[response.url] = request
             return [request.replace(url=alternate or feed, meta=meta, dont_filter=True)]
         return [self._render_request(request, response.url, reason)]
 
@@ -198,15 +201,19 @@ class RenderTriggerMiddleware:
         return request.replace(url=url, meta=meta, dont_filter=True)
 
     def _idle(self) -> None:
-        """Nothing left to do and pages still wait for a feed (it failed): render them."""
-        if not self.waiting or self.crawler.engine is None:
+        """Nothing left to do, and pages still wait for a JSON form or a feed that never
+        came (it failed, or an error answer never reached the spider): render them."""
+        if not (self.waiting or self.pending) or self.crawler.engine is None:
             return
-        waiting, self.waiting = self.waiting, {}
-        for feed, pages in waiting.items():
-            logger.info("The feed %(feed)s never came: rendering the %(n)d pages that waited",
-                        {"feed": feed, "n": len(pages)})
-            for request, url in pages:
-                self.crawler.engine.crawl(self._render_request(request, url, "feed_failed"))
+        pages = list(self.pending.items())
+        for waiting in self.waiting.values():
+            pages.extend((url, request) for request, url in waiting)
+        self.waiting, self.pending = {}, {}
+        logger.info("%(n)d pages waited for their JSON form or feed in vain: rendering them",
+                    {"n": len(pages)})
+        for url, request in pages:
+            self._inc("polite/render/alternate_failed")
+            self.crawler.engine.crawl(self._render_request(request, url, "alternate_failed"))
         raise DontCloseSpider
 
     def _item(self, response: Response, body: bytes, url: str | None = None) -> Any:
@@ -226,6 +233,7 @@ class RenderTriggerMiddleware:
         # its requests stay.
         yield from (out for out in outs if isinstance(out, Request))
         found = None
+        self.pending.pop(page_url, None)
         waiting = self.waiting.pop(response.url, []) if feed else []
         if response.status == 200 and feed:
             self.feeds[response.url] = response.body
