@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+from typing import Any
 
 import pytest
 from scrapy.settings import Settings
@@ -162,7 +163,9 @@ def test_the_addon_installs_the_render_handler_only_when_rendering_is_on() -> No
     assert plain.settings.getdict("DOWNLOAD_HANDLERS")["http"] \
         == "polite_crawler.handlers.GuardedHTTPDownloadHandler"
     assert MIDDLEWARE not in plain.settings.getdict("SPIDER_MIDDLEWARES")
-    on = get_crawler(settings_dict={"ADDONS": {PoliteAddon: 0}, "POLITE_RENDER": "auto"})
+    pytest.importorskip("scrapy_playwright")
+    on = get_crawler(settings_dict={"ADDONS": {PoliteAddon: 0}, "POLITE_RENDER": "auto",
+                                    "POLITE_RENDER_BROWSER": sys.executable})  # any program
     handlers = on.settings.getdict("DOWNLOAD_HANDLERS")
     assert handlers["http"] == handlers["https"] == HANDLER
     assert on.settings.getdict("SPIDER_MIDDLEWARES")[MIDDLEWARE] == 75
@@ -270,3 +273,11 @@ def test_shell_cache_is_bounded_and_short_lived() -> None:
     cache.put("http://a.example/late", small[1])
     now[0] += SHELL_TTL + 1
     assert cache.take("http://a.example/late") is None  # too old to stand for the page now
+
+
+def test_rendering_on_without_the_browser_is_a_clear_error_at_start(tmp_path: Any) -> None:
+    from polite_crawler.spiders.site import SiteSpider
+
+    with pytest.raises(RenderSettingError, match="apt-get install chromium"):
+        get_crawler(SiteSpider, {"ADDONS": {PoliteAddon: 0}, "POLITE_RENDER": "meta",
+                                 "POLITE_RENDER_BROWSER": str(tmp_path / "no-chromium")})

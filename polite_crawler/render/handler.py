@@ -46,7 +46,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-import os
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -68,7 +67,6 @@ from polite_crawler.policy.codings import ACCEPT_ENCODING, decode_capped, split_
 from polite_crawler.policy.render import SubrequestRules, judge_subrequest, load_blocked_hosts
 from polite_crawler.render.memory import descendants_rss
 from polite_crawler.render.middleware import AUTO, shell_cache
-from polite_crawler.render.settings import RenderSettingError
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -182,11 +180,6 @@ class RenderDownloadHandler(ScrapyPlaywrightDownloadHandler):  # type: ignore[mi
         self.cache = _ScriptCache(settings.getint("POLITE_RENDER_CACHE_BYTES",
                                                   _DEFAULT["POLITE_RENDER_CACHE_BYTES"]))
         executable = settings.get("POLITE_RENDER_BROWSER") or _DEFAULT["POLITE_RENDER_BROWSER"]
-        if not os.access(executable, os.X_OK):
-            raise RenderSettingError(
-                f"rendering is on (POLITE_RENDER={settings.get('POLITE_RENDER')!r}) but the "
-                f"browser {executable!r} is missing: apt-get install chromium, or set "
-                "POLITE_RENDER_BROWSER")
         # scrapy-playwright's own settings are not the project's to tune: the browser
         # is launched, limited and timed here.
         cfg = self.config

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib.util
+import os
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -40,11 +42,27 @@ def render_mode(settings: BaseSettings, spider: Any = None) -> str:
     return mode
 
 
+def check_installed(settings: BaseSettings) -> None:
+    """Rendering is on: the browser and scrapy-playwright must be there (checked without
+    importing them). Raised here, in the add-on, the crawl does not start; Scrapy would
+    only log a download handler that fails to load and send nothing."""
+    if importlib.util.find_spec("scrapy_playwright") is None:
+        raise RenderSettingError(
+            "rendering is on (POLITE_RENDER / -a render=) but scrapy-playwright is not "
+            "installed: pip install -e '.[render]'")
+    executable = settings.get("POLITE_RENDER_BROWSER") or "/usr/bin/chromium"
+    if not os.access(executable, os.X_OK):
+        raise RenderSettingError(
+            f"rendering is on (POLITE_RENDER / -a render=) but the browser {executable!r} "
+            "is missing: apt-get install chromium, or set POLITE_RENDER_BROWSER")
+
+
 def install(settings: BaseSettings, spider: Any, priority: int) -> None:
     """Swap in the render download handler and the trigger middleware when rendering is on."""
     mode = render_mode(settings, spider)
     if not mode:
         return
+    check_installed(settings)
     settings.set("POLITE_RENDER", mode, priority=priority)
     handlers = dict(settings.getdict("DOWNLOAD_HANDLERS"))
     handlers.update(dict.fromkeys(("http", "https"), HANDLER))
