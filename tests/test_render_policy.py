@@ -168,7 +168,7 @@ def test_the_addon_installs_the_render_handler_only_when_rendering_is_on() -> No
                                     "POLITE_RENDER_BROWSER": sys.executable})  # any program
     handlers = on.settings.getdict("DOWNLOAD_HANDLERS")
     assert handlers["http"] == handlers["https"] == HANDLER
-    assert on.settings.getdict("SPIDER_MIDDLEWARES")[MIDDLEWARE] == 75
+    assert on.settings.getdict("SPIDER_MIDDLEWARES")[MIDDLEWARE] == 80
 
 
 def test_a_plain_crawl_imports_no_browser() -> None:

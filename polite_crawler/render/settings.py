@@ -12,9 +12,9 @@ if TYPE_CHECKING:
 MODES = ("", "meta", "auto")
 HANDLER = "polite_crawler.render.handler.RenderDownloadHandler"
 MIDDLEWARE = "polite_crawler.render.middleware.RenderTriggerMiddleware"
-# Spider middleware order: nearer the spider than the trap middleware (70), so a
-# shell it sends back for rendering is not judged as a page without text.
-MIDDLEWARE_ORDER = 75
+# Spider middleware order: nearer the spider than the trap middleware (70) and the
+# trap memory (75), so what it yields instead of a shell passes their rules.
+MIDDLEWARE_ORDER = 80
 
 
 class RenderSettingError(ValueError):
