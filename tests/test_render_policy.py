@@ -281,3 +281,17 @@ def test_rendering_on_without_the_browser_is_a_clear_error_at_start(tmp_path: An
     with pytest.raises(RenderSettingError, match="apt-get install chromium"):
         get_crawler(SiteSpider, {"ADDONS": {PoliteAddon: 0}, "POLITE_RENDER": "meta",
                                  "POLITE_RENDER_BROWSER": str(tmp_path / "no-chromium")})
+
+
+def test_the_crawl_command_says_in_one_line_that_the_browser_is_missing(tmp_path: Any) -> None:
+    from scrapy.utils.project import get_project_settings
+
+    from polite_crawler.commands.crawl import start_problem
+    from polite_crawler.spiders.site import SiteSpider
+
+    settings = get_project_settings()
+    settings.set("POLITE_RENDER_BROWSER", str(tmp_path / "no-chromium"), priority="cmdline")
+    problem = start_problem(settings, SiteSpider, {"url": "http://127.0.0.1:9/",
+                                                   "render": "auto"})
+    assert problem is not None and "apt-get install chromium" in problem
+    assert start_problem(settings, SiteSpider, {"url": "http://127.0.0.1:9/"}) is None

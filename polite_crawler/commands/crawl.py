@@ -90,6 +90,11 @@ def start_problem(settings: BaseSettings, spidercls: type, spargs: dict[str, Any
     signing = signing_problem(merged)
     if signing is not None:
         return signing
+    from polite_crawler.render.settings import render_problem  # issue 19
+
+    rendering = render_problem(merged, spider)
+    if rendering is not None:
+        return rendering
     if not merged.get("POLITE_BOT_URL"):
         networks = parse_networks(merged.getlist("POLITE_TEST_NETWORKS"))
         for url in start:

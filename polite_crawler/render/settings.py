@@ -57,6 +57,16 @@ def check_installed(settings: BaseSettings) -> None:
             "is missing: apt-get install chromium, or set POLITE_RENDER_BROWSER")
 
 
+def render_problem(settings: BaseSettings, spider: Any = None) -> str | None:
+    """Why rendering, when it is on, could not work (None: it is off, or it can)."""
+    try:
+        if render_mode(settings, spider):
+            check_installed(settings)
+    except RenderSettingError as exc:
+        return str(exc)
+    return None
+
+
 def install(settings: BaseSettings, spider: Any, priority: int) -> None:
     """Swap in the render download handler and the trigger middleware when rendering is on."""
     mode = render_mode(settings, spider)
