@@ -361,3 +361,20 @@ async def test_a_json_alternate_that_fails_falls_back_to_rendering(tmp_path: Any
     items = [dict(i) for i in result.items]
     assert [i["url"] for i in items] == [web.url(A, "/alt/3")]
     assert story(3)["paragraphs"][0] in items[0]["text"]
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_browser_over_its_memory_limit_is_closed_and_launched_again(
+        tmp_path: Any) -> None:
+    web = _web()
+    try:
+        urls = [web.url(A, f"/story/{n}") for n in (1, 2)]
+        result = await run_crawl(RenderSpider, _settings(tmp_path, POLITE_RENDER_MAX_RSS=1),
+                                 urls=urls, wait="#root[data-ready]")
+    finally:
+        web.stop()
+    stats = result.stats
+    assert {dict(i)["url"] for i in result.items} == set(urls)
+    assert stats["polite/render/restart/memory"] == 2
+    assert stats["polite/render/browser_restarts"] == 1
+    assert "polite/render/failed/browser" not in stats  # the close came between two pages

@@ -316,7 +316,7 @@ class RenderDownloadHandler(ScrapyPlaywrightDownloadHandler):  # type: ignore[mi
                     except Exception:  # a page of a browser that died
                         logger.debug("Could not close a page of %(url)s", {"url": url})
             self._log_subrequests(render)
-            self._after_render()
+            await self._after_render()
         self._inc("polite/render/pages")
         self._max("polite/render/seconds_max", round(time.monotonic() - started, 3))
         request.meta["polite_rendered"] = True
@@ -506,7 +506,7 @@ class RenderDownloadHandler(ScrapyPlaywrightDownloadHandler):  # type: ignore[mi
                            duration=round(sub.done - sub.sent, 6), verdict="render_subrequest",
                            render_of=render.request.url)
 
-    def _after_render(self) -> None:
+    async def _after_render(self) -> None:
         browser = getattr(self, "browser", None)
         if browser is not None and browser is not self._last_browser:
             if self._last_browser is not None:
@@ -519,8 +519,16 @@ class RenderDownloadHandler(ScrapyPlaywrightDownloadHandler):  # type: ignore[mi
             self._inc("polite/render/restart/memory")
             logger.info("The browser holds %(mb).0f MB (over POLITE_RENDER_MAX_RSS): closing it",
                         {"mb": rss / 1e6})
-            task = asyncio.ensure_future(browser.close())
-            task.add_done_callback(lambda t: t.exception())
+            try:
+                await browser.close()
+            except Exception:  # closed already
+                logger.debug("The browser was closed already")
+            # scrapy-playwright forgets it on its "disconnected" event; the next render
+            # must not find it.
+            for _ in range(100):
+                if getattr(self, "browser", None) is not browser:
+                    break
+                await asyncio.sleep(0.01)
 
     async def close(self) -> None:
         try:
