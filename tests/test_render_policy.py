@@ -276,6 +276,7 @@ def test_shell_cache_is_bounded_and_short_lived() -> None:
 
 
 def test_rendering_on_without_the_browser_is_a_clear_error_at_start(tmp_path: Any) -> None:
+    pytest.importorskip("scrapy_playwright")
     from polite_crawler.spiders.site import SiteSpider
 
     with pytest.raises(RenderSettingError, match="apt-get install chromium"):
@@ -284,6 +285,7 @@ def test_rendering_on_without_the_browser_is_a_clear_error_at_start(tmp_path: An
 
 
 def test_the_crawl_command_says_in_one_line_that_the_browser_is_missing(tmp_path: Any) -> None:
+    pytest.importorskip("scrapy_playwright")
     from scrapy.utils.project import get_project_settings
 
     from polite_crawler.commands.crawl import start_problem
