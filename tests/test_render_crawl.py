@@ -378,3 +378,37 @@ async def test_a_browser_over_its_memory_limit_is_closed_and_launched_again(
     assert stats["polite/render/restart/memory"] == 2
     assert stats["polite/render/browser_restarts"] == 1
     assert "polite/render/failed/browser" not in stats  # the close came between two pages
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_sub_request_answered_429_is_the_exchanges_answer(tmp_path: Any) -> None:
+    web = _web()
+    site = web.sites[A]
+    real = site.handle
+    calls = {"n": 0}
+
+    def handle(req: Req) -> Resp:
+        if req.path == "/api/story/1.json":
+            calls["n"] += 1
+            if calls["n"] == 1:
+                return Resp(429, b"slow down", content_type="text/plain",
+                            headers={"Retry-After": "1"})
+        return real(req)
+
+    site.handle = handle  # type: ignore[method-assign]
+    try:
+        url = web.url(A, "/story/1")
+        result = await run_crawl(RenderSpider, _settings(tmp_path), urls=[url],
+                                 wait="#root[data-ready]")
+    finally:
+        web.stop()
+    stats = result.stats
+    assert stats["polite/render/refused/429"] == 1
+    assert stats["polite/verdicts/429"] == 1
+    assert stats["polite/gate/retry/count"] == 1
+    assert [dict(i)["url"] for i in result.items] == [url]  # read on the retry
+    entries = [e for e in web.entries(A) if e.path != "/robots.txt"]
+    refused = next(e for e in entries if e.status == 429)
+    later = entries[entries.index(refused) + 1]
+    assert later.path == "/story/1"
+    assert later.started - refused.finished >= 0.95  # Retry-After: 1 was kept

@@ -22,7 +22,10 @@ A request with it:
    is launched with a proxy that does not exist, so anything not intercepted fails.
    Playwright and the browser start with the first render, not with the crawl.
 3. The page's DOM after the wait (``meta["polite_render_wait"]``, a CSS selector,
-   or no sub-request for POLITE_RENDER_IDLE seconds) is the response body.
+   or no sub-request for POLITE_RENDER_IDLE seconds) is the response body. A
+   sub-request answered 402, 403, 429 or 503 stops the render's requests, and that
+   answer (its Retry-After included) is the exchange's, so the gate waits, backs off
+   or stops the origin as for any page.
 
 The whole render is one exchange of the origin: the frontier keeps the origin
 in flight from the gate's dispatch to the rendered answer, so no other request of
@@ -54,7 +57,7 @@ from typing import TYPE_CHECKING, Any
 from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 from scrapy import Request
 from scrapy.exceptions import DownloadTimeoutError, IgnoreRequest
-from scrapy.http import Headers, HtmlResponse
+from scrapy.http import Headers, HtmlResponse, Response
 from scrapy_playwright.handler import ScrapyPlaywrightDownloadHandler
 from scrapy_playwright.page import PageMethod
 
@@ -70,7 +73,6 @@ from polite_crawler.render.middleware import AUTO, shell_cache
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
-    from scrapy.http import Response
 
 logger = logging.getLogger(__name__)
 
@@ -87,6 +89,9 @@ BROWSER_ARGS = [
 _TRANSFER = (b"Content-Encoding", b"Content-Length", b"Transfer-Encoding", b"Connection",
              b"Keep-Alive", b"Set-Cookie")
 _FORWARDED = ("accept", "content-type", "accept-language")
+# A sub-request answered so speaks for the origin: the render stops sending, and its
+# exchange answers the gate with it (a wait, a backoff, a stop), not with the page.
+REFUSALS = frozenset({402, 403, 429, 503})
 
 
 class RenderTimeoutError(DownloadTimeoutError, TimeoutError):
@@ -121,6 +126,8 @@ class _Render:
     pages: list[Any] = field(default_factory=list)
     active: float = field(default_factory=time.monotonic)  # last sub-request seen or answered
     closed: bool = False  # the exchange is over: nothing more is sent for it
+    refusal: Response | None = None  # a sub-request's answer asking the crawler to stop or wait
+    refused: asyncio.Event = field(default_factory=asyncio.Event)
     fetching: asyncio.Task[Any] | None = None
 
 
@@ -290,7 +297,8 @@ class RenderDownloadHandler(ScrapyPlaywrightDownloadHandler):  # type: ignore[mi
         try:
             left = max(0.001, render.deadline - time.monotonic())
             try:
-                rendered = await asyncio.wait_for(self._download_request(inner), left)
+                rendered = await self._until_refused(render, self._download_request(inner),
+                                                     left)
             except (TimeoutError, PlaywrightTimeoutError):
                 self._inc("polite/render/failed/timeout")
                 raise RenderTimeoutError(
@@ -317,12 +325,38 @@ class RenderDownloadHandler(ScrapyPlaywrightDownloadHandler):  # type: ignore[mi
                         logger.debug("Could not close a page of %(url)s", {"url": url})
             self._log_subrequests(render)
             await self._after_render()
+        if render.refusal is not None or rendered is None:
+            refusal = render.refusal
+            assert refusal is not None
+            self._inc(f"polite/render/refused/{refusal.status}")
+            self._wire_time(request, render, wire_start, wire_end)
+            return Response(url=request.url, status=refusal.status, headers=refusal.headers,
+                            body=refusal.body, request=request, flags=["polite_render_refused"])
         self._inc("polite/render/pages")
         self._max("polite/render/seconds_max", round(time.monotonic() - started, 3))
         request.meta["polite_rendered"] = True
         request.meta["polite_render_subrequests"] = len(render.subs)
         self._wire_time(request, render, wire_start, wire_end)
         return self._response(rendered, document, request)
+
+    @staticmethod
+    async def _until_refused(render: _Render, work: Any, timeout: float) -> Response | None:
+        """The render's result; None as soon as a sub-request brought a refusal."""
+        task = asyncio.ensure_future(work)
+        stop = asyncio.ensure_future(render.refused.wait())
+        try:
+            done, _ = await asyncio.wait({task, stop}, timeout=timeout,
+                                         return_when=asyncio.FIRST_COMPLETED)
+            if task in done:
+                return task.result()  # type: ignore[no-any-return]
+            if stop in done:
+                return None
+            raise TimeoutError
+        finally:
+            for pending in (task, stop):
+                if not pending.done():
+                    pending.cancel()
+            await asyncio.gather(task, stop, return_exceptions=True)
 
     def _wire_time(self, request: Request, render: _Render, start: float,
                    end: float | None) -> None:
@@ -418,7 +452,7 @@ class RenderDownloadHandler(ScrapyPlaywrightDownloadHandler):  # type: ignore[mi
                 return
         async with render.lock:  # one exchange at a time, as for any request of the origin
             response = None
-            if not render.closed:
+            if not render.closed and render.refusal is None:
                 render.fetching = asyncio.ensure_future(self._fetch(render, preq))
                 try:
                     response = await render.fetching
@@ -472,6 +506,13 @@ class RenderDownloadHandler(ScrapyPlaywrightDownloadHandler):  # type: ignore[mi
             return None
         render.subs.append(_Sub(preq.url, preq.method, response.status, len(response.body),
                                 sent, self.ctx.clock()))
+        if response.status in REFUSALS and render.refusal is None:
+            render.refusal = response
+            render.refused.set()
+            logger.info("%(url)s answered %(status)d during the render of %(page)s: the "
+                        "render stops and the origin is told",
+                        {"url": preq.url, "status": response.status,
+                         "page": render.request.url})
         self._inc("polite/render/subrequest_bytes", len(response.body))
         body, _left, _cut = decode_capped(
             response.body, split_encodings(response.headers.getlist(b"Content-Encoding")),
