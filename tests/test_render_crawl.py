@@ -412,3 +412,17 @@ async def test_a_sub_request_answered_429_is_the_exchanges_answer(tmp_path: Any)
     later = entries[entries.index(refused) + 1]
     assert later.path == "/story/1"
     assert later.started - refused.finished >= 0.95  # Retry-After: 1 was kept
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_render_sends_at_most_its_sub_request_budget(tmp_path: Any) -> None:
+    web = _web()
+    try:
+        result = await run_crawl(RenderSpider, _settings(tmp_path, POLITE_RENDER_MAX_SUBREQUESTS=1),
+                                 urls=[web.url(A, "/story/2")])
+    finally:
+        web.stop()
+    stats = result.stats
+    assert stats["polite/render/blocked/too_many"] >= 1
+    assert _paths(web.entries(A)) == ["/robots.txt", "/story/2", "/static/app.js"]
+    assert story(2)["paragraphs"][0] not in _text(result.items[0])
