@@ -1,0 +1,392 @@
+"""Real-web cost (issue 14): the crawler against Debian's nginx serving real sites.
+
+nginx (``/usr/sbin/nginx``; ``bash scripts/system-deps.sh bench`` installs it) is
+started by the bench on loopback with its own configuration, pid file and logs in a
+temporary directory (:mod:`bench.realweb_nginx`), and stopped by its PID on every exit.
+It serves N sites on 127.0.x.y (one ``server`` block and ``listen`` each, one port),
+gzip on, ``Content-Type: text/html`` without a charset as nginx sends it, each site
+with its own robots.txt whose ``Sitemap:`` line names a sitemap of all its pages.
+
+Each workload runs the project's crawler (``scrapy crawl site -a urls=FILE``,
+everything on, fresh state in the temporary directory) and stock Scrapy
+(:mod:`bench.realweb_stock`: Scrapy's SitemapSpider reading the same robots.txt and
+sitemaps, following in-host links) one after the other against the same server, each
+in its own process. CPU is the crawl process's own (user + system, from ``wait4``);
+pages are the HTML 200s the server's access log shows for that crawler's User-Agent.
+
+Workloads (``--workload``, default all):
+
+``sitemap``   N = 200 python3-doc sites, POLITE_HOST_BUDGET=10, POLITE_REST_PAGE=1;
+              pages per CPU-second (target >= 80, and 2x stock). Stock: the same
+              budget, counted per host by its spider.
+``whole``     N = 20 python3-doc sites, every page, POLITE_REST_PAGE=0.2; pages per
+              CPU-second (target >= 80). Stock: DOWNLOAD_DELAY 0.2, one per domain.
+              Also the crawl's ``polite/frontier/latency_doubled`` and its pages/s
+              in the first and the last minute.
+``discovery`` listed URLs per CPU-second from parsed sitemaps into the durable
+              frontier (target >= 50,000): the ``sitemap`` crawl run twice, with the
+              sitemaps and with robots.txt naming none (``/sitemap.xml`` 404), the same
+              pages fetched; URLs listed / (CPU with - CPU without).
+``polite``    N = 1,000 small sites (10 pages of ~5 KB of real text cut from the
+              python docs, a sitemap each), R = 10 s, jitter 0, budget 10, nginx
+              ``limit_req`` one request per R per site (429 beyond): efficiency as
+              :mod:`bench.frontier_efficiency` defines it (target >= 0.95), 429s and
+              rests below R (target 0 both). Stock: DOWNLOAD_DELAY R unrandomised, one
+              per domain, the broad-crawl priority queue (as that bench runs it).
+
+    .venv/bin/python -m bench.realweb [--workload W ...] [--sites N] [--skip-stock]
+        [--profile cprofile|py-spy] [--keep DIR] [-s NAME=VALUE ...]
+
+``--sites`` overrides N (a shorter run); ``--profile`` profiles the polite crawl
+process (py-spy when it is installed and asked for, else cProfile) and prints the
+profile's path; ``--keep DIR`` keeps the nginx config and logs, crawl logs, stats and
+state of every run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench.frontier_efficiency import measure
+from bench.realweb_nginx import (
+    DOCS,
+    Hit,
+    Nginx,
+    doc_pages,
+    free_port,
+    hosts_for,
+    make_readable_tmp,
+    read_log,
+    write_site_files,
+    write_small_pages,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+WORKLOADS = ("sitemap", "whole", "discovery", "polite")
+DEFAULT_SITES = {"sitemap": 200, "whole": 20, "discovery": 200, "polite": 1000}
+POLITE_AGENT = "PoliteCrawler"
+STOCK_AGENT = "StockScrapyBench"
+
+
+@dataclass
+class Run:
+    """One crawl process: what it cost and what the server saw of it."""
+
+    workload: str
+    crawler: str
+    cpu: float
+    wall: float
+    hits: list[Hit]
+    stats: dict[str, Any] = field(default_factory=dict)
+    note: str = ""
+
+    @property
+    def pages(self) -> int:
+        return sum(h.is_page for h in self.hits)
+
+    @property
+    def rate(self) -> float:
+        return self.pages / self.cpu if self.cpu else 0.0
+
+
+@dataclass
+class Ctx:
+    tmp: Path
+    args: argparse.Namespace
+    env: dict[str, str]
+    runs: list[Run] = field(default_factory=list)
+    figures: list[tuple[str, str, str, str]] = field(default_factory=list)  # wl, what, value, target
+
+
+def _run_child(cmd: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """Run ``cmd``; its CPU seconds (user + system, its own and its waited-for children)."""
+    t0 = time.monotonic()
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdin=subprocess.DEVNULL)
+    try:
+        _pid, status, usage = os.wait4(proc.pid, 0)
+    except BaseException:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        raise
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{cmd[:6]}... exited {proc.returncode}")
+    return usage.ru_utime + usage.ru_stime, time.monotonic() - t0
+
+
+def _mine(hits: list[Hit], agent: str) -> list[Hit]:
+    return [h for h in hits if agent in h.agent]
+
+
+def run_polite(ctx: Ctx, nginx: Nginx, workload: str, label: str, urls: Path,
+               settings: dict[str, Any]) -> Run:
+    d = ctx.tmp / "runs" / f"{workload}-{label}"
+    d.mkdir(parents=True, exist_ok=True)
+    stats_file = d / "stats.json"
+    py = sys.executable
+    crawl = ["-m", "scrapy", "crawl", "site", "-a", f"urls={urls}",
+             "-s", f"POLITE_STATE_DIR={d / 'state'}", "-s", "LOG_LEVEL=INFO",
+             "-s", f"LOG_FILE={d / 'crawl.log'}", "-s", f"POLITE_STATS_FILE={stats_file}"]
+    for k, v in settings.items():
+        crawl += ["-s", f"{k}={v}"]
+    for kv in ctx.args.extra:
+        crawl += ["-s", kv]
+    cmd = [py, *crawl]
+    profile_path: Path | None = None
+    if ctx.args.profile:
+        if ctx.args.profile == "py-spy" and shutil.which("py-spy"):
+            profile_path = d / "profile.svg"
+            cmd = [str(shutil.which("py-spy")), "record", "-r", "50", "-o", str(profile_path),
+                   "--", py, *crawl]
+        else:
+            profile_path = d / "profile.pstats"
+            cmd = [py, "-m", "cProfile", "-o", str(profile_path), *crawl]
+    before = len(read_log(nginx.access_log)) if nginx.access_log.exists() else 0
+    print(f"-- {workload}: polite_crawler ({label})", flush=True)
+    cpu, wall = _run_child(cmd, ctx.env)
+    time.sleep(0.2)  # the last access-log lines
+    hits = _mine(read_log(nginx.access_log)[before:], POLITE_AGENT)
+    stats: dict[str, Any] = {}
+    if stats_file.exists():
+        stats = json.loads(stats_file.read_text()).get("stats", {})
+    run = Run(workload, f"polite_crawler{'' if label == 'main' else ' ' + label}", cpu, wall,
+              hits, stats)
+    if profile_path is not None:
+        print(f"   profile of the polite crawl: {profile_path}", flush=True)
+        run.note = f"profile {profile_path}"
+    ctx.runs.append(run)
+    _print_run(run)
+    return run
+
+
+def run_stock(ctx: Ctx, nginx: Nginx, workload: str, label: str, urls: Path,
+              extra: list[str]) -> Run:
+    d = ctx.tmp / "runs" / f"{workload}-stock-{label}"
+    d.mkdir(parents=True, exist_ok=True)
+    before = len(read_log(nginx.access_log)) if nginx.access_log.exists() else 0
+    print(f"-- {workload}: stock Scrapy ({label})", flush=True)
+    cpu, wall = _run_child([sys.executable, "-m", "bench.realweb_stock", "--urls", str(urls),
+                            "--log-file", str(d / "crawl.log"), *extra], ctx.env)
+    time.sleep(0.2)
+    hits = _mine(read_log(nginx.access_log)[before:], STOCK_AGENT)
+    run = Run(workload, f"stock Scrapy{'' if label == 'main' else ' ' + label}", cpu, wall, hits)
+    ctx.runs.append(run)
+    _print_run(run)
+    return run
+
+
+def _print_run(run: Run) -> None:
+    statuses: dict[int, int] = {}
+    for h in run.hits:
+        statuses[h.status] = statuses.get(h.status, 0) + 1
+    print(f"   {run.crawler}: {len(run.hits)} requests, {run.pages} pages, CPU {run.cpu:.1f}s, "
+          f"wall {run.wall:.1f}s, {run.rate:.1f} pages/CPU-s; statuses {statuses}", flush=True)
+
+
+def _urls_file(tmp: Path, name: str, hosts: list[str], port: int) -> Path:
+    path = tmp / f"{name}-urls.txt"
+    path.write_text("".join(f"http://{h}:{port}/\n" for h in hosts))
+    return path
+
+
+# --- the workloads ------------------------------------------------------------------------
+def _docs_web(ctx: Ctx, name: str, n: int, *, sitemap: bool = True) -> tuple[Nginx, Path, int]:
+    port = free_port()
+    hosts = hosts_for(n)
+    tmp = ctx.tmp / name
+    tmp.mkdir(parents=True, exist_ok=True)
+    tmp.chmod(0o755)
+    nginx = Nginx(tmp, hosts, port, DOCS.resolve())
+    listed = write_site_files(nginx.sites, hosts, port, doc_pages(), sitemap=sitemap)
+    return nginx, _urls_file(tmp, name, hosts, port), listed
+
+
+def wl_sitemap(ctx: Ctx, n: int) -> None:
+    nginx, urls, _listed = _docs_web(ctx, "sitemap", n)
+    with nginx:
+        p = run_polite(ctx, nginx, "sitemap", "main", urls,
+                       {"POLITE_HOST_BUDGET": 10, "POLITE_REST_PAGE": 1})
+        s = None if ctx.args.skip_stock else run_stock(ctx, nginx, "sitemap", "main", urls,
+                                                       ["--budget", "10"])
+    _keep(ctx, nginx, "sitemap")
+    ctx.figures.append(("sitemap", f"pages/CPU-s, N={n}, budget 10", f"{p.rate:.1f}",
+                        ">= 80"))
+    if s is not None:
+        ctx.figures.append(("sitemap", "stock pages/CPU-s", f"{s.rate:.1f}", ""))
+        ctx.figures.append(("sitemap", "polite / stock", f"{p.rate / s.rate:.2f}x", ">= 2x"))
+
+
+def _pages_per_s(hits: list[Hit], first: bool, span: float = 60.0) -> float:
+    pages = sorted(h.end for h in hits if h.is_page)
+    if not pages:
+        return 0.0
+    if first:
+        return sum(t < pages[0] + span for t in pages) / span
+    return sum(t > pages[-1] - span for t in pages) / span
+
+
+def wl_whole(ctx: Ctx, n: int) -> None:
+    nginx, urls, listed = _docs_web(ctx, "whole", n)
+    with nginx:
+        p = run_polite(ctx, nginx, "whole", "main", urls, {"POLITE_REST_PAGE": 0.2})
+        s = None if ctx.args.skip_stock else run_stock(
+            ctx, nginx, "whole", "main", urls, ["--delay", "0.2", "--per-domain", "1"])
+    _keep(ctx, nginx, "whole")
+    doubled = p.stats.get("polite/frontier/latency_doubled", 0)
+    ctx.figures += [
+        ("whole", f"pages/CPU-s, N={n}, rest 0.2 s", f"{p.rate:.1f}", ">= 80"),
+        ("whole", "pages fetched / listed", f"{p.pages} / {listed}", "all"),
+        ("whole", "wall s; pages/s first min, last min",
+         f"{p.wall:.0f}; {_pages_per_s(p.hits, True):.1f}, {_pages_per_s(p.hits, False):.1f}",
+         ""),
+        ("whole", "polite/frontier/latency_doubled", str(doubled), "0"),
+    ]
+    if s is not None:
+        ctx.figures += [
+            ("whole", "stock pages/CPU-s (delay 0.2, 1/domain)", f"{s.rate:.1f}", ""),
+            ("whole", "stock pages, wall s", f"{s.pages}, {s.wall:.0f}", ""),
+        ]
+
+
+def wl_discovery(ctx: Ctx, n: int) -> None:
+    nginx, urls, listed = _docs_web(ctx, "discovery", n)
+    settings = {"POLITE_HOST_BUDGET": 10, "POLITE_REST_PAGE": 1}
+    with nginx:
+        with_sm = run_polite(ctx, nginx, "discovery", "with sitemaps", urls, settings)
+        stock_sm = None if ctx.args.skip_stock else run_stock(
+            ctx, nginx, "discovery", "with sitemaps", urls, ["--budget", "10"])
+        write_site_files(nginx.sites, nginx.hosts, nginx.port, [], sitemap=False)
+        without = run_polite(ctx, nginx, "discovery", "no sitemaps", urls, settings)
+        stock_no = None if ctx.args.skip_stock else run_stock(
+            ctx, nginx, "discovery", "no sitemaps", urls, ["--budget", "10"])
+    _keep(ctx, nginx, "discovery")
+    extra = with_sm.cpu - without.cpu
+    ctx.figures += [
+        ("discovery", f"URLs listed ({n} sitemaps)", str(listed), ""),
+        ("discovery", "CPU s with / without sitemaps (pages)",
+         f"{with_sm.cpu:.1f} ({with_sm.pages}) / {without.cpu:.1f} ({without.pages})", ""),
+        ("discovery", "listed URLs per CPU-s (polite)",
+         f"{listed / extra:,.0f}" if extra > 0 else "n/a (no extra CPU)", ">= 50,000"),
+    ]
+    if stock_sm is not None and stock_no is not None:
+        d = stock_sm.cpu - stock_no.cpu
+        ctx.figures.append(("discovery", "listed URLs per CPU-s (stock)",
+                            f"{listed / d:,.0f}" if d > 0 else "n/a", ""))
+
+
+def wl_polite(ctx: Ctx, n: int, rest: float = 10.0, pages: int = 10) -> None:
+    port = free_port()
+    hosts = hosts_for(n)
+    tmp = ctx.tmp / "polite"
+    tmp.mkdir(parents=True, exist_ok=True)
+    tmp.chmod(0o755)
+    paths = write_small_pages(tmp / "pages", pages)
+    nginx = Nginx(tmp, hosts, port, tmp / "pages", limit_rest=rest)
+    write_site_files(nginx.sites, hosts, port, paths)
+    urls = _urls_file(tmp, "polite", hosts, port)
+    with nginx:
+        p = run_polite(ctx, nginx, "polite", "main", urls, {
+            "POLITE_REST_PAGE": rest, "POLITE_JITTER": 0, "POLITE_HOST_BUDGET": 10})
+        s = None if ctx.args.skip_stock else run_stock(
+            ctx, nginx, "polite", "main", urls,
+            ["--delay", str(rest), "--per-domain", "1", "--budget", "10", "--no-randomize",
+             "--broad"])
+    _keep(ctx, nginx, "polite")
+    for run in (p, s):
+        if run is None or not run.hits:
+            continue
+        lines = [(h.host, h.path, h.start, h.end) for h in run.hits]
+        r = measure(run.crawler, lines, n, rest, run.wall)
+        print("  ", r.line(rest, n), flush=True)
+        name = "" if run is p else "stock "
+        ctx.figures += [
+            ("polite", f"{name}efficiency, N={n}, R={rest:g}", f"{r.efficiency:.3f}",
+             ">= 0.95" if run is p else ""),
+            ("polite", f"{name}429s / rests < R / overlaps",
+             f"{sum(h.status == 429 for h in run.hits)} / {r.short} / {r.overlaps}",
+             "0 / 0 / 0" if run is p else ""),
+            ("polite", f"{name}CPU s (ms per request)",
+             f"{run.cpu:.1f} ({1000 * run.cpu / len(run.hits):.1f})", ""),
+        ]
+
+
+def _keep(ctx: Ctx, nginx: Nginx, name: str) -> None:
+    if ctx.args.keep is None:
+        return
+    dest = ctx.args.keep / name
+    nginx.keep(dest)
+    runs = ctx.tmp / "runs"
+    for d in runs.glob(f"{name}-*"):
+        shutil.copytree(d, dest / d.name, dirs_exist_ok=True)
+
+
+def print_table(ctx: Ctx) -> None:
+    rows = [("workload", "figure", "value", "target"), *ctx.figures]
+    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    print()
+    for i, r in enumerate(rows):
+        print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
+        if i == 0:
+            print("  ".join("-" * w for w in widths))
+    print()
+    print(f"{'run':<40} {'pages':>7} {'requests':>8} {'CPU s':>7} {'wall s':>7} "
+          f"{'pages/CPU-s':>11}")
+    for run in ctx.runs:
+        print(f"{run.workload + ': ' + run.crawler:<40} {run.pages:>7} {len(run.hits):>8} "
+              f"{run.cpu:>7.1f} {run.wall:>7.1f} {run.rate:>11.1f}")
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(prog="bench.realweb", description=__doc__.split("\n")[0])
+    ap.add_argument("--workload", action="append", choices=WORKLOADS, default=None)
+    ap.add_argument("--sites", type=int, default=None, help="N for every workload run")
+    ap.add_argument("--skip-stock", action="store_true")
+    ap.add_argument("--profile", choices=("cprofile", "py-spy"), default=None)
+    ap.add_argument("--keep", type=Path, default=None)
+    ap.add_argument("-s", dest="extra", action="append", default=[],
+                    help="NAME=VALUE, an extra setting for the polite crawls")
+    a = ap.parse_args(argv)
+    if not DOCS.is_dir():
+        print(f"{DOCS} is missing: run `bash scripts/system-deps.sh bench`", file=sys.stderr)
+        return 2
+    _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+
+    def _terminate(signum: int, _frame: Any) -> None:
+        raise SystemExit(128 + signum)  # unwinds through every `with nginx:`
+
+    signal.signal(signal.SIGTERM, _terminate)
+    signal.signal(signal.SIGHUP, _terminate)
+    tmp = make_readable_tmp("realweb-")
+    ctx = Ctx(tmp, a, env)
+    try:
+        for wl in a.workload or WORKLOADS:
+            n = a.sites or DEFAULT_SITES[wl]
+            {"sitemap": wl_sitemap, "whole": wl_whole, "discovery": wl_discovery,
+             "polite": wl_polite}[wl](ctx, n)
+    finally:
+        print_table(ctx)
+        if a.keep is not None:
+            print(f"kept in {a.keep}")
+        shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,103 @@
+"""Stock Scrapy for ``bench.realweb``: a plain spider on the same sites, own process.
+
+Scrapy's own :class:`~scrapy.spiders.SitemapSpider` reads each site's robots.txt, its
+``Sitemap:`` lines and the sitemaps; every listed page is requested and every page's
+in-host links (Scrapy's :class:`~scrapy.linkextractors.LinkExtractor`) are followed.
+Scrapy's default settings, apart from what the workload fixes (``--delay``,
+``--per-domain``) and ``--budget`` (pages asked for per host, counted by the spider,
+the stand-in for POLITE_HOST_BUDGET).
+
+    python -m bench.realweb_stock --urls FILE [--budget N] [--delay S] [--per-domain K]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+
+def main(argv: list[str]) -> int:
+    import scrapy
+    from scrapy.crawler import CrawlerProcess
+    from scrapy.http import TextResponse
+    from scrapy.linkextractors import LinkExtractor
+    from scrapy.spiders import SitemapSpider
+
+    ap = argparse.ArgumentParser(prog="bench.realweb_stock")
+    ap.add_argument("--urls", type=Path, required=True)
+    ap.add_argument("--budget", type=int, default=0, help="pages per host; 0: no limit")
+    ap.add_argument("--delay", type=float, default=None, help="DOWNLOAD_DELAY")
+    ap.add_argument("--per-domain", type=int, default=None,
+                    help="CONCURRENT_REQUESTS_PER_DOMAIN")
+    ap.add_argument("--no-randomize", action="store_true",
+                    help="RANDOMIZE_DOWNLOAD_DELAY off (jitter 0)")
+    ap.add_argument("--broad", action="store_true",
+                    help="the broad-crawl queue (DownloaderAwarePriorityQueue), 128 requests")
+    ap.add_argument("--log-file", type=str, default=None)
+    a = ap.parse_args(argv)
+    roots = a.urls.read_text().split()
+    budget = a.budget
+
+    class StockSpider(SitemapSpider):
+        name = "stock"
+        sitemap_urls = [r.rstrip("/") + "/robots.txt" for r in roots]
+        links = LinkExtractor()
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self.asked: Counter[str] = Counter()
+            self.seen: set[str] = set()
+
+        def _admit(self, request: scrapy.Request) -> bool:
+            if request.callback == self._parse_sitemap:  # robots.txt, sitemaps
+                return True
+            if request.url in self.seen:
+                return False
+            host = request.url.split("/")[2]
+            if budget and self.asked[host] >= budget:
+                return False
+            self.asked[host] += 1
+            self.seen.add(request.url)
+            return True
+
+        def _parse_sitemap(self, response: Any) -> Any:
+            for request in super()._parse_sitemap(response):
+                if self._admit(request):
+                    yield request
+
+        def parse(self, response: Any, **kwargs: Any) -> Any:
+            if not isinstance(response, TextResponse):
+                return
+            host = response.url.split("/")[2]
+            for link in self.links.extract_links(response):
+                if link.url.split("/")[2] == host:
+                    request = response.follow(link.url, callback=self.parse)
+                    if self._admit(request):
+                        yield request
+
+    settings: dict[str, Any] = {
+        "TELNETCONSOLE_ENABLED": False,
+        "USER_AGENT": "StockScrapyBench/1.0",
+        "LOG_LEVEL": "INFO",
+        "LOG_FILE": a.log_file,
+    }
+    if a.delay is not None:
+        settings["DOWNLOAD_DELAY"] = a.delay
+    if a.per_domain is not None:
+        settings["CONCURRENT_REQUESTS_PER_DOMAIN"] = a.per_domain
+    if a.no_randomize:
+        settings["RANDOMIZE_DOWNLOAD_DELAY"] = False
+    if a.broad:
+        settings["SCHEDULER_PRIORITY_QUEUE"] = "scrapy.pqueues.DownloaderAwarePriorityQueue"
+        settings["CONCURRENT_REQUESTS"] = 128
+    process = CrawlerProcess(settings)
+    process.crawl(StockSpider)
+    process.start()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
