@@ -49,6 +49,9 @@ POLITE_DEFAULTS: dict[str, Any] = {
     "POLITE_HOST_BUDGET": 10_000,  # pages per origin per day
     "POLITE_LATENCY_BASELINE_N": 5,
     "POLITE_LATENCY_WINDOW_N": 20,
+    # Seconds the window median must also exceed the baseline by before the rest
+    # doubles (with the 2x): 1 ms becoming 3 ms is noise. Public hosts: at most 0.05.
+    "POLITE_LATENCY_MIN_RISE": 0.05,
     "POLITE_CHECKPOINT_INTERVAL": 2.0,  # seconds between durable checkpoints
     # Shared durable state (origin state, robots cache, page store). Empty:
     # .scrapy/polite, shared by every run whatever its JOBDIR.

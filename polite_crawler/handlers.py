@@ -22,6 +22,14 @@ HTTP/1.1 handler with these changes:
   shorter, never longer: a site cannot stretch it by dribbling bytes.
 * **Head size cap** (POLITE_MAX_HEADER_BYTES): a status line and header block
   larger than this ends the exchange (``HeadersTooLargeError``).
+* **The exchange's duration at the transport** (``meta["polite_transfer"]``, seconds):
+  from the request's last byte sent to the response's last byte received, read from
+  the kernel's TCP timestamps (``TCP_INFO``: ``tcpi_last_data_sent`` and
+  ``tcpi_last_data_recv``, one jiffy of resolution) each time the response's bytes are
+  read. Time the reactor spent elsewhere before it sent the request or read the answer
+  is not in it, so a crawler busy with its own CPU does not look like a slow server to
+  the latency watch. Where the kernel has no ``TCP_INFO`` the key is absent and the
+  gate times the exchange itself.
 * **No silent re-send.** Twisted's pool re-sends a request that failed on a
   reused keep-alive connection, at once and unseen by the gate; that is off
   (``retryAutomatically = False``): every failure goes to the gate, which
@@ -42,8 +50,11 @@ from __future__ import annotations
 
 import logging
 import math
+import socket
+import struct
 from typing import TYPE_CHECKING, Any
 
+from scrapy import signals
 from scrapy.core.downloader.handlers.http11 import (
     HTTP11DownloadHandler,
     _LenientHTTP11ClientFactory,
@@ -115,16 +126,75 @@ class _CappedHeadParser(_LenientHTTPClientParser):
         raise HeadersTooLargeError(f"a response header line longer than {self.MAX_LENGTH} bytes")
 
 
+# --- the exchange's duration at the transport ------------------------------------------
+
+_TCP_INFO: int | None = getattr(socket, "TCP_INFO", None)  # Linux
+# struct tcp_info (linux/tcp.h): eight one-byte fields, then 32-bit fields; the times,
+# in milliseconds ago, start at byte 44: last_data_sent, last_ack_sent, last_data_recv.
+_TIMES = struct.Struct("=III")
+_TIMES_AT = 44
+
+
+def _socket_of(transport: Any) -> socket.socket | None:
+    """The TCP socket under a transport (plain TCP, or TLS over TCP)."""
+    for layer in (transport, getattr(transport, "transport", None)):
+        sock = getattr(layer, "socket", None)
+        if isinstance(sock, socket.socket):
+            return sock
+    return None
+
+
+def tcp_transfer(sock: socket.socket) -> float | None:
+    """Seconds from the last data this socket sent to the last data it received.
+
+    Read from the kernel, so it is when the bytes went and came, not when the process
+    got round to them. None when the kernel cannot tell (no TCP_INFO, closed socket).
+    """
+    if _TCP_INFO is None:
+        return None
+    try:
+        info = sock.getsockopt(socket.IPPROTO_TCP, _TCP_INFO, _TIMES_AT + _TIMES.size)
+    except OSError:
+        return None
+    if len(info) < _TIMES_AT + _TIMES.size:
+        return None
+    sent_ago, _ack_ago, received_ago = _TIMES.unpack_from(info, _TIMES_AT)
+    return max(int(sent_ago) - int(received_ago), 0) / 1000.0
+
+
 class _GuardedProtocol(_LenientHTTP11ClientProtocol):
     head_cap = 64 * 1024
+    guard: _ConnectionGuard | None = None
+    # The current exchange's duration at the transport so far (see tcp_transfer).
+    transfer: float | None = None
+    _sock: socket.socket | None = None
 
     def request(self, request: Any) -> defer.Deferred[Any]:
+        self.transfer = None
         d = super().request(request)
         parser: Any = self._parser
         if parser is not None:
             parser.__class__ = _CappedHeadParser
             parser._polite_cap = self.head_cap
         return d
+
+    def dataReceived(self, bytes: bytes) -> None:  # noqa: A002 (Twisted's name)
+        sock = self._sock
+        if sock is None:
+            sock = self._sock = _socket_of(self.transport)
+        if sock is not None:
+            self.transfer = tcp_transfer(sock)
+        guard = self.guard
+        if guard is None:
+            super().dataReceived(bytes)
+            return
+        # The response head is parsed inside this call and Scrapy's headers_received
+        # signal fires from it: the handler pairs the request with this protocol then.
+        guard.reading = self
+        try:
+            super().dataReceived(bytes)
+        finally:
+            guard.reading = None
 
 
 class _GuardedFactory(_LenientHTTP11ClientFactory):
@@ -143,6 +213,7 @@ class _GuardedFactory(_LenientHTTP11ClientFactory):
             raise AddressRefusedError(reason, self.name, str(address))
         proto = _GuardedProtocol(self._quiescentCallback)  # type: ignore[no-untyped-call]
         proto.head_cap = self.guard.head_cap
+        proto.guard = self.guard
         return proto
 
 
@@ -152,6 +223,7 @@ class _ConnectionGuard:
         self.head_cap = head_cap
         self.connect_timeout = connect_timeout
         self.resolver: PolicyResolver | None = None
+        self.reading: _GuardedProtocol | None = None  # the protocol reading bytes right now
 
     def check(self, address: Any, name: str, port: int | None) -> str | None:
         if address is None:
@@ -256,6 +328,14 @@ class GuardedHTTPDownloadHandler(HTTP11DownloadHandler):
         self._pool = pool
         self.resolver = ensure_resolver(crawler, self.policy)
         self.guard.resolver = self.resolver
+        # id(request) -> the protocol that read its head, until download_request returns
+        self._exchanges: dict[int, _GuardedProtocol] = {}
+        crawler.signals.connect(self._head_received, signal=signals.headers_received)
+
+    def _head_received(self, request: Request, **_kwargs: Any) -> None:
+        proto = self.guard.reading
+        if proto is not None:
+            self._exchanges[id(request)] = proto
 
     async def download_request(self, request: Request) -> Response:
         from twisted.internet import reactor as _reactor
@@ -265,6 +345,7 @@ class GuardedHTTPDownloadHandler(HTTP11DownloadHandler):
         exchange = min(float(limit), self.exchange_timeout)
         request.meta["download_timeout"] = exchange
         request.meta.pop("download_latency", None)  # set again when this head arrives
+        request.meta.pop("polite_transfer", None)  # a retry's copy carries the last one
         d: defer.Deferred[Response] = deferred_from_coro(super().download_request(request))
         head_late = False
 
@@ -277,7 +358,13 @@ class GuardedHTTPDownloadHandler(HTTP11DownloadHandler):
         timer = reactor.callLater(self.headers_timeout, head_check) \
             if self.headers_timeout < exchange else None
         try:
-            return await maybe_deferred_to_future(d)
+            response = await maybe_deferred_to_future(d)
+            proto = self._exchanges.get(id(request))
+            # The origin's next request waits for this one to settle, so nothing else
+            # has used the connection since the response's last byte.
+            if proto is not None and proto.transfer is not None:
+                request.meta["polite_transfer"] = proto.transfer
+            return response
         except AddressRefusedError as exc:
             record_refusal(self.crawler, request, exc)
             raise
@@ -302,6 +389,7 @@ class GuardedHTTPDownloadHandler(HTTP11DownloadHandler):
                 ) from exc
             raise
         finally:
+            self._exchanges.pop(id(request), None)
             if timer is not None and timer.active():
                 timer.cancel()
 

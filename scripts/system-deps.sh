@@ -4,11 +4,13 @@
 # pages for bench/cpu_per_page.py), and Chromium (the crawl report's rendering test
 # opens the report headless; the render tests drive it). Installs only what is missing, and only as
 # root; otherwise says what is missing (tests that need it skip with a reason).
+# With "bench" also nginx, the real web server bench/realweb.py starts.
 set -euo pipefail
 need=()
 ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || need+=(postgresql)
 command -v chromium >/dev/null 2>&1 || [ -x /usr/bin/chromium ] || need+=(chromium)
 if [ "${1:-}" = "bench" ] && [ ! -d /usr/share/doc/python3/html ]; then need+=(python3-doc); fi
+if [ "${1:-}" = "bench" ] && [ ! -x /usr/sbin/nginx ]; then need+=(nginx); fi  # bench/realweb.py
 if [ ${#need[@]} -eq 0 ]; then exit 0; fi
 if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
   echo "installing Debian packages: ${need[*]}"

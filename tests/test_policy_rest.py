@@ -10,6 +10,8 @@ from polite_crawler.policy.rest import (
     RestParams,
     budget_left,
     charge_budget,
+    DOUBLED,
+    EASED,
     compute_rest,
     floor_params,
     observe_latency,
@@ -121,6 +123,92 @@ def test_latency_watch_stays_calm_for_a_steady_host() -> None:
     for _ in range(500):
         observe_latency(s, rng.uniform(0.08, 0.12), NOJIT)
     assert s.latency_factor == 1.0
+
+
+def _warm(s: OriginState, params: RestParams, duration: float) -> None:
+    """Baseline and a first full window at ``duration``."""
+    for _ in range(params.baseline_n + params.window_n):
+        assert observe_latency(s, duration, params) == 0
+    assert s.baseline == pytest.approx(duration)
+
+
+def test_latency_watch_needs_an_absolute_rise() -> None:
+    # 1 ms becoming 3 ms is three times the baseline but no server in trouble.
+    params = RestParams(jitter=0.0)
+    s = OriginState("http://a")
+    _warm(s, params, 0.001)
+    assert not any(observe_latency(s, 0.003, params) for _ in range(200))
+    assert s.latency_factor == 1.0
+    # 48 ms more is still within the default rise of 50 ms; 60 ms more is not.
+    assert not any(observe_latency(s, 0.049, params) for _ in range(200))
+    results = [observe_latency(s, 0.061, params) for _ in range(20)]
+    assert results.count(DOUBLED) == 1 and s.latency_factor == 2.0
+
+
+def test_latency_watch_rise_is_a_setting() -> None:
+    strict = RestParams(jitter=0.0, latency_min_rise=0.0)
+    s = OriginState("http://a")
+    _warm(s, strict, 0.001)
+    assert [observe_latency(s, 0.003, strict) for _ in range(20)].count(DOUBLED) == 1
+    lax = RestParams(jitter=0.0, latency_min_rise=1.0)
+    s = OriginState("http://a")
+    _warm(s, lax, 0.1)
+    assert not any(observe_latency(s, 0.9, lax) for _ in range(100))  # +0.8 s < 1 s
+    assert [observe_latency(s, 1.2, lax) for _ in range(20)].count(DOUBLED) == 1
+
+
+def test_latency_watch_eases_step_by_step() -> None:
+    params = RestParams(jitter=0.0)
+    s = OriginState("http://a")
+    _warm(s, params, 0.1)
+    changes = [observe_latency(s, 0.5, params) for _ in range(50)]
+    assert changes.count(DOUBLED) == 3 and s.latency_factor == 8.0
+    assert s.window == []  # the third doubling was the 50th: a fresh window
+    # Back at the baseline: one halving per full window, never below 1.
+    steps = []
+    for _ in range(5):
+        changes = [observe_latency(s, 0.1, params) for _ in range(params.window_n)]
+        assert changes[:-1] == [0] * (params.window_n - 1)
+        steps.append((changes[-1], s.latency_factor))
+    assert steps == [(EASED, 4.0), (EASED, 2.0), (EASED, 1.0), (0, 1.0), (0, 1.0)]
+    assert rest_of(s) == pytest.approx(3.0)
+
+
+def test_latency_watch_holds_between_the_bands() -> None:
+    # Baseline 100 ms: doubling needs > 200 ms (and > 150 ms); easing needs <= 150 ms
+    # (or <= 125 ms). At 180 ms the factor neither grows nor shrinks.
+    params = RestParams(jitter=0.0)
+    s = OriginState("http://a")
+    _warm(s, params, 0.1)
+    s.latency_factor, s.window = 2.0, []  # as after a doubling
+    assert not any(observe_latency(s, 0.18, params) for _ in range(200))
+    assert s.latency_factor == 2.0
+    assert [observe_latency(s, 0.14, params) for _ in range(20)].count(EASED) == 1
+    assert s.latency_factor == 1.0
+
+
+def test_settle_times_the_exchange_with_the_given_clock() -> None:
+    # Everything comes from the times passed in: the exchange took 4 ms (start/end).
+    params = RestParams(jitter=0.0, rest_page=0.05, baseline_n=1, window_n=2)
+    s = OriginState("http://a")
+    rng = random.Random(1)
+    t = T0
+    for _ in range(10):
+        rest, doubled = settle(s, params, start=t, end=t + 0.004, api=False, rng=rng)
+        assert not doubled and rest.total == pytest.approx(0.05)
+        t += 1.0
+    assert s.last_duration == pytest.approx(0.004, abs=1e-6)
+    # Window [0.004, 0.3]: its median, 152 ms, is above 2 x 4 ms and above 4 + 50 ms.
+    rest, doubled = settle(s, params, start=t, end=t + 0.3, api=False, rng=rng)
+    assert doubled and s.latency_factor == 2.0
+    assert rest.total == pytest.approx(2 * 5 * 0.3)  # the duration term, doubled
+    assert s.next_allowed == pytest.approx(t + 0.3 + rest.total)
+
+
+def test_public_floor_caps_the_latency_rise() -> None:
+    floored, raised = floor_params(RestParams(latency_min_rise=2.0))
+    assert floored.latency_min_rise == 0.05 and raised == ["latency_min_rise"]
+    assert floor_params(RestParams(latency_min_rise=0.01))[1] == []
 
 
 def test_daily_budget_per_utc_day() -> None:

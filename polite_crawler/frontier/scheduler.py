@@ -74,6 +74,7 @@ def rest_params(settings: BaseSettings) -> RestParams:
         jitter=max(settings.getfloat("POLITE_JITTER", 1.0), 0.0),
         baseline_n=max(settings.getint("POLITE_LATENCY_BASELINE_N", 5), 1),
         window_n=max(settings.getint("POLITE_LATENCY_WINDOW_N", 20), 1),
+        latency_min_rise=max(settings.getfloat("POLITE_LATENCY_MIN_RISE", 0.05), 0.0),
     )
 
 

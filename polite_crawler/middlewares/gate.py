@@ -3,7 +3,9 @@
 Order 990. ``process_request`` marks the request dispatched (only a request the
 frontier handed out for its origin passes: nothing reaches the network around the
 frontier). ``process_response`` and ``process_exception`` take the exchange's
-duration (from the gate's own timestamps: the whole exchange, body included), ask
+duration (for a response, the transport's: request sent to last byte received, as the
+download handler read it from the kernel, ``meta["polite_transfer"]``; otherwise the
+gate's own timestamps, body included), ask
 :mod:`polite_crawler.policy.verdicts` for the verdict, fold it into the origin's
 failure state and settle the origin in the frontier (end time + rest). Then:
 
@@ -21,7 +23,7 @@ A request released without having been dispatched (a middleware below the gate
 dropped it or answered it) frees its origin with no rest.
 
 For the access log and other components the gate leaves on the request's meta:
-``polite_start`` and ``polite_end`` (epoch seconds), ``polite_duration``,
+``polite_start`` and ``polite_end`` (epoch seconds), ``polite_duration`` (gate to gate),
 ``polite_verdict`` (the verdict's label) and ``polite_rest`` (seconds).
 """
 
@@ -164,8 +166,19 @@ class GateMiddleware:
         params = self._params_for(origin)
         frontier = self.frontier
         failure = apply_verdict(frontier.failure(origin), verdict, end, params, self.rng)
-        rest = frontier.settle(request, start=start, end=end, failure=failure,
+        # The rest and the latency watch take the transport's duration when the handler
+        # measured one: the time the reactor was busy elsewhere is the crawler's, not
+        # the server's. The rest still runs from the gate's end, which is later.
+        transfer = meta.get("polite_transfer") if observe else None
+        timed_from = end - float(transfer) if transfer is not None else start
+        state = frontier.frontier.state(origin) if frontier.frontier is not None else None
+        factor = state.latency_factor if state is not None else 1.0
+        rest = frontier.settle(request, start=timed_from, end=end, failure=failure,
                                observe=observe and verdict.success)
+        if state is not None and state.latency_factor < factor:
+            self._inc("polite/frontier/latency_eased")
+            logger.info("%(origin)s answers as fast as when the crawl began again: its rest "
+                        "eases (x%(f)g)", {"origin": origin, "f": state.latency_factor})
         meta.update(polite_end=end, polite_duration=end - start, polite_verdict=verdict.label,
                     polite_rest=rest.total if rest is not None else None)
         self._inc(f"polite/gate/verdict/{verdict.action.value}")

@@ -47,6 +47,9 @@ class RestParams:
     baseline_n: int = 5  # responses whose median is the latency baseline
     window_n: int = 20  # responses in the latency window
     latency_trigger: float = 2.0  # window median above trigger x baseline: the rest doubles
+    # ... and above baseline + min_rise (seconds): a few milliseconds more is timer and
+    # network noise, not a struggling site (see observe_latency).
+    latency_min_rise: float = 0.05
 
     def base(self, api: bool) -> float:
         return self.rest_api if api else self.rest_page
@@ -72,6 +75,8 @@ def floor_params(params: RestParams) -> tuple[RestParams, list[str]]:
             changes[name] = floor
     if params.latency_trigger > PUBLIC_FLOOR.latency_trigger:
         changes["latency_trigger"] = PUBLIC_FLOOR.latency_trigger
+    if params.latency_min_rise > PUBLIC_FLOOR.latency_min_rise:
+        changes["latency_min_rise"] = PUBLIC_FLOOR.latency_min_rise
     return replace(params, **changes), sorted(changes)
 
 
@@ -87,7 +92,9 @@ class OriginState:
     crawl_delay: float | None = None
     # Latency watch (seed 003): baseline = median of the first responses; the window
     # holds the latest ones; the factor doubles when the window's median exceeds twice
-    # the baseline ("you are the load"), and the window starts again.
+    # the baseline ("you are the load") by more than the minimum rise, and halves
+    # (down to 1) when a full window's median is back near the baseline; either way
+    # the window starts again (see observe_latency).
     baseline: float | None = None
     baseline_samples: list[float] = field(default_factory=list)
     window: list[float] = field(default_factory=list)
@@ -158,8 +165,40 @@ def compute_rest(
     return Rest(total, base, duration, delay, wait, state.latency_factor, rate, jitter)
 
 
-def observe_latency(state: OriginState, duration: float, params: RestParams) -> bool:
-    """Feed one response's duration to the latency watch; True when the rest just doubled."""
+# The latency watch compares exchange durations the download handler measures at the
+# transport (request sent to last byte received, from the kernel's TCP timestamps), so
+# a crawler busy with its own CPU does not read as a slow server. Two conditions before
+# the rest doubles: the window's median above ``latency_trigger`` x the baseline, and
+# above the baseline plus ``latency_min_rise``. The default rise, 50 ms, is above what
+# measuring adds (the kernel's timestamps tick in 1-10 ms, one jiffy; internet paths
+# vary by tens of ms) and below a server in trouble: 2 ms becoming 3 ms, or 20 ms
+# becoming 45, is not a site struggling under one request every few seconds; 20 ms
+# becoming 80, or 300 ms becoming 700, is. Back down: a full window whose median is
+# within half of each margin (at most 1.5 x and baseline + 25 ms at the defaults) halves
+# the factor, one window at a time, so a site that recovered gets its pace back step
+# by step; between the two bands the factor holds.
+DOUBLED = 1
+EASED = -1
+
+
+def _above(median: float, baseline: float, trigger: float, rise: float) -> bool:
+    return median > trigger * baseline and median > baseline + rise
+
+
+def observe_latency(state: OriginState, duration: float, params: RestParams) -> int:
+    """Feed one response's duration to the latency watch.
+
+    Returns :data:`DOUBLED` (1) when the rest just doubled, :data:`EASED` (-1) when it
+    just halved back towards 1, else 0.
+
+    >>> s, p = OriginState("http://a"), RestParams(baseline_n=1, window_n=3)
+    >>> [observe_latency(s, d, p) for d in (0.010, 0.012, 0.013, 0.011)]  # noise
+    [0, 0, 0, 0]
+    >>> [observe_latency(s, d, p) for d in (0.3, 0.3)], s.latency_factor
+    ([0, 1], 2.0)
+    >>> [observe_latency(s, d, p) for d in (0.011, 0.012, 0.011)], s.latency_factor
+    ([0, 0, -1], 1.0)
+    """
     if state.baseline is None:
         state.baseline_samples.append(duration)
         if len(state.baseline_samples) >= params.baseline_n:
@@ -167,15 +206,21 @@ def observe_latency(state: OriginState, duration: float, params: RestParams) -> 
     state.window.append(duration)
     if len(state.window) > params.window_n:
         del state.window[: len(state.window) - params.window_n]
-    if (
-        state.baseline is not None
-        and len(state.window) >= params.window_n
-        and statistics.median(state.window) > params.latency_trigger * state.baseline
-    ):
+    baseline = state.baseline
+    if baseline is None or len(state.window) < params.window_n:
+        return 0
+    median = statistics.median(state.window)
+    if _above(median, baseline, params.latency_trigger, params.latency_min_rise):
         state.latency_factor *= 2.0
         state.window = []  # re-measure at the slower rate before slowing again
-        return True
-    return False
+        return DOUBLED
+    if state.latency_factor > 1.0 and not _above(
+        median, baseline, 1.0 + (params.latency_trigger - 1.0) / 2, params.latency_min_rise / 2
+    ):
+        state.latency_factor = max(state.latency_factor / 2.0, 1.0)
+        state.window = []  # a full window at the new pace before the next step
+        return EASED
+    return 0
 
 
 def settle(
@@ -191,12 +236,13 @@ def settle(
     """Fold an exchange (``start`` to ``end``) into the state and set its next-allowed time.
 
     ``observe`` feeds the latency watch (responses only: an error's duration says little
-    about the server's load). Returns the rest and whether the latency watch fired.
+    about the server's load). Returns the rest and whether the latency watch doubled it
+    (an easing is seen in ``state.latency_factor``).
     """
     duration = max(end - start, 0.0)
     state.last_duration = duration
     state.last_end = end
-    doubled = observe_latency(state, duration, params) if observe else False
+    doubled = observe and observe_latency(state, duration, params) == DOUBLED
     rest = compute_rest(state, params, end=end, api=api, rng=rng)
     state.last_rest = rest.total
     state.next_allowed = max(state.next_allowed, end + rest.total)
