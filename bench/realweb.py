@@ -106,7 +106,8 @@ class Ctx:
     args: argparse.Namespace
     env: dict[str, str]
     runs: list[Run] = field(default_factory=list)
-    figures: list[tuple[str, str, str, str]] = field(default_factory=list)  # wl, what, value, target
+    # (workload, figure, value, target)
+    figures: list[tuple[str, str, str, str]] = field(default_factory=list)
 
 
 def _run_child(cmd: list[str], env: dict[str, str]) -> tuple[float, float]:

@@ -16,11 +16,13 @@ import argparse
 import sys
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from scrapy import Request
 
 
 def main(argv: list[str]) -> int:
-    import scrapy
     from scrapy.crawler import CrawlerProcess
     from scrapy.http import TextResponse
     from scrapy.linkextractors import LinkExtractor
@@ -51,7 +53,7 @@ def main(argv: list[str]) -> int:
             self.asked: Counter[str] = Counter()
             self.seen: set[str] = set()
 
-        def _admit(self, request: scrapy.Request) -> bool:
+        def _admit(self, request: Request) -> bool:
             if request.callback == self._parse_sitemap:  # robots.txt, sitemaps
                 return True
             if request.url in self.seen:

@@ -178,7 +178,7 @@ class _GuardedProtocol(_LenientHTTP11ClientProtocol):
             parser._polite_cap = self.head_cap
         return d
 
-    def dataReceived(self, bytes: bytes) -> None:  # noqa: A002 (Twisted's name)
+    def dataReceived(self, bytes: bytes) -> None:
         sock = self._sock
         if sock is None:
             sock = self._sock = _socket_of(self.transport)
@@ -186,13 +186,13 @@ class _GuardedProtocol(_LenientHTTP11ClientProtocol):
             self.transfer = tcp_transfer(sock)
         guard = self.guard
         if guard is None:
-            super().dataReceived(bytes)
+            super().dataReceived(bytes)  # type: ignore[no-untyped-call]
             return
         # The response head is parsed inside this call and Scrapy's headers_received
         # signal fires from it: the handler pairs the request with this protocol then.
         guard.reading = self
         try:
-            super().dataReceived(bytes)
+            super().dataReceived(bytes)  # type: ignore[no-untyped-call]
         finally:
             guard.reading = None
 

@@ -6,12 +6,12 @@ import random
 import pytest
 
 from polite_crawler.policy.rest import (
+    DOUBLED,
+    EASED,
     OriginState,
     RestParams,
     budget_left,
     charge_budget,
-    DOUBLED,
-    EASED,
     compute_rest,
     floor_params,
     observe_latency,
