@@ -259,6 +259,7 @@ def render_bot_page(settings: BaseSettings) -> str:
     budget = settings.getint("POLITE_HOST_BUDGET")
     baseline_n = settings.getint("POLITE_LATENCY_BASELINE_N")
     window_n = settings.getint("POLITE_LATENCY_WINDOW_N")
+    min_rise = g("POLITE_LATENCY_MIN_RISE")
     per_hour = int(3600 // rest_page) if rest_page > 0 else 0
 
     missing = [name for name, value in (
@@ -406,7 +407,10 @@ written; without it a random backoff that grows with each failure, up to
 <p>To that it adds a random extra of up to {_num(jitter * 100)}&nbsp;% of the base rest, so it
 does not fall into step with your cache or with other crawlers. If your server slows down while
 it crawls (the median time of its last {window_n} answers is more than twice the median of its
-first {baseline_n}), it takes the hint and doubles its rest for the rest of the run.</p>
+first {baseline_n}, and {_num(min_rise * 1000)}&nbsp;ms or more above it), it takes the hint and
+doubles its rest; when your server is back to its first speed, it halves the rest again, one
+step per {window_n} answers. An answer's time runs from its request leaving the crawler to its
+last byte arriving, so a crawler busy with its own work does not count as a slow server.</p>
 <p>So one site sees at most {_num(per_hour)} requests an hour from it, fewer when your server
 is slow, and at most {_num(budget)} pages a day. Answers larger than
 {size(settings.getint("POLITE_MAX_BYTES"))} are cut there. It waits at most
