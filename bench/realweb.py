@@ -24,9 +24,10 @@ Workloads (``--workload``, default all):
               Also the crawl's ``polite/frontier/latency_doubled`` and its pages/s
               in the first and the last minute.
 ``discovery`` listed URLs per CPU-second from parsed sitemaps into the durable
-              frontier (target >= 50,000): the ``sitemap`` crawl run twice, with the
-              sitemaps and with robots.txt naming none (``/sitemap.xml`` 404), the same
-              pages fetched; URLs listed / (CPU with - CPU without).
+              frontier (target >= 50,000): N = 200 sites of 2,000 small pages, budget
+              10, rest 1 s, crawled twice: sitemaps listing all 2,000 pages, and
+              sitemaps listing only the 10 the budget fetches (the same requests both
+              times, checked): extra URLs listed / extra CPU seconds.
 ``polite``    N = 1,000 small sites (10 pages of ~5 KB of real text cut from the
               python docs, a sitemap each), R = 10 s, jitter 0, budget 10, nginx
               ``limit_req`` one request per R per site (429 beyond): efficiency as
@@ -264,30 +265,47 @@ def wl_whole(ctx: Ctx, n: int) -> None:
         ]
 
 
-def wl_discovery(ctx: Ctx, n: int) -> None:
-    nginx, urls, listed = _docs_web(ctx, "discovery", n)
-    settings = {"POLITE_HOST_BUDGET": 10, "POLITE_REST_PAGE": 1}
+def wl_discovery(ctx: Ctx, n: int, listed_per_site: int = 2000, fetched: int = 10) -> None:
+    port = free_port()
+    hosts = hosts_for(n)
+    tmp = ctx.tmp / "discovery"
+    tmp.mkdir(parents=True, exist_ok=True)
+    tmp.chmod(0o755)
+    # Small pages; "/" links only to pages the short sitemap lists too, so both runs
+    # find the same links and fetch the same pages: the budget's first ones.
+    paths = write_small_pages(tmp / "pages", listed_per_site, linked=fetched - 1)
+    nginx = Nginx(tmp, hosts, port, tmp / "pages")
+    urls = _urls_file(tmp, "discovery", hosts, port)
+    settings = {"POLITE_HOST_BUDGET": fetched, "POLITE_REST_PAGE": 1}
+    stock_args = ["--budget", str(fetched)]
+    runs: dict[str, tuple[Run, Run | None]] = {}
     with nginx:
-        with_sm = run_polite(ctx, nginx, "discovery", "with sitemaps", urls, settings)
-        stock_sm = None if ctx.args.skip_stock else run_stock(
-            ctx, nginx, "discovery", "with sitemaps", urls, ["--budget", "10"])
-        write_site_files(nginx.sites, nginx.hosts, nginx.port, [], sitemap=False)
-        without = run_polite(ctx, nginx, "discovery", "no sitemaps", urls, settings)
-        stock_no = None if ctx.args.skip_stock else run_stock(
-            ctx, nginx, "discovery", "no sitemaps", urls, ["--budget", "10"])
+        for label, listed in (("full sitemaps", paths), ("short sitemaps", paths[:fetched])):
+            write_site_files(nginx.sites, hosts, port, listed)
+            p = run_polite(ctx, nginx, "discovery", label, urls, settings)
+            s = None if ctx.args.skip_stock else run_stock(ctx, nginx, "discovery", label,
+                                                           urls, stock_args)
+            runs[label] = (p, s)
     _keep(ctx, nginx, "discovery")
-    extra = with_sm.cpu - without.cpu
+    extra_urls = n * (len(paths) - fetched)
+    (full, full_s), (short, short_s) = runs["full sitemaps"], runs["short sitemaps"]
+    same = {(h.host, h.path) for h in full.hits} == {(h.host, h.path) for h in short.hits}
+    cpu = full.cpu - short.cpu
     ctx.figures += [
-        ("discovery", f"URLs listed ({n} sitemaps)", str(listed), ""),
-        ("discovery", "CPU s with / without sitemaps (pages)",
-         f"{with_sm.cpu:.1f} ({with_sm.pages}) / {without.cpu:.1f} ({without.pages})", ""),
+        ("discovery", f"URLs listed, N={n}: full / short sitemaps",
+         f"{n * len(paths):,} / {n * fetched:,}", ""),
+        ("discovery", "polite CPU s full / short (same requests?)",
+         f"{full.cpu:.1f} / {short.cpu:.1f} ({'yes' if same else 'NO'})", ""),
         ("discovery", "listed URLs per CPU-s (polite)",
-         f"{listed / extra:,.0f}" if extra > 0 else "n/a (no extra CPU)", ">= 50,000"),
+         f"{extra_urls / cpu:,.0f}" if cpu > 0 else "n/a (no extra CPU)", ">= 50,000"),
+        ("discovery", "frontier rows: scheduler/enqueued full / short",
+         f"{full.stats.get('scheduler/enqueued', '?')} / "
+         f"{short.stats.get('scheduler/enqueued', '?')}", ""),
     ]
-    if stock_sm is not None and stock_no is not None:
-        d = stock_sm.cpu - stock_no.cpu
+    if full_s is not None and short_s is not None:
+        d = full_s.cpu - short_s.cpu
         ctx.figures.append(("discovery", "listed URLs per CPU-s (stock)",
-                            f"{listed / d:,.0f}" if d > 0 else "n/a", ""))
+                            f"{extra_urls / d:,.0f}" if d > 0 else "n/a", ""))
 
 
 def wl_polite(ctx: Ctx, n: int, rest: float = 10.0, pages: int = 10) -> None:

@@ -133,8 +133,11 @@ def _paragraphs(root: Path, limit: int = 4000) -> list[str]:
 
 
 def write_small_pages(pages_dir: Path, count: int, size: int = 5000,
-                      docs: Path = DOCS) -> list[str]:
-    """``count`` pages of about ``size`` bytes of real text; "/" links to the others."""
+                      docs: Path = DOCS, linked: int | None = None) -> list[str]:
+    """``count`` pages of about ``size`` bytes of real text.
+
+    "/" links to the next ``linked`` pages (all of them by default), each page to "/".
+    """
     paras = _paragraphs(docs)
     if not paras:
         raise RuntimeError(f"no paragraphs found under {docs}")
@@ -142,7 +145,8 @@ def write_small_pages(pages_dir: Path, count: int, size: int = 5000,
     paths = ["/"] + [f"/p{i}.html" for i in range(1, count)]
     k = 0
     for i, path in enumerate(paths):
-        links = " ".join(f'<a href="{p}">page {j}</a>' for j, p in enumerate(paths) if p != path) \
+        links = " ".join(f'<a href="{p}">page {j}</a>'
+                         for j, p in enumerate(paths[1:(linked or count - 1) + 1], 1)) \
             if i == 0 else '<a href="/">home</a>'
         parts: list[str] = []
         length = 0
