@@ -54,6 +54,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -150,13 +151,17 @@ def run_polite(ctx: Ctx, nginx: Nginx, workload: str, label: str, urls: Path,
         crawl += ["-s", kv]
     cmd = [py, *crawl]
     profile_path: Path | None = None
+    # Outside the temporary directory, which goes at the end: in --keep DIR, else /tmp.
+    out = ctx.args.keep or Path(tempfile.gettempdir())
+    out.mkdir(parents=True, exist_ok=True)
+    stem = f"realweb-profile-{workload}-{label.replace(' ', '-')}"
     if ctx.args.profile:
         if ctx.args.profile == "py-spy" and shutil.which("py-spy"):
-            profile_path = d / "profile.svg"
+            profile_path = out / f"{stem}.svg"
             cmd = [str(shutil.which("py-spy")), "record", "-r", "50", "-o", str(profile_path),
                    "--", py, *crawl]
         else:
-            profile_path = d / "profile.pstats"
+            profile_path = out / f"{stem}.pstats"
             cmd = [py, "-m", "cProfile", "-o", str(profile_path), *crawl]
     before = len(read_log(nginx.access_log)) if nginx.access_log.exists() else 0
     print(f"-- {workload}: polite_crawler ({label})", flush=True)
