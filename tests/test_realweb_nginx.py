@@ -1,0 +1,90 @@
+"""The real-web bench's nginx: what it serves, and that it stops on every way out."""
+
+from __future__ import annotations
+
+import gzip
+import http.client
+import os
+import shutil
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+from bench.realweb_nginx import (
+    NGINX,
+    Nginx,
+    free_port,
+    hosts_for,
+    make_readable_tmp,
+    read_log,
+    write_site_files,
+    write_small_pages,
+)
+
+pytestmark = pytest.mark.skipif(
+    not NGINX.exists(), reason="nginx is not installed (scripts/system-deps.sh bench)")
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+DOCS = Path("/usr/share/doc/python3/html")
+
+
+@pytest.fixture
+def web_dir() -> Iterator[Path]:
+    """A directory nginx's workers (nobody, when the tests run as root) can read."""
+    path = make_readable_tmp("realweb-test-")
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+@pytest.mark.skipif(not DOCS.is_dir(), reason="python3-doc is not installed")
+def test_sites_robots_sitemaps_and_the_log(web_dir: Path) -> None:
+    tmp_path = web_dir
+    hosts, port = hosts_for(2), free_port()
+    paths = write_small_pages(tmp_path / "pages", 3, size=2000)
+    nginx = Nginx(tmp_path, hosts, port, tmp_path / "pages")
+    assert write_site_files(nginx.sites, hosts, port, paths) == 6
+    with nginx:
+        conn = http.client.HTTPConnection(hosts[1], port, timeout=5)
+        conn.request("GET", "/robots.txt")
+        robots = conn.getresponse().read().decode()
+        assert f"Sitemap: http://{hosts[1]}:{port}/sitemap.xml" in robots
+        conn.request("GET", "/sitemap.xml")
+        sitemap = conn.getresponse().read().decode()
+        assert f"<loc>http://{hosts[1]}:{port}/p2.html</loc>" in sitemap
+        assert f"http://{hosts[0]}:" not in sitemap  # each site its own
+        conn.request("GET", "/p1.html", headers={"Accept-Encoding": "gzip",
+                                                 "User-Agent": "test-agent"})
+        resp = conn.getresponse()
+        body = resp.read()
+        assert resp.getheader("Content-Type") == "text/html"  # no charset, as nginx sends it
+        assert resp.getheader("Content-Encoding") == "gzip"
+        assert b"<p>" in gzip.decompress(body)
+        pid = nginx.proc.pid if nginx.proc else -1
+    assert not _alive(pid)
+    hits = read_log(nginx.access_log)
+    assert [h.path for h in hits] == ["/robots.txt", "/sitemap.xml", "/p1.html"]
+    assert hits[-1].is_page and hits[-1].host == hosts[1] and hits[-1].agent == "test-agent"
+
+
+def test_nginx_stops_when_the_bench_fails(web_dir: Path) -> None:
+    tmp_path = web_dir
+    (tmp_path / "pages").mkdir()
+    nginx = Nginx(tmp_path, hosts_for(1), free_port(), tmp_path / "pages")
+    with pytest.raises(RuntimeError, match="bench failed"), nginx:
+        assert nginx.proc is not None
+        pid = nginx.proc.pid
+        assert _alive(pid)
+        raise RuntimeError("bench failed")
+    assert not _alive(pid)
+    assert not (tmp_path / "nginx.pid").exists()  # nginx removed it on its way out
