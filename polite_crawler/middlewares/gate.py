@@ -168,8 +168,11 @@ class GateMiddleware:
         failure = apply_verdict(frontier.failure(origin), verdict, end, params, self.rng)
         # The rest and the latency watch take the transport's duration when the handler
         # measured one: the time the reactor was busy elsewhere is the crawler's, not
-        # the server's. The rest still runs from the gate's end, which is later.
-        transfer = meta.get("polite_transfer") if observe else None
+        # the server's. The rest still runs from the gate's end, which is later. A
+        # rendered page's duration is the render handler's (it moved polite_start).
+        transfer = meta.pop("polite_transfer", None)  # never carried into a retry's copy
+        if not observe or "polite_render_wire_duration" in meta:
+            transfer = None
         timed_from = end - float(transfer) if transfer is not None else start
         state = frontier.frontier.state(origin) if frontier.frontier is not None else None
         factor = state.latency_factor if state is not None else 1.0
