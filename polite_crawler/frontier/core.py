@@ -207,6 +207,21 @@ class Frontier:
             self._reheap(origin, rec, rec.state.eligible_at())
         return row_id
 
+    def push_many(self, rows: list[tuple[str, int, str, bytes]]) -> None:
+        """Queue ``(origin, prio, url, data)`` rows in one statement (:meth:`push` for many)."""
+        if not rows:
+            return
+        self.queue.push_many(rows)
+        per_origin: dict[str, int] = {}
+        for origin, _prio, _url, _data in rows:
+            per_origin[origin] = per_origin.get(origin, 0) + 1
+        for origin, n in per_origin.items():
+            rec = self._get(origin)
+            rec.queued += n
+            self.pending += n
+            if rec.heap_seq is None:
+                self._reheap(origin, rec, rec.state.eligible_at())
+
     def push_transient(self, origin: str, obj: Any) -> None:
         """A request that bypasses the robots.txt wait (a redirected robots.txt fetch)."""
         if origin in self.stopped:

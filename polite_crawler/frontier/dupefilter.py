@@ -14,12 +14,19 @@ if TYPE_CHECKING:
     from polite_crawler.frontier.store import QueueStore
 
 
+def url_fingerprint(canonical: str) -> bytes:
+    """16 bytes naming a GET of a URL already in canonical form (the seen set's key)."""
+    return hashlib.blake2b(canonical.encode("utf-8"), digest_size=16).digest()
+
+
 def canonical_fingerprint(request: Request) -> bytes:
     """16 bytes naming the request by its canonical URL (and method and body, if not GET)."""
+    canonical = canonicalize(request.url)
+    if request.method in ("GET", "HEAD"):
+        return url_fingerprint(canonical)
     h = hashlib.blake2b(digest_size=16)
-    h.update(canonicalize(request.url).encode("utf-8"))
-    if request.method not in ("GET", "HEAD"):
-        h.update(b"\0" + request.method.encode("ascii") + b"\0" + request.body)
+    h.update(canonical.encode("utf-8"))
+    h.update(b"\0" + request.method.encode("ascii") + b"\0" + request.body)
     return h.digest()
 
 
@@ -47,6 +54,12 @@ class CanonicalDupeFilter:
         if self.store is None:
             raise RuntimeError("CanonicalDupeFilter works inside the frontier scheduler")
         return not self.store.add_seen(canonical_fingerprint(request))
+
+    def seen_url(self, canonical: str) -> bool:
+        """Mark a canonical URL seen (a redirect's target, a page's rel=canonical)."""
+        if self.store is None:
+            raise RuntimeError("CanonicalDupeFilter works inside the frontier scheduler")
+        return not self.store.add_seen(url_fingerprint(canonical))
 
     def log(self, request: Request, spider: object) -> None:
         return None

@@ -23,8 +23,10 @@ import contextlib
 import logging
 import math
 import os
+import pickle
 import random
 import tempfile
+from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -36,7 +38,11 @@ from scrapy.utils.job import job_dir
 
 from polite_crawler.context import polite_context
 from polite_crawler.frontier.core import CONTENT, ROBOTS, Dispatch, Frontier, FrontierConfig
-from polite_crawler.frontier.dupefilter import CanonicalDupeFilter
+from polite_crawler.frontier.dupefilter import (
+    CanonicalDupeFilter,
+    canonical_fingerprint,
+    url_fingerprint,
+)
 from polite_crawler.frontier.serialize import RequestCodec
 from polite_crawler.frontier.store import OriginStore, QueueStore, process_owner
 from polite_crawler.policy.identity import is_loopback_host
@@ -46,6 +52,8 @@ from polite_crawler.policy.urls import origin_of
 from polite_crawler.store.paths import origins_db_path, state_dir
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Mapping
+
     from scrapy import Spider
     from scrapy.crawler import Crawler
     from scrapy.settings import BaseSettings
@@ -62,6 +70,18 @@ QUEUE_DB = "polite_frontier.sqlite3"
 # (a redirect, a retry) carries them back in and they are cleared there.
 DISPATCH_KEYS = ("polite_origin", "polite_token", "polite_row", "polite_dispatched",
                  "polite_start", "download_slot")
+
+# The data of a URL row (queued by enqueue_urls, no Request stored) starts with this
+# byte; a stored Request is a pickle, which starts with 0x80.
+URL_ROW = b"u"
+
+# An admission refusal -> its stats key (the same on both ways in).
+_REFUSED = {
+    "duplicate": "polite/frontier/duplicate",
+    "stopped": "polite/frontier/stopped",
+    "budget_exhausted": "polite/frontier/budget_exhausted",
+    "disallowed": "polite/robots/disallowed",
+}
 
 
 def rest_params(settings: BaseSettings) -> RestParams:
@@ -225,15 +245,59 @@ class FrontierScheduler:
                 f.done(old_row)
             self._arm()
 
+    def _admit(self, candidates: list[tuple[str, str, bytes | None]]) -> list[str | None]:
+        """The frontier's checks for ``(origin, url, fingerprint)``: a refusal or None each.
+
+        One function for a Request and for a batch of URL rows
+        (:mod:`polite_crawler.frontier.admission`): the seen set (no fingerprint:
+        not checked), the origin's stop, its budget, and its robots.txt when the
+        copy is known already. Refusals are counted.
+        """
+        f = self.frontier
+        assert f is not None
+        fps = [fp for _o, _u, fp in candidates if fp is not None]
+        fresh = iter(f.queue.add_seen_many(fps) if fps else ())
+        robots = self.ctx.robots
+        rules: dict[str, Any] = {}
+        out: list[str | None] = []
+        refused: Counter[str] = Counter()
+        for origin, url, fp in candidates:
+            reason: str | None = None
+            if fp is not None and not next(fresh):
+                reason = "duplicate"
+            else:
+                reason = f.admit(origin)
+                if reason is None and robots is not None and not self._robots_allow(
+                        robots, rules, origin, url):
+                    reason = "disallowed"
+            if reason is not None:
+                refused[reason] += 1
+            out.append(reason)
+        for reason, n in refused.items():
+            self._count(_REFUSED[reason], n)
+        if refused["disallowed"] and logger.isEnabledFor(logging.DEBUG):
+            for (_o, url, _fp), reason in zip(candidates, out, strict=True):
+                if reason == "disallowed":
+                    logger.debug("Forbidden by robots.txt: %(url)s", {"url": url})
+        return out
+
+    @staticmethod
+    def _robots_allow(robots: Any, rules: dict[str, Any], origin: str, url: str) -> bool:
+        """robots.txt's answer where the origin's copy is usable now; True until it is."""
+        found = rules.get(origin, rules)
+        if found is rules:
+            found = rules[origin] = robots.rules(origin) if robots.ready(origin) else None
+            if found is None and robots.ready(origin):
+                found = rules[origin] = True  # a copy that allows everything (a 4xx)
+        if found is None or found is True:
+            return True
+        return bool(found.allowed(url))
+
     def _enqueue(self, request: Request, origin: str) -> bool:
         f = self.frontier
-        assert f is not None and self.dupefilter is not None
-        if not request.dont_filter and self.dupefilter.request_seen(request):
-            self._count("polite/frontier/duplicate", 1)
-            return False
-        refused = f.admit(origin)
-        if refused is not None:
-            self._count(f"polite/frontier/{refused}", 1)
+        assert f is not None
+        fp = None if request.dont_filter else canonical_fingerprint(request)
+        if self._admit([(origin, request.url, fp)])[0] is not None:
             return False
         try:
             data = self.codec.dumps(request)
@@ -252,6 +316,51 @@ class FrontierScheduler:
             f.push(origin, request.priority, request.url, data)
         self._count("scheduler/enqueued", 1)
         return True
+
+    def enqueue_urls(
+        self,
+        urls: Iterable[tuple[str, str, Mapping[str, Any] | None]],
+        *,
+        callback: str,
+        errback: str | None = None,
+        meta: Mapping[str, Any] | None = None,
+        priority: Callable[[str], int] | int = 0,
+    ) -> int:
+        """Queue URLs as rows, in bulk: no Request until the frontier dispatches each.
+
+        ``urls``: ``(canonical URL, its origin, extra meta or None)``, every URL
+        rule already applied (:class:`polite_crawler.frontier.admission.UrlRules`);
+        here the frontier's own checks run (:meth:`_admit`), counted as for a
+        Request. ``callback`` and ``errback`` are names of the spider's methods;
+        the request is ``Request(url, callback, errback, meta=meta | extra,
+        priority=priority(url))``. Returns how many were queued.
+        """
+        f = self.frontier
+        assert f is not None, "the scheduler is not open"
+        batch = [(url, origin, extra) for url, origin, extra in urls]
+        if not batch:
+            return 0
+        verdicts = self._admit([(origin, url, url_fingerprint(url)) for url, origin, _ in batch])
+        base = dict(meta or {})
+        plain = URL_ROW + pickle.dumps((callback, errback, base), protocol=5)
+        rows: list[tuple[str, int, str, bytes]] = []
+        for (url, origin, extra), refused in zip(batch, verdicts, strict=True):
+            if refused is not None:
+                continue
+            data = plain if not extra else URL_ROW + pickle.dumps(
+                (callback, errback, {**base, **extra}), protocol=5)
+            prio = priority if isinstance(priority, int) else priority(url)
+            rows.append((origin, prio, url, data))
+        f.push_many(rows)
+        self._count("scheduler/enqueued", len(rows))
+        self._count("polite/frontier/bulk_enqueued", len(rows))
+        self._arm()
+        return len(rows)
+
+    def mark_seen(self, canonical: str) -> None:
+        """A canonical URL known without a fetch of its own (a page's rel=canonical)."""
+        if self.dupefilter is not None:
+            self.dupefilter.seen_url(canonical)
 
     def next_request(self) -> Request | None:
         f = self.frontier
@@ -277,6 +386,8 @@ class FrontierScheduler:
             kept = self._memory.pop(d.row.id, None)
             if kept is not None:
                 request = kept
+            elif d.row.data[:1] == URL_ROW:
+                request = self._from_url_row(d.row.url, d.row.prio, d.row.data)
             else:
                 try:
                     request = self.codec.loads(d.row.data)
@@ -301,6 +412,14 @@ class FrontierScheduler:
         request.meta["polite_token"] = d.token
         request.meta["download_slot"] = d.origin
         return request
+
+    def _from_url_row(self, url: str, prio: int, data: bytes) -> Request:
+        callback, errback, meta = pickle.loads(data[1:])
+        spider = self.spider
+        return Request(
+            url, callback=getattr(spider, callback), priority=prio, meta=meta,
+            errback=getattr(spider, errback) if errback else None,
+        )
 
     # --- the gate's side ---------------------------------------------------------
     def owns(self, request: Request) -> bool:

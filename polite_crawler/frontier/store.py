@@ -35,6 +35,8 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
 
 QUEUED, IN_FLIGHT = 0, 1
+# Fingerprints looked up per statement (SQLite allows 32,766 parameters).
+_IN_CHUNK = 500
 
 _QUEUE_SCHEMA = """
 CREATE TABLE IF NOT EXISTS frontier_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -58,6 +60,7 @@ class Row:
     origin: str
     url: str
     data: bytes
+    prio: int = 0
 
 
 class QueueStore:
@@ -115,14 +118,22 @@ class QueueStore:
         assert cur.lastrowid is not None
         return cur.lastrowid
 
+    def push_many(self, rows: list[tuple[str, int, str, bytes]]) -> None:
+        """Queue ``(origin, prio, url, data)`` rows in one statement (the open transaction)."""
+        self._begin()
+        self.conn.executemany(
+            "INSERT INTO frontier_queue (origin, prio, state, url, data) VALUES (?, ?, 0, ?, ?)",
+            rows,
+        )
+
     def head(self, origin: str) -> Row | None:
         """The origin's next queued row (highest priority, then first in)."""
         found = self.conn.execute(
-            "SELECT id, url, data FROM frontier_queue WHERE origin=? AND state=? "
+            "SELECT id, url, data, prio FROM frontier_queue WHERE origin=? AND state=? "
             "ORDER BY prio DESC, id LIMIT 1",
             (origin, QUEUED),
         ).fetchone()
-        return Row(found[0], origin, found[1], found[2]) if found else None
+        return Row(found[0], origin, found[1], found[2], found[3]) if found else None
 
     def mark_in_flight(self, row_id: int) -> None:
         self._begin()
@@ -146,6 +157,28 @@ class QueueStore:
         self._begin()
         cur = self.conn.execute("INSERT OR IGNORE INTO frontier_seen (fp) VALUES (?)", (fp,))
         return cur.rowcount == 1
+
+    def add_seen_many(self, fps: list[bytes]) -> list[bool]:
+        """Record fingerprints; for each, whether it was new (a repeat in ``fps`` is not)."""
+        self._begin()
+        known: set[bytes] = set()
+        conn = self.conn
+        for i in range(0, len(fps), _IN_CHUNK):
+            chunk = fps[i:i + _IN_CHUNK]
+            marks = ",".join("?" * len(chunk))
+            known.update(row[0] for row in conn.execute(
+                f"SELECT fp FROM frontier_seen WHERE fp IN ({marks})", chunk))
+        out = []
+        new: list[tuple[bytes]] = []
+        for fp in fps:
+            fresh = fp not in known
+            out.append(fresh)
+            if fresh:
+                known.add(fp)
+                new.append((fp,))
+        if new:
+            conn.executemany("INSERT INTO frontier_seen (fp) VALUES (?)", new)
+        return out
 
     def is_seen(self, fp: bytes) -> bool:
         found = self.conn.execute("SELECT 1 FROM frontier_seen WHERE fp=?", (fp,)).fetchone()

@@ -41,15 +41,14 @@ from scrapy.spidermiddlewares.base import BaseSpiderMiddleware
 from polite_crawler.analysis import yield_text
 from polite_crawler.context import polite_context
 from polite_crawler.defaults import POLITE_DEFAULTS as _DEFAULT
+from polite_crawler.frontier.admission import UrlRules, safe_origin
 from polite_crawler.policy.traps import (
     LOW_YIELD,
-    URL_LENGTH,
     TrapLimits,
     YieldLimits,
     YieldMonitor,
-    url_trap,
 )
-from polite_crawler.policy.urls import URLError, canonicalize, origin_of
+from polite_crawler.policy.urls import origin_of
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -62,6 +61,7 @@ logger = logging.getLogger(__name__)
 DEPTH = "polite_depth"
 DISCOVERY = "polite_discovery"
 _MONITOR = "_polite_yield_monitor"
+_RULES = "_polite_url_rules"
 
 
 def _num(settings: BaseSettings, name: str) -> Any:
@@ -92,22 +92,17 @@ def yield_monitor(crawler: Crawler) -> YieldMonitor:
 
 
 def _origin(url: str) -> str | None:
-    try:
-        return origin_of(url)
-    except ValueError:  # a port out of range, a broken IPv6 literal
-        return None
+    return safe_origin(url)
 
 
-def trap_reason(request: Request, depth: int, limits: TrapLimits,
-                strip_params: list[str]) -> str | None:
-    """Why ``request`` is a trap (see the module docstring), or None."""
-    if len(request.url) > limits.max_url_length:
-        return URL_LENGTH
-    try:
-        canonical = canonicalize(request.url, strip_params=strip_params)
-    except URLError:
-        return "bad_url"
-    return url_trap(canonical, depth, limits)
+def url_rules(crawler: Crawler) -> UrlRules:
+    """The crawl's URL rules (:mod:`polite_crawler.frontier.admission`), one for both paths."""
+    rules = getattr(crawler, _RULES, None)
+    if rules is None:
+        rules = UrlRules(trap_limits(crawler.settings),
+                         crawler.settings.getlist("POLITE_STRIP_PARAMS"), yield_monitor(crawler))
+        setattr(crawler, _RULES, rules)
+    return rules
 
 
 class TrapMiddleware(BaseSpiderMiddleware):
@@ -116,9 +111,8 @@ class TrapMiddleware(BaseSpiderMiddleware):
     def __init__(self, crawler: Crawler) -> None:
         super().__init__(crawler)
         self.ctx = polite_context(crawler)
-        self.limits = trap_limits(crawler.settings)
-        self.strip_params = crawler.settings.getlist("POLITE_STRIP_PARAMS")
-        self.monitor = yield_monitor(crawler)
+        self.rules = url_rules(crawler)
+        self.monitor = self.rules.monitor or yield_monitor(crawler)
 
     def _inc(self, key: str) -> None:
         if self.crawler.stats is not None:
@@ -143,22 +137,16 @@ class TrapMiddleware(BaseSpiderMiddleware):
                 frontier.stop(origin, LOW_YIELD)
 
     def get_processed_request(self, request: Request, response: Response | None) -> Request | None:
-        origin = _origin(request.url)
-        if origin is None:
-            return self._drop(request, "bad_url")
-        if self.monitor.stopped(origin):
-            return self._drop(request, LOW_YIELD)
         meta = request.meta
         if response is None:
             meta.setdefault(DEPTH, 0)
-            return request
-        if DEPTH not in meta:
+        elif DEPTH not in meta:
             meta[DEPTH] = int(response.meta.get(DEPTH, 0)) + 1
-        if meta.get(DISCOVERY):
-            return request
-        reason = trap_reason(request, int(meta[DEPTH]), self.limits, self.strip_params)
-        if reason is not None:
-            return self._drop(request, reason)
+        # Start requests (no response) are the operator's choice: the origin's stop only.
+        judged = self.rules.judge(request.url, int(meta[DEPTH]),
+                                  discovery=response is None or bool(meta.get(DISCOVERY)))
+        if judged.reason is not None:
+            return self._drop(request, judged.reason)
         return request
 
     def _drop(self, request: Request, reason: str) -> Request | None:

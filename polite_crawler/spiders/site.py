@@ -20,10 +20,19 @@ sitemap does not cover, and stay within the host"):
    then followed when they are in-host and not already known: only what the
    sitemaps did not list is spidered.
 
-Every fetch is a Scrapy request, so the frontier gates it. Every duplicate
-decision uses the canonical URL (:func:`polite_crawler.policy.urls.canonicalize`),
-which is also the URL requested; ``<link rel="canonical">`` on the same host
-is the page's identity (``canonical_url``) and is not fetched again.
+Pages (listed, or linked) enter the frontier in bulk, as URL rows
+(``FrontierScheduler.enqueue_urls``): the URL rules
+(:class:`polite_crawler.frontier.admission.UrlRules`, the trap middleware's own)
+are applied here and the frontier's checks there, with no Request made and no
+trip through the spider middlewares until the frontier dispatches the row.
+Robots.txt and sitemap fetches are Requests. Under another scheduler (no
+``enqueue_urls``) every page is a Request, judged by the middlewares.
+
+Every fetch goes through the frontier, which gates it. Every duplicate decision
+uses the canonical URL (:func:`polite_crawler.policy.urls.canonicalize`), which
+is also the URL requested, against one seen set: the frontier's, on disk (the
+spider keeps none). ``<link rel="canonical">`` on the same host is the page's
+identity (``canonical_url``) and is marked seen, so not fetched again.
 """
 
 from __future__ import annotations
@@ -43,8 +52,9 @@ from scrapy.http import Response, TextResponse
 from polite_crawler.analysis import page_links
 from polite_crawler.context import polite_context
 from polite_crawler.defaults import POLITE_DEFAULTS as _DEFAULT
+from polite_crawler.frontier.admission import UrlRules
 from polite_crawler.items import PageItem, page_item
-from polite_crawler.middlewares.traps import DEPTH, DISCOVERY, trap_limits, trap_reason
+from polite_crawler.middlewares.traps import DEPTH, DISCOVERY, trap_limits, url_rules
 from polite_crawler.policy.sitemaps import parse_sitemap, scope_of
 from polite_crawler.policy.traps import TrapLimits
 from polite_crawler.policy.urls import URLError, canonicalize, host_of, origin_of
@@ -97,7 +107,7 @@ class _Discovery:
     done: bool = False
     pending: int = 0  # sitemap files asked for and not answered yet
     sitemaps: set[str] = field(default_factory=set)  # canonical URLs of files asked for
-    held: dict[str, scrapy.Request] = field(default_factory=dict)  # links waiting, by canonical
+    held: dict[str, int] = field(default_factory=dict)  # links waiting: canonical URL -> depth
 
 
 class SiteSpider(scrapy.Spider):
@@ -107,8 +117,8 @@ class SiteSpider(scrapy.Spider):
         super().__init__(**kwargs)
         self.polite_start_urls = read_start_urls(url, urls)
         self.allowed_hosts = {host_of(u) for u in self.polite_start_urls}
-        self._seen: set[str] = set()  # canonical URLs requested (or known by rel=canonical)
         self._discovery: dict[str, _Discovery] = {}
+        self._rules: UrlRules | None = None
 
     @classmethod
     def from_crawler(cls, crawler: Crawler, *args: Any, **kwargs: Any) -> SiteSpider:
@@ -122,6 +132,7 @@ class SiteSpider(scrapy.Spider):
         spider.sitemap_max_urls = s.getint("POLITE_SITEMAP_MAX_URLS",
                                            _DEFAULT["POLITE_SITEMAP_MAX_URLS"])
         spider.trap_limits = trap_limits(s)
+        spider._rules = url_rules(crawler)
         crawler.signals.connect(spider._on_idle, signal=signals.spider_idle)
         return spider
 
@@ -131,6 +142,7 @@ class SiteSpider(scrapy.Spider):
     sitemap_max_bytes: int = _DEFAULT["POLITE_SITEMAP_MAX_BYTES"]
     sitemap_max_urls: int = _DEFAULT["POLITE_SITEMAP_MAX_URLS"]
     trap_limits: TrapLimits = TrapLimits()
+    _queued_on_finish: int = 0  # pages the last _finish_discovery calls queued in bulk
 
     # --- helpers ---------------------------------------------------------------
     def _inc(self, key: str, n: int = 1) -> None:
@@ -144,6 +156,18 @@ class SiteSpider(scrapy.Spider):
         book = polite_context(self.crawler).robots
         return book if book is not None and hasattr(book, "sitemaps") else None
 
+    def _bulk(self) -> Any:
+        """The frontier scheduler, when pages can go to it in bulk (else None)."""
+        if not hasattr(self, "crawler"):
+            return None
+        frontier = polite_context(self.crawler).frontier
+        return frontier if hasattr(frontier, "enqueue_urls") else None
+
+    def _mark_seen(self, canonical: str) -> None:
+        frontier = self._bulk()
+        if frontier is not None:
+            frontier.mark_seen(canonical)
+
     def in_scope(self, url: str) -> bool:
         return host_of(url) in self.allowed_hosts
 
@@ -156,25 +180,70 @@ class SiteSpider(scrapy.Spider):
     def page_request(self, url: str, *, depth: int, source: str,
                      lastmod: str | None = None,
                      canonical: str | None = None) -> scrapy.Request | None:
-        """A request for a page not requested before (by canonical URL), or None.
+        """A request for a page (its canonical URL), or None if it has none.
 
         ``canonical``: the URL's canonical form, when the caller has it already.
+        Duplicates are the scheduler's to refuse (the frontier's seen set).
         """
         canon = canonical or self.canonical(url)
         if canon is None:
             self._inc("polite/discovery/invalid_url")
             return None
-        if canon in self._seen:
-            self._inc("polite/discovery/duplicate")
-            return None
-        self._seen.add(canon)
-        meta: dict[str, Any] = {DEPTH: depth, "polite_source": source}
+        meta = self._page_meta(depth, source)
         if lastmod:
             meta["polite_lastmod"] = lastmod
-        if source != "link":
-            meta["polite_link"] = False  # listed by the site, not a link of a page
         return scrapy.Request(canon, callback=self.parse, errback=self.page_failed, meta=meta,
                               priority=self.priority(canon, depth))
+
+    @staticmethod
+    def _page_meta(depth: int, source: str) -> dict[str, Any]:
+        meta: dict[str, Any] = {DEPTH: depth, "polite_source": source}
+        if source != "link":
+            meta["polite_link"] = False  # listed by the site, not a link of a page
+        return meta
+
+    def queue_pages(self, found: Iterable[tuple[str, str | None]], *, depth: int, source: str,
+                    held: dict[str, int] | None = None) -> tuple[list[scrapy.Request], int]:
+        """Pages ``(url, lastmod)`` found at ``depth``: into the frontier in bulk.
+
+        Returns the Requests to yield instead (only without a bulk frontier) and
+        how many pages were queued or made requests. With ``held``, URLs that pass
+        the URL rules are kept there (canonical -> depth) instead of queued.
+        """
+        frontier = self._bulk()
+        if frontier is None:
+            if held is not None:
+                for url, _lastmod in found:
+                    canon = self.canonical(url)
+                    if canon is not None:
+                        held.setdefault(canon, depth)
+                return [], 0
+            requests = [r for url, lastmod in found
+                        if (r := self.page_request(url, depth=depth, source=source,
+                                                   lastmod=lastmod)) is not None]
+            return requests, len(requests)
+        rules = self._rules or UrlRules(self.trap_limits, self.strip_params)
+        refused: Counter[str] = Counter()
+        rows: list[tuple[str, str, dict[str, Any] | None]] = []
+        for url, lastmod in found:
+            judged = rules.judge(url, depth)
+            if judged.reason is not None:
+                refused[judged.reason] += 1
+            elif held is not None:
+                held.setdefault(judged.canonical, depth)
+            else:
+                rows.append((judged.canonical, judged.origin,
+                             {"polite_lastmod": lastmod} if lastmod else None))
+        for reason, n in refused.items():
+            self._inc(f"polite/traps/{reason}", n)
+        if not rows:
+            return [], 0
+        priority = self.priority
+        queued = frontier.enqueue_urls(
+            rows, callback="parse", errback="page_failed", meta=self._page_meta(depth, source),
+            priority=lambda u: priority(u, depth),
+        )
+        return [], int(queued)
 
     @staticmethod
     def priority(canonical_url: str, depth: int) -> int:
@@ -204,6 +273,7 @@ class SiteSpider(scrapy.Spider):
                         priority=SITEMAP_PRIORITY + 1,
                         meta={DISCOVERY: "robots", "polite_link": False, DEPTH: 0},
                     )
+            # A start page is a Request: the operator's choice, judged as one.
             request = self.page_request(url, depth=0, source="start")
             if request is not None:
                 yield request
@@ -271,11 +341,18 @@ class SiteSpider(scrapy.Spider):
         if disc.done:
             return []
         disc.done = True
-        # Held links were deduplicated when made; a sitemap that listed one of them
-        # later found it known already, so each URL is requested once either way.
-        out, disc.held = list(disc.held.values()), {}
+        # A held link a sitemap listed later left the dict then (it is a listed page).
+        held, disc.held = disc.held, {}
         logger.debug("Discovery of %(origin)s done: %(n)d sitemap files, %(h)d held links",
-                     {"origin": origin, "n": len(disc.sitemaps), "h": len(out)})
+                     {"origin": origin, "n": len(disc.sitemaps), "h": len(held)})
+        out: list[scrapy.Request] = []
+        by_depth: dict[int, list[tuple[str, str | None]]] = {}
+        for canon, depth in held.items():
+            by_depth.setdefault(depth, []).append((canon, None))
+        for depth, found in sorted(by_depth.items()):
+            requests, queued = self.queue_pages(found, depth=depth, source="link")
+            out.extend(requests)
+            self._queued_on_finish += queued
         return out
 
     def _sitemap_answered(self, url: str) -> list[scrapy.Request]:
@@ -319,25 +396,20 @@ class SiteSpider(scrapy.Spider):
             request = self._sitemap_request(disc, child.url, child_scope or child.url)
             if request is not None:
                 yield request
-        listed = 0
+        found: list[tuple[str, str | None]] = []
+        offsite = 0
+        held = disc.held
         for entry in result.pages:
             if not self.in_scope(entry.url):
-                self._inc("polite/discovery/dropped/offsite")
+                offsite += 1
                 continue
-            held = disc.held.pop(self.canonical(entry.url) or entry.url, None)
-            if held is not None:
+            if held:
                 # Linked before the sitemap listed it: it is a listed page after all.
-                listed += 1
-                held.meta.update({DEPTH: 0, "polite_source": "sitemap", "polite_link": False})
-                if entry.lastmod:
-                    held.meta["polite_lastmod"] = entry.lastmod
-                yield held.replace(priority=0)
-                continue
-            request = self.page_request(entry.url, depth=0, source="sitemap",
-                                        lastmod=entry.lastmod)
-            if request is not None:
-                listed += 1
-                yield request
+                held.pop(self.canonical(entry.url) or entry.url, None)
+            found.append((entry.url, entry.lastmod))
+        self._inc("polite/discovery/dropped/offsite", offsite)
+        requests, listed = self.queue_pages(found, depth=0, source="sitemap")
+        yield from requests
         self._inc("polite/discovery/listed", listed)
         yield from self._sitemap_answered(response.url)
 
@@ -358,10 +430,11 @@ class SiteSpider(scrapy.Spider):
                 moved.started = moved.done = True
         if not disc.started:
             yield from self._start_discovery(origin)
-        # A redirect's target is known now, under its own canonical URL.
-        final = self.canonical(response.url)
-        if final is not None:
-            self._seen.add(final)
+        if response.meta.get("redirect_urls"):
+            # A redirect's target is known now, under its own canonical URL.
+            final = self.canonical(response.url)
+            if final is not None:
+                self._mark_seen(final)
         if not self.in_scope(response.url):
             if response.meta.get("polite_source") == "start" and response.meta.get("redirect_urls"):
                 # The site the operator named lives elsewhere (example.org -> www.example.org).
@@ -379,28 +452,21 @@ class SiteSpider(scrapy.Spider):
             return  # the page's meta robots / X-Robots-Tag said nofollow
         depth = int(response.meta.get(DEPTH, 0)) + 1
         skipped: Counter[str] = Counter()
-        seen = self._seen
+        found: list[tuple[str, str | None]] = []
+        in_scope = self.in_scope
         for link in page.links:
             if link.nofollow:
                 skipped["rel_nofollow"] += 1
-                continue
-            # Most links of a page were seen on other pages: that check comes first.
-            canon = self.canonical(link.url)
-            if canon is not None and canon in seen:
-                skipped["duplicate"] += 1
-                continue
-            if not self.in_scope(canon or link.url):
+            elif not in_scope(link.url):
                 skipped["offsite"] += 1
-                continue
-            request = self.page_request(link.url, depth=depth, source="link", canonical=canon)
-            if request is None:
-                continue
-            if disc.done:
-                yield request
             else:
-                disc.held[request.url] = request
+                found.append((link.url, None))
         for reason, n in skipped.items():
             self._inc(f"polite/discovery/{reason}", n)
+        # The frontier's seen set refuses the links already known, in one look-up.
+        requests, _queued = self.queue_pages(found, depth=depth, source="link",
+                                             held=None if disc.done else disc.held)
+        yield from requests
 
     def page_failed(self, failure: Failure) -> Iterator[Any]:
         request = failure.request  # type: ignore[attr-defined]
@@ -416,7 +482,7 @@ class SiteSpider(scrapy.Spider):
             if declared is not None and host_of(declared) == host_of(own):
                 if declared != own:
                     self._inc("polite/discovery/rel_canonical")
-                    self._seen.add(declared)  # the same page: never fetched again under it
+                    self._mark_seen(declared)  # the same page: never fetched again under it
                 return declared
         return own
 
@@ -443,7 +509,10 @@ class SiteSpider(scrapy.Spider):
         it, robots.txt that disallows it). Discovery must not wait for it forever.
         """
         engine = self.crawler.engine
+        assert engine is not None
+        self._queued_on_finish = 0
         scheduled = 0
+        rules = self._rules or UrlRules(self.trap_limits, self.strip_params)
         for origin, disc in list(self._discovery.items()):
             if disc.done:
                 continue
@@ -453,13 +522,13 @@ class SiteSpider(scrapy.Spider):
                 disc.pending = 0
                 requests = self._finish_discovery(origin)
             for request in requests:
-                if not request.meta.get(DISCOVERY):
-                    reason = trap_reason(request, int(request.meta.get(DEPTH, 0)),
-                                         self.trap_limits, self.strip_params)
-                    if reason is not None:
-                        self._inc(f"polite/traps/{reason}")
-                        continue
+                # Not through the spider middlewares: the URL rules apply here.
+                judged = rules.judge(request.url, int(request.meta.get(DEPTH, 0)),
+                                     discovery=bool(request.meta.get(DISCOVERY)))
+                if judged.reason is not None:
+                    self._inc(f"polite/traps/{judged.reason}")
+                    continue
                 engine.crawl(request)
                 scheduled += 1
-        if scheduled:
+        if scheduled or self._queued_on_finish:
             raise DontCloseSpider
