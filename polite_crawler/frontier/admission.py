@@ -62,15 +62,20 @@ class UrlRules:
         self.strip_params = list(strip_params)
         self.monitor = monitor
 
-    def judge(self, url: str, depth: int, *, discovery: bool = False) -> Judged:
+    def judge(self, url: str, depth: int, *, discovery: bool = False,
+              canonical_form: bool = False) -> Judged:
         """The rules for ``url`` at ``depth``; ``discovery``: robots.txt or a sitemap.
 
         A discovery fetch is held to the origin's stop only, not to the page rules.
-        The canonical form is worked out once, and the origin read off it.
+        The canonical form is worked out once, and the origin read off it;
+        ``canonical_form``: ``url`` is the output of ``canonicalize`` already (a
+        sitemap's entries are), so only the stripped parameters may change it.
         """
         limits = self.limits
         canonical: str | None = None
-        if not discovery and len(url) <= limits.max_url_length:
+        if canonical_form and not self.strip_params and not discovery:
+            canonical = url
+        elif not discovery and len(url) <= limits.max_url_length:
             try:
                 canonical = canonicalize(url, strip_params=self.strip_params)
             except URLError:

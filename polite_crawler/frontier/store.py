@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
 
 QUEUED, IN_FLIGHT = 0, 1
-# Fingerprints looked up per statement (SQLite allows 32,766 parameters).
+# Fingerprints inserted per statement (SQLite allows 32,766 parameters).
 _IN_CHUNK = 500
 
 _QUEUE_SCHEMA = """
@@ -161,23 +161,19 @@ class QueueStore:
     def add_seen_many(self, fps: list[bytes]) -> list[bool]:
         """Record fingerprints; for each, whether it was new (a repeat in ``fps`` is not)."""
         self._begin()
-        known: set[bytes] = set()
+        new: set[bytes] = set()
         conn = self.conn
         for i in range(0, len(fps), _IN_CHUNK):
             chunk = fps[i:i + _IN_CHUNK]
-            marks = ",".join("?" * len(chunk))
-            known.update(row[0] for row in conn.execute(
-                f"SELECT fp FROM frontier_seen WHERE fp IN ({marks})", chunk))
+            values = ",".join(["(?)"] * len(chunk))
+            new.update(row[0] for row in conn.execute(
+                f"INSERT OR IGNORE INTO frontier_seen (fp) VALUES {values} RETURNING fp", chunk))
         out = []
-        new: list[tuple[bytes]] = []
         for fp in fps:
-            fresh = fp not in known
-            out.append(fresh)
+            fresh = fp in new
             if fresh:
-                known.add(fp)
-                new.append((fp,))
-        if new:
-            conn.executemany("INSERT INTO frontier_seen (fp) VALUES (?)", new)
+                new.discard(fp)
+            out.append(fresh)
         return out
 
     def is_seen(self, fp: bytes) -> bool:

@@ -39,12 +39,12 @@ import io
 import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import urljoin
 
 from lxml import etree
 
 from polite_crawler.policy.codings import decode_capped
-from polite_crawler.policy.urls import URLError, canonicalize, host_of, origin_of
+from polite_crawler.policy.urls import URLError, canonicalize, origin_of
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -113,8 +113,12 @@ def scope_of(sitemap_url: str, *, from_robots: bool = False) -> str:
     return canon[: path_end + 1]
 
 
+_ABSOLUTE = re.compile(r"https?://[^/\s\x00-\x1f\x7f]", re.IGNORECASE)
+
+
 def _netloc(url: str) -> str:
-    return f"{host_of(url)}:{urlsplit(url).port or ''}"
+    """Host and port of a URL in canonical form (both ends of the scope test are)."""
+    return url.partition("//")[2].partition("/")[0].rpartition("@")[2]
 
 
 def _in_scope(url: str, scope: str, result: SitemapResult, *, hosts_only: bool) -> bool:
@@ -137,8 +141,10 @@ def _add(result: SitemapResult, raw: str | None, lastmod: str | None, base: str,
     if result.count >= max_urls:
         result.drop("over_limit")
         return
+    text = raw.strip()
     try:
-        url = canonicalize(urljoin(base, raw.strip()))
+        # An absolute URL (most entries) needs no join; canonicalize reads it the same.
+        url = canonicalize(text if _ABSOLUTE.match(text) else urljoin(base, text))
     except ValueError:  # URLError, or urljoin's own ("http://["): this entry only
         result.drop("invalid")
         return

@@ -203,12 +203,14 @@ class SiteSpider(scrapy.Spider):
         return meta
 
     def queue_pages(self, found: Iterable[tuple[str, str | None]], *, depth: int, source: str,
-                    held: dict[str, int] | None = None) -> tuple[list[scrapy.Request], int]:
+                    held: dict[str, int] | None = None,
+                    canonical_form: bool = False) -> tuple[list[scrapy.Request], int]:
         """Pages ``(url, lastmod)`` found at ``depth``: into the frontier in bulk.
 
         Returns the Requests to yield instead (only without a bulk frontier) and
         how many pages were queued or made requests. With ``held``, URLs that pass
         the URL rules are kept there (canonical -> depth) instead of queued.
+        ``canonical_form``: the URLs are canonical already (a sitemap's entries).
         """
         frontier = self._bulk()
         if frontier is None:
@@ -226,7 +228,7 @@ class SiteSpider(scrapy.Spider):
         refused: Counter[str] = Counter()
         rows: list[tuple[str, str, dict[str, Any] | None]] = []
         for url, lastmod in found:
-            judged = rules.judge(url, depth)
+            judged = rules.judge(url, depth, canonical_form=canonical_form)
             if judged.reason is not None:
                 refused[judged.reason] += 1
             elif held is not None:
@@ -350,7 +352,8 @@ class SiteSpider(scrapy.Spider):
         for canon, depth in held.items():
             by_depth.setdefault(depth, []).append((canon, None))
         for depth, found in sorted(by_depth.items()):
-            requests, queued = self.queue_pages(found, depth=depth, source="link")
+            requests, queued = self.queue_pages(found, depth=depth, source="link",
+                                                canonical_form=True)
             out.extend(requests)
             self._queued_on_finish += queued
         return out
@@ -408,7 +411,9 @@ class SiteSpider(scrapy.Spider):
                 held.pop(self.canonical(entry.url) or entry.url, None)
             found.append((entry.url, entry.lastmod))
         self._inc("polite/discovery/dropped/offsite", offsite)
-        requests, listed = self.queue_pages(found, depth=0, source="sitemap")
+        # policy.sitemaps gives every entry in canonical form.
+        requests, listed = self.queue_pages(found, depth=0, source="sitemap",
+                                            canonical_form=True)
         yield from requests
         self._inc("polite/discovery/listed", listed)
         yield from self._sitemap_answered(response.url)
