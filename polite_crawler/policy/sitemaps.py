@@ -116,6 +116,16 @@ def scope_of(sitemap_url: str, *, from_robots: bool = False) -> str:
 _ABSOLUTE = re.compile(r"https?://[^/\s\x00-\x1f\x7f]", re.IGNORECASE)
 
 
+def _resolve(base: str, text: str) -> str:
+    """``urljoin(base, text)``, or ``text`` where canonicalize reads both the same.
+
+    An absolute URL (most entries) needs no join; a ``;`` is urljoin's to read.
+    """
+    if ";" not in text and _ABSOLUTE.match(text):
+        return text
+    return urljoin(base, text)
+
+
 def _netloc(url: str) -> str:
     """Host and port of a URL in canonical form (both ends of the scope test are)."""
     return url.partition("//")[2].partition("/")[0].rpartition("@")[2]
@@ -143,8 +153,7 @@ def _add(result: SitemapResult, raw: str | None, lastmod: str | None, base: str,
         return
     text = raw.strip()
     try:
-        # An absolute URL (most entries) needs no join; canonicalize reads it the same.
-        url = canonicalize(text if _ABSOLUTE.match(text) else urljoin(base, text))
+        url = canonicalize(_resolve(base, text))
     except ValueError:  # URLError, or urljoin's own ("http://["): this entry only
         result.drop("invalid")
         return

@@ -1,0 +1,282 @@
+"""URLs queued in bulk (URL rows): the same admission as a Request, the same Request after.
+
+The same cases go through the two ways into the frontier, each with its own real
+scheduler on its own SQLite file: a Request through the trap middleware and
+``enqueue_request``, and the ``site`` spider's bulk path (``queue_pages`` ->
+``enqueue_urls``). The outcome and every admission stat must be equal.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urljoin
+
+import pytest
+import pytest_twisted
+import scrapy
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scrapy.http import HtmlResponse
+from scrapy.utils.test import get_crawler
+
+from polite_crawler.context import polite_context
+from polite_crawler.frontier.admission import canonical_origin
+from polite_crawler.frontier.scheduler import URL_ROW, FrontierScheduler
+from polite_crawler.middlewares.traps import DEPTH, TrapMiddleware
+from polite_crawler.policy.rest import charge_budget
+from polite_crawler.policy.sitemaps import _resolve
+from polite_crawler.policy.urls import URLError, canonicalize, origin_of
+from polite_crawler.spiders.site import SiteSpider
+from polite_crawler.store.robots import RobotsBook
+from polite_crawler.web.server import Site, page
+from tests.crawl import project_settings_dict, run_crawl
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+A = "http://127.0.0.1:8001"
+B = "http://127.0.0.2:8001"  # stopped for low yield
+C = "http://127.0.0.3:8001"  # stopped in the frontier (a 403, say)
+D = "http://127.0.0.4:8001"  # daily budget spent
+E = "http://127.0.0.5:8001"  # robots.txt known: Disallow: /private
+F = "http://127.0.0.6:8001"  # robots.txt not fetched yet: judged at dispatch
+
+# (url, depth): every admission rule, and URLs that pass.
+CASES: list[tuple[str, int]] = [
+    (f"{A}/a", 1),
+    (f"{A}/b?y=2&x=1", 1),
+    (f"{A}/b?x=1&y=2", 1),  # the same canonical URL: a duplicate
+    (f"{A}/A/../a", 2),  # a again
+    (f"{A}/deep", 11),  # depth
+    (f"{A}/shop?a=1&b=2&c=3&d=4&e=5&f=6", 1),  # query_params
+    (f"{A}/x/y/x/y/x/z", 1),  # repeated_segment
+    (f"{A}/{'l' * 2100}", 1),  # url_length
+    ("http:///no-host", 1),  # bad_url (no canonical form)
+    (f"{B}/page", 1),  # low_yield
+    (f"{C}/page", 1),  # stopped
+    (f"{D}/page", 1),  # budget_exhausted
+    (f"{E}/private/page", 1),  # disallowed
+    (f"{E}/public/page", 1),
+    (f"{F}/private/page", 1),  # queued: robots.txt not known yet
+    (f"{A}/c", 10),  # the deepest allowed
+]
+
+ADMISSION_STATS = ("polite/traps/", "polite/frontier/duplicate", "polite/frontier/stopped",
+                   "polite/frontier/budget_exhausted", "polite/robots/disallowed",
+                   "scheduler/enqueued")
+
+
+class _Setup:
+    def __init__(self, tmp: Path, **extra: Any) -> None:
+        s = project_settings_dict(POLITE_STATE_DIR=str(tmp), JOBDIR=str(tmp / "job"),
+                                  POLITE_HOST_BUDGET=5, **extra)
+        self.crawler = get_crawler(SiteSpider, s)
+        self.spider = SiteSpider.from_crawler(self.crawler, url=",".join((A, B, C, D, E, F)))
+        self.crawler.spider = self.spider
+        self.crawler.stats.open_spider()  # type: ignore[union-attr]
+        self.ctx = polite_context(self.crawler)
+        self.ctx.robots = RobotsBook.from_settings(self.crawler.settings)
+        self.ctx.robots.record_answer(E, 200, b"User-agent: *\nDisallow: /private\n")
+        self.traps = TrapMiddleware(self.crawler)
+        self.scheduler = FrontierScheduler.from_crawler(self.crawler)
+        self.scheduler.open(self.spider)
+        f = self.scheduler.frontier
+        assert f is not None
+        self.traps.monitor._stopped.add(B)  # as the yield monitor does
+        f.stop(C, "forbidden")
+        now = f.clock()
+        for _ in range(5):
+            charge_budget(f.state(D), now)
+
+    def stats(self) -> dict[str, Any]:
+        assert self.crawler.stats is not None
+        return {k: v for k, v in self.crawler.stats.get_stats().items()
+                if k.startswith(ADMISSION_STATS)}
+
+    def queued(self) -> set[str]:
+        f = self.scheduler.frontier
+        assert f is not None
+        f.queue.commit()
+        rows = f.queue.conn.execute("SELECT url FROM frontier_queue").fetchall()
+        return {canonicalize(r[0]) for r in rows}
+
+    def close(self) -> None:
+        self.scheduler.close("finished")
+        self.ctx.robots.close()
+
+
+def _response(url: str, depth: int) -> HtmlResponse:
+    request = scrapy.Request(url, meta={DEPTH: depth})
+    return HtmlResponse(url, body=b"<html></html>", request=request)
+
+
+def _through_requests(tmp: Path) -> tuple[set[str], dict[str, Any]]:
+    s = _Setup(tmp)
+    try:
+        for url, depth in CASES:
+            parent = _response(f"{A}/parent", depth - 1)
+            request = s.traps.get_processed_request(
+                scrapy.Request(url, callback=s.spider.parse), parent)
+            if request is not None:
+                s.scheduler.enqueue_request(request)
+        return s.queued(), s.stats()
+    finally:
+        s.close()
+
+
+def _through_bulk(tmp: Path) -> tuple[set[str], dict[str, Any]]:
+    s = _Setup(tmp)
+    try:
+        for url, depth in CASES:
+            requests, _n = s.spider.queue_pages([(url, None)], depth=depth, source="link")
+            assert requests == []  # all went in as rows
+        return s.queued(), s.stats()
+    finally:
+        s.close()
+
+
+def test_bulk_path_applies_every_admission_rule_of_the_request_path(tmp_path) -> None:
+    by_request = _through_requests(tmp_path / "request")
+    by_bulk = _through_bulk(tmp_path / "bulk")
+    assert by_bulk == by_request
+    queued, stats = by_bulk
+    assert queued == {f"{A}/a", f"{A}/b?x=1&y=2", f"{E}/public/page", f"{F}/private/page",
+                      f"{A}/c"}
+    assert stats == {
+        "polite/traps/depth": 1, "polite/traps/query_params": 1,
+        "polite/traps/repeated_segment": 1, "polite/traps/url_length": 1,
+        "polite/traps/bad_url": 1, "polite/traps/low_yield": 1,
+        "polite/frontier/duplicate": 2, "polite/frontier/stopped": 1,
+        "polite/frontier/budget_exhausted": 1, "polite/robots/disallowed": 1,
+        "scheduler/enqueued": 5,
+    }
+
+
+def test_bulk_path_in_one_batch_equals_one_by_one(tmp_path) -> None:
+    # One call with every case (the seen set looked up in one statement).
+    s = _Setup(tmp_path)
+    try:
+        by_depth: dict[int, list[tuple[str, str | None]]] = {}
+        for url, depth in CASES:
+            by_depth.setdefault(depth, []).append((url, None))
+        for depth, found in by_depth.items():
+            s.spider.queue_pages(found, depth=depth, source="link")
+        batched = s.queued(), s.stats()
+    finally:
+        s.close()
+    assert batched == _through_requests(tmp_path / "request")
+
+
+def test_a_url_row_becomes_the_request_the_spider_would_have_made(tmp_path) -> None:
+    s = _Setup(tmp_path, POLITE_REST_PAGE=0.0)
+    try:
+        s.ctx.robots.record_answer(A, 200, b"User-agent: *\nAllow: /\n")
+        requests, n = s.spider.queue_pages([(f"{A}/listed?b=1&a=2", "2024-05-01")], depth=0,
+                                           source="sitemap")
+        assert (requests, n) == ([], 1)
+        f = s.scheduler.frontier
+        assert f is not None
+        row = f.queue.head(A)
+        assert row is not None and row.data.startswith(URL_ROW)
+        assert row.url == f"{A}/listed?a=2&b=1" and row.prio == SiteSpider.priority(row.url, 0)
+        request = s.scheduler.next_request()
+        assert request is not None
+        assert request.url == f"{A}/listed?a=2&b=1"
+        assert request.callback == s.spider.parse and request.errback == s.spider.page_failed
+        assert request.priority == row.prio
+        assert {k: request.meta[k] for k in (DEPTH, "polite_source", "polite_link",
+                                             "polite_lastmod", "polite_row")} == {
+            DEPTH: 0, "polite_source": "sitemap", "polite_link": False,
+            "polite_lastmod": "2024-05-01", "polite_row": row.id}
+        assert request.meta["polite_origin"] == A and request.meta["download_slot"] == A
+    finally:
+        s.close()
+
+
+def test_url_rows_survive_a_crash_before_their_parent_is_done(tmp_path) -> None:
+    # Rows are in the queue's open transaction: committed with their parent's done
+    # (or a checkpoint); a process that dies before keeps the parent queued instead.
+    s = _Setup(tmp_path)
+    f = s.scheduler.frontier
+    assert f is not None
+    parent = f.push(A, 0, f"{A}/parent", b"")
+    f.queue.commit()
+    s.spider.queue_pages([(f"{A}/p{i}", None) for i in range(50)], depth=1, source="link")
+    path = f.queue.path
+    f.done(parent)  # the parent's removal commits its children with it
+    # No close: the process "dies" here; another connection reads what is on disk.
+    rows = sqlite3.connect(path).execute("SELECT url FROM frontier_queue").fetchall()
+    assert {r[0] for r in rows} == {f"{A}/p{i}" for i in range(50)}
+    s.close()
+
+
+# --- the pieces the bulk path reads off the canonical form ------------------------------
+
+_hosts = st.sampled_from(["example.org", "EXAMPLE.org.", "127.0.0.1", "[::1]", "bücher.example",
+                          "u:p@example.org", "xn--bcher-kva.example"])
+_ports = st.sampled_from(["", ":80", ":443", ":8080", ":0"])
+_paths = st.text(alphabet="/abc.%?=&;#~ é\t\\@:[]", max_size=20)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(["http", "https", "HTTP"]), _hosts, _ports, _paths)
+def test_canonical_origin_is_origin_of(scheme: str, host: str, port: str, path: str) -> None:
+    try:
+        canonical = canonicalize(f"{scheme}://{host}{port}/{path}")
+    except URLError:
+        return
+    assert canonical_origin(canonical) == origin_of(canonical)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(["http", "https", "HTTP", "hTTps"]), _hosts, _ports, _paths)
+def test_sitemap_entry_without_urljoin_reads_as_with_it(scheme: str, host: str, port: str,
+                                                         path: str) -> None:
+    raw = f"{scheme}://{host}{port}/{path}"
+    base = "http://example.org/sitemaps/sitemap.xml"
+    try:
+        joined = canonicalize(urljoin(base, raw))
+    except ValueError:
+        joined = None
+    try:
+        alone = canonicalize(_resolve(base, raw))
+    except ValueError:
+        alone = None
+    assert alone == joined
+
+
+# --- a spider of its own: Requests, as before --------------------------------------------
+
+class LinkSpider(scrapy.Spider):
+    """A plain spider: follows every link with a Request of its own."""
+
+    name = "links"
+
+    def __init__(self, url: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.start_urls = [url]
+
+    def parse(self, response: Any, **kwargs: Any) -> Any:
+        yield {"url": response.url}
+        for href in response.css("a::attr(href)").getall():
+            yield response.follow(href, callback=self.parse)
+
+
+@pytest.mark.slow
+@pytest_twisted.ensureDeferred
+async def test_a_spider_yielding_plain_requests_still_works(web_factory, tmp_path) -> None:
+    paths = ["/"] + [f"/p{i}" for i in range(1, 6)]
+    routes: dict[str, Any] = {"/robots.txt": "User-agent: *\nDisallow: /p5\n"}
+    for i, path in enumerate(paths):
+        routes[path] = page(path, f"text of page {i}", [*paths[i + 1:i + 3], "/p1"])
+    web = web_factory({"127.0.0.1": Site(routes)})
+    result = await run_crawl(LinkSpider, {"POLITE_STATE_DIR": str(tmp_path)},
+                             url=web.url("127.0.0.1"))
+    got = {urljoin(web.url("127.0.0.1"), p) for p in paths[:5]}
+    assert {i["url"] for i in result.items} == got
+    fetched = [e.path for e in web.log if e.path != "/robots.txt"]
+    assert sorted(fetched) == sorted(paths[:5])  # each once; /p5 disallowed
+    assert result.stats["polite/frontier/duplicate"] >= 4
+    assert result.stats["polite/robots/disallowed"] == 1
+    assert "polite/frontier/bulk_enqueued" not in result.stats
