@@ -171,6 +171,17 @@ class SiteSpider(scrapy.Spider):
     def in_scope(self, url: str) -> bool:
         return host_of(url) in self.allowed_hosts
 
+    def _in_scope_under(self, urls: Iterable[str], base: str) -> Iterator[bool]:
+        """:meth:`in_scope` of each URL; those under ``base``'s origin answered from it."""
+        try:
+            own = origin_of(base) + "/"
+        except ValueError:
+            own = "\0"
+        own_ok = self.in_scope(base)
+        in_scope = self.in_scope
+        for url in urls:
+            yield own_ok if url.startswith(own) else in_scope(url)
+
     def canonical(self, url: str) -> str | None:
         try:
             return canonicalize(url, strip_params=self.strip_params)
@@ -402,8 +413,10 @@ class SiteSpider(scrapy.Spider):
         found: list[tuple[str, str | None]] = []
         offsite = 0
         held = disc.held
-        for entry in result.pages:
-            if not self.in_scope(entry.url):
+        for entry, ok in zip(result.pages,
+                             self._in_scope_under((e.url for e in result.pages), response.url),
+                             strict=True):
+            if not ok:
                 offsite += 1
                 continue
             if held:
@@ -458,11 +471,12 @@ class SiteSpider(scrapy.Spider):
         depth = int(response.meta.get(DEPTH, 0)) + 1
         skipped: Counter[str] = Counter()
         found: list[tuple[str, str | None]] = []
-        in_scope = self.in_scope
-        for link in page.links:
+        for link, ok in zip(page.links,
+                            self._in_scope_under((k.url for k in page.links), response.url),
+                            strict=True):
             if link.nofollow:
                 skipped["rel_nofollow"] += 1
-            elif not in_scope(link.url):
+            elif not ok:
                 skipped["offsite"] += 1
             else:
                 found.append((link.url, None))
