@@ -111,3 +111,70 @@ def test_kill_9_and_restart_keeps_every_rest_and_fetches_nothing_twice(web_facto
         assert killed_at - first_fetch < 2 * REST + 0.5
     # robots.txt is not fetched again after the restart: the cache is durable.
     assert len(web.entries(path="/robots.txt")) <= len(HOSTS)
+
+
+def sitemap_site(n: int, slow: str, arrived: threading.Event | None = None) -> Site:
+    """A start page that links nowhere, and a sitemap that lists ``n`` pages."""
+    paths = [f"/s{i}" for i in range(n)]
+    listed = "".join(f"<url><loc>{{base}}{p}</loc></url>" for p in paths)
+    routes: dict[str, Any] = {"/": page("/", "start", [])}
+    for i, path in enumerate(paths):
+        routes[path] = page(path, f"listed page {i}", [])
+    body = routes[slow]
+
+    def answer(req: Req) -> Resp:
+        if arrived is not None:
+            arrived.set()
+        return Resp(200, body, delay=0.5)
+
+    routes[slow] = answer
+
+    def robots(req: Req) -> Resp:
+        text = f"User-agent: *\nAllow: /\nSitemap: http://{req.host}:{req.port}/sitemap.xml\n"
+        return Resp(200, text.encode(), content_type="text/plain")
+
+    def sitemap(req: Req) -> Resp:
+        xml = ('<?xml version="1.0" encoding="UTF-8"?><urlset xmlns="http://www.sitemaps.org/'
+               'schemas/sitemap/0.9">' + listed.replace("{base}", f"http://{req.host}:{req.port}")
+               + "</urlset>")
+        return Resp(200, xml.encode(), content_type="application/xml")
+
+    routes["/robots.txt"] = robots
+    routes["/sitemap.xml"] = sitemap
+    return Site(routes)
+
+
+@pytest.mark.slow
+def test_kill_9_loses_no_url_a_sitemap_listed(web_factory, tmp_path):
+    # Listed pages enter the frontier in bulk, as URL rows; a kill -9 while one of
+    # them is in flight, then a restart: every listed page is fetched, none lost.
+    arrived = threading.Event()
+    sites = {h: sitemap_site(PAGES, "/s9") for h in HOSTS}
+    sites[HOSTS[0]] = sitemap_site(PAGES, "/s5", arrived)
+    web = web_factory(sites)
+    cmd = crawl_cmd(web, tmp_path)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    first = subprocess.Popen(cmd, cwd=ROOT, env=env)
+    try:
+        assert arrived.wait(60), "the crawl never reached the slow page"
+        time.sleep(0.1)
+        os.kill(first.pid, signal.SIGKILL)
+    finally:
+        first.wait()
+    before = {(e.host, e.path) for e in content(web.entries())}
+    assert len(before) < len(HOSTS) * (PAGES + 1)
+    # The sitemap was read before the kill (the rows came from it), not after.
+    sitemaps_before = len(web.entries(path="/sitemap.xml"))
+    assert sitemaps_before >= 1
+
+    second = subprocess.run(cmd, cwd=ROOT, env=env, timeout=120, check=False)
+    assert second.returncode == 0
+    assert "Resuming crawl" in (tmp_path / "crawl.log").read_text(encoding="utf-8")
+    entries = web.entries()
+    assert overlaps(entries) == []
+    fetched = Counter((e.host, e.path) for e in content(entries))
+    want = {(h, p) for h in HOSTS for p in ["/", *(f"/s{i}" for i in range(PAGES))]}
+    assert set(fetched) == want
+    assert max(fetched.values()) <= 2
+    # A resumed job reads no sitemap again: what it listed is in the queue already.
+    assert len(web.entries(path="/sitemap.xml")) == sitemaps_before
