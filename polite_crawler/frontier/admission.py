@@ -94,6 +94,17 @@ class UrlRules:
         return Judged(url_trap(canonical, depth, limits), origin, canonical)
 
 
+    def page_reason(self, url: str, depth: int) -> str | None:
+        """The page rules alone (no origin check): the part of :meth:`judge` after the stop."""
+        if len(url) > self.limits.max_url_length:
+            return URL_LENGTH
+        try:
+            canonical = canonicalize(url, strip_params=self.strip_params)
+        except URLError:
+            return BAD_URL
+        return url_trap(canonical, depth, self.limits)
+
+
 def canonical_origin(canonical: str) -> str:
     """:func:`origin_of` of a URL already in canonical form, read off its text.
 

@@ -95,6 +95,12 @@ def _origin(url: str) -> str | None:
     return safe_origin(url)
 
 
+def trap_reason(request: Request, depth: int, limits: TrapLimits,
+                strip_params: list[str]) -> str | None:
+    """Why ``request`` is a trap by the page rules (see the module docstring), or None."""
+    return UrlRules(limits, strip_params).page_reason(request.url, depth)
+
+
 def url_rules(crawler: Crawler) -> UrlRules:
     """The crawl's URL rules (:mod:`polite_crawler.frontier.admission`), one for both paths."""
     rules = getattr(crawler, _RULES, None)
