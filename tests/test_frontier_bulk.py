@@ -111,10 +111,11 @@ def _response(url: str, depth: int) -> HtmlResponse:
     return HtmlResponse(url, body=b"<html></html>", request=request)
 
 
-def _through_requests(tmp: Path) -> tuple[set[str], dict[str, Any]]:
+def _through_requests(tmp: Path, cases: list[tuple[str, int]] = CASES,
+                      ) -> tuple[set[str], dict[str, Any]]:
     s = _Setup(tmp)
     try:
-        for url, depth in CASES:
+        for url, depth in cases:
             parent = _response(f"{A}/parent", depth - 1)
             request = s.traps.get_processed_request(
                 scrapy.Request(url, callback=s.spider.parse), parent)
@@ -125,10 +126,11 @@ def _through_requests(tmp: Path) -> tuple[set[str], dict[str, Any]]:
         s.close()
 
 
-def _through_bulk(tmp: Path) -> tuple[set[str], dict[str, Any]]:
+def _through_bulk(tmp: Path, cases: list[tuple[str, int]] = CASES,
+                  ) -> tuple[set[str], dict[str, Any]]:
     s = _Setup(tmp)
     try:
-        for url, depth in CASES:
+        for url, depth in cases:
             requests, _n = s.spider.queue_pages([(url, None)], depth=depth, source="link")
             assert requests == []  # all went in as rows
         return s.queued(), s.stats()
@@ -151,6 +153,28 @@ def test_bulk_path_applies_every_admission_rule_of_the_request_path(tmp_path) ->
         "polite/frontier/budget_exhausted": 1, "polite/robots/disallowed": 1,
         "scheduler/enqueued": 5,
     }
+
+
+_segments = st.sampled_from(["a", "b", "A", ".", "..", "x y", "%41", "c;p=1", "é", ""])
+_queries = st.sampled_from(["", "?a=1", "?b=2&a=1", "?a=1&b=2", "?a&b&c&d&e&f", "?utm_source=x",
+                            "?q=%7e", "?"])
+_origins = st.sampled_from([A, B, C, D, E, F, "HTTP://127.0.0.1:8001", "http:"])
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(_origins, st.lists(_segments, max_size=7), _queries,
+                          st.integers(0, 12)), min_size=1, max_size=12))
+def test_generated_cases_through_both_paths_are_equal(
+        found: list[tuple[str, list[str], str, int]]) -> None:
+    import tempfile
+    from pathlib import Path
+
+    cases = [(f"{origin}/{'/'.join(segments)}{query}", depth)
+             for origin, segments, query, depth in found]
+    with tempfile.TemporaryDirectory() as tmp:
+        by_request = _through_requests(Path(tmp) / "request", cases)
+        by_bulk = _through_bulk(Path(tmp) / "bulk", cases)
+    assert by_bulk == by_request
 
 
 def test_bulk_path_in_one_batch_equals_one_by_one(tmp_path) -> None:
@@ -216,7 +240,7 @@ def test_url_rows_survive_a_crash_before_their_parent_is_done(tmp_path) -> None:
 _hosts = st.sampled_from(["example.org", "EXAMPLE.org.", "127.0.0.1", "[::1]", "bücher.example",
                           "u:p@example.org", "xn--bcher-kva.example"])
 _ports = st.sampled_from(["", ":80", ":443", ":8080", ":0"])
-_paths = st.text(alphabet="/abc.%?=&;#~ é\t\\@:[]", max_size=20)
+_paths = st.text(alphabet="/abc.%?=&;#~ é\t\\@:[]\x00\x7f\u3000", max_size=20)
 
 
 @settings(max_examples=300, deadline=None)
@@ -229,7 +253,7 @@ def test_canonical_origin_is_origin_of(scheme: str, host: str, port: str, path: 
     assert canonical_origin(canonical) == origin_of(canonical)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=1000, deadline=None)
 @given(st.sampled_from(["http", "https", "HTTP", "hTTps"]), _hosts, _ports, _paths)
 def test_sitemap_entry_without_urljoin_reads_as_with_it(scheme: str, host: str, port: str,
                                                          path: str) -> None:

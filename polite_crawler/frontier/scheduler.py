@@ -351,10 +351,11 @@ class FrontierScheduler:
                 (callback, errback, {**base, **extra}), protocol=5)
             prio = priority if isinstance(priority, int) else priority(url)
             rows.append((origin, prio, url, data))
-        f.push_many(rows)
-        self._count("scheduler/enqueued", len(rows))
-        self._count("polite/frontier/bulk_enqueued", len(rows))
-        self._arm()
+        if rows:
+            f.push_many(rows)
+            self._count("scheduler/enqueued", len(rows))
+            self._count("polite/frontier/bulk_enqueued", len(rows))
+            self._arm()
         return len(rows)
 
     def mark_seen(self, canonical: str) -> None:

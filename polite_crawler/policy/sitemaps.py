@@ -113,15 +113,18 @@ def scope_of(sitemap_url: str, *, from_robots: bool = False) -> str:
     return canon[: path_end + 1]
 
 
-_ABSOLUTE = re.compile(r"https?://[^/\s\x00-\x1f\x7f]", re.IGNORECASE)
+# An absolute http(s) URL with no space, control character or ';' anywhere.
+_ABSOLUTE = re.compile(r"https?://[^/\s\x00-\x1f\x7f;][^\s\x00-\x1f\x7f;]*\Z", re.IGNORECASE)
 
 
 def _resolve(base: str, text: str) -> str:
     """``urljoin(base, text)``, or ``text`` where canonicalize reads both the same.
 
-    An absolute URL (most entries) needs no join; a ``;`` is urljoin's to read.
+    An absolute URL (most entries) needs no join; one with a ``;`` or a space inside is
+    urljoin's to read (it splits path parameters off, and drops an empty ``?`` and
+    the space before it).
     """
-    if ";" not in text and _ABSOLUTE.match(text):
+    if _ABSOLUTE.match(text):
         return text
     return urljoin(base, text)
 
