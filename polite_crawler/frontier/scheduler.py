@@ -20,6 +20,7 @@ through ``polite_context(crawler).frontier`` to settle, release, retry and stop.
 from __future__ import annotations
 
 import contextlib
+import gc
 import logging
 import math
 import os
@@ -166,6 +167,12 @@ class FrontierScheduler:
         self._loop = create_looping_call(self._checkpoint)
         self._loop.start(self.checkpoint_interval, now=False)
         self._arm()
+        # Everything built so far (modules, components, settings) lives as long as the
+        # crawl: out of the collector's sight, a full collection no longer walks it
+        # again and again while pages and URL rows come and go (a tenth of the CPU of
+        # queuing a sitemap's entries, measured by bench.bulk_enqueue).
+        gc.collect()
+        gc.freeze()
 
     def close(self, reason: str) -> None:
         if self._loop is not None and self._loop.running:
@@ -259,6 +266,7 @@ class FrontierScheduler:
         fresh = iter(f.queue.add_seen_many(fps) if fps else ())
         robots = self.ctx.robots
         rules: dict[str, Any] = {}
+        admitted: dict[str, str | None] = {}  # origin -> f.admit(origin), once a batch
         out: list[str | None] = []
         refused: Counter[str] = Counter()
         for origin, url, fp in candidates:
@@ -266,7 +274,8 @@ class FrontierScheduler:
             if fp is not None and not next(fresh):
                 reason = "duplicate"
             else:
-                reason = f.admit(origin)
+                reason = admitted[origin] if origin in admitted else admitted.setdefault(
+                    origin, f.admit(origin))
                 if reason is None and robots is not None and not self._robots_allow(
                         robots, rules, origin, url):
                     reason = "disallowed"
