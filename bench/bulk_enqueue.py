@@ -10,8 +10,10 @@ with a crawler of the project's settings; no network.
 
     .venv/bin/python -m bench.bulk_enqueue [--urls 50000] [--files 4] [--repeat 3]
 
-Reported: the parse alone, the rules and the queue alone, and the whole path, in
-URLs per second (CPU time of this process), median of the repeats.
+Reported: the parse alone, the rules and the queue alone, the two together
+(``whole``), and the ``site`` spider's own sitemap callback on the same files
+(``spider_callback``: parse, scope, held links, URL rules, queue), in URLs per
+second (CPU time of this process), median of the repeats.
 """
 
 from __future__ import annotations
@@ -46,6 +48,8 @@ def run_once(n_urls: int, n_files: int) -> dict[str, float]:
 
     if not is_reactor_installed():  # the scheduler's timers need one (it is never run)
         install_reactor("twisted.internet.asyncioreactor.AsyncioSelectorReactor")
+    from scrapy import Request
+    from scrapy.http import XmlResponse
     from scrapy.utils.test import get_crawler
 
     from polite_crawler.frontier.scheduler import FrontierScheduler
@@ -62,7 +66,8 @@ def run_once(n_urls: int, n_files: int) -> dict[str, float]:
         crawler = get_crawler(SiteSpider, project_settings_dict(
             POLITE_STATE_DIR=tmp, JOBDIR=f"{tmp}/job", LOG_LEVEL="WARNING"))
         Path(f"{tmp}/job").mkdir(exist_ok=True)
-        spider = SiteSpider.from_crawler(crawler, urls=None, url=",".join(origins))
+        spider = SiteSpider.from_crawler(crawler, urls=None, url=",".join(
+            [*origins, *(o.replace(":8080", ":8081") for o in origins)]))
         crawler.spider = spider
         scheduler = FrontierScheduler.from_crawler(crawler)
         rules = url_rules(crawler)
@@ -88,12 +93,27 @@ def run_once(n_urls: int, n_files: int) -> dict[str, float]:
             assert scheduler.frontier is not None
             scheduler.frontier.queue.commit()
             c2 = _cpu()
+            # The spider's own callback on the same files (another origin each, so new
+            # URLs): parse, scope, URL rules, queue, as the crawl runs it.
+            spider_files = [(url.replace(":8080", ":8081"), body.replace(b":8080/", b":8081/"))
+                            for url, body in files]
+            before = int(crawler.stats.get_value("scheduler/enqueued", 0))  # type: ignore[union-attr]
+            c3 = _cpu()
+            for url, body in spider_files:
+                request = Request(url, meta={"polite_sitemap_scope": url.rsplit("/", 1)[0] + "/",
+                                             "polite_discovery": "sitemap"})
+                response = XmlResponse(url, body=body, request=request)
+                for _ in spider.parse_sitemap(response):
+                    pass
+            scheduler.frontier.queue.commit()
+            c4 = _cpu()
+            by_spider = int(crawler.stats.get_value("scheduler/enqueued", 0)) - before  # type: ignore[union-attr]
         finally:
             scheduler.close("finished")
     total = sum(len(r.pages) for r in parsed)
-    assert queued == total == per_file * n_files, (queued, total)
+    assert queued == total == per_file * n_files == by_spider, (queued, total, by_spider)
     return {"parse": total / (c1 - c0), "rules_and_queue": total / (c2 - c1),
-            "whole": total / (c2 - c0)}
+            "whole": total / (c2 - c0), "spider_callback": total / (c4 - c3)}
 
 
 def main(argv: list[str] | None = None) -> int:
