@@ -304,3 +304,24 @@ async def test_a_spider_yielding_plain_requests_still_works(web_factory, tmp_pat
     assert result.stats["polite/frontier/duplicate"] >= 4
     assert result.stats["polite/robots/disallowed"] == 1
     assert "polite/frontier/bulk_enqueued" not in result.stats
+
+
+def test_a_url_row_follows_a_change_of_canonical_form(tmp_path) -> None:
+    # A URL row's URL is its column (no pickled Request): the frontier migration
+    # respells the column and the origin, and keeps the row's data as it was.
+    from polite_crawler.frontier.store import QueueStore
+
+    path = tmp_path / "frontier.sqlite3"
+    store = QueueStore(path)
+    data = URL_ROW + b"\x80\x05N."  # the row's callback, errback and meta: not read
+    store.push("http://example%2ecom", 0, "http://example%2ecom/a", data)
+    store.commit()
+    store.conn.execute("DELETE FROM frontier_meta WHERE key='canonical_form'")  # form 1
+    store.close()
+    again = QueueStore(path)  # opening it migrates it
+    try:
+        row = again.head("http://example.com")
+        assert row is not None
+        assert (row.url, row.data) == ("http://example.com/a", data)
+    finally:
+        again.close()

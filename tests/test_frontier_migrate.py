@@ -175,8 +175,6 @@ def test_failing_migration_leaves_the_database_as_it_was(tmp_path: Path) -> None
     conn.close()
 
 
-@pytest.mark.xfail(reason="wiring owned by the frontier: QueueStore.__init__ is to call "
-                          "migrate_frontier(self.conn); remove this mark then", strict=False)
 def test_opening_the_queue_migrates_it(tmp_path: Path) -> None:
     path = tmp_path / "frontier.sqlite3"
     _v1_frontier(path)

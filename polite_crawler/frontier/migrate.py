@@ -139,8 +139,14 @@ def _migrate(conn: sqlite3.Connection, known_urls: Iterable[str],
     kept: dict[tuple[str, str, bytes], tuple[int, int]] = {}  # -> (row id, prio)
     rows = conn.execute("SELECT id, prio, url, data FROM frontier_queue ORDER BY id").fetchall()
     for row_id, prio, url, data in rows:
-        d = pickle.loads(data)
-        key = _request_key(d)
+        d: dict[str, Any] | None = None
+        if data[:1] in (b"", b"u"):
+            # A URL row (frontier.scheduler.URL_ROW: its URL is this column, its meta
+            # names no URL) or a request kept in memory only: a GET of the column's URL.
+            key = ("GET", b"")
+        else:
+            d = pickle.loads(data)
+            key = _request_key(d)
         forms = respellings(url)
         new = forms[0]
         if _is_seen(conn, _fingerprint(url, *key)):
@@ -154,11 +160,14 @@ def _migrate(conn: sqlite3.Connection, known_urls: Iterable[str],
             result.merged += 1
             continue
         kept[(new, *key)] = (row_id, prio)
-        meta_changed = _rewrite_meta(d.get("meta"))
+        meta_changed = d is not None and _rewrite_meta(d.get("meta"))
         if new != url or meta_changed:
-            d["url"] = new
+            stored = data
+            if d is not None:
+                d["url"] = new
+                stored = pickle.dumps(d, protocol=5)
             conn.execute("UPDATE frontier_queue SET url=?, origin=?, data=? WHERE id=?",
-                         (new, origin_of(new), pickle.dumps(d, protocol=5), row_id))
+                         (new, origin_of(new), stored, row_id))
             result.rewritten += int(new != url)
     # Stopped origins are keyed by origin, whose host may be spelt anew.
     for origin, reason in conn.execute("SELECT origin, reason FROM frontier_stopped").fetchall():

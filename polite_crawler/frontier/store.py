@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from polite_crawler.frontier.migrate import migrate_frontier
 from polite_crawler.policy.rest import OriginState
 from polite_crawler.store.paths import connect
 
@@ -73,6 +74,9 @@ class QueueStore:
         self.conn.execute("PRAGMA cache_size=-16000")
         self.conn.executescript(_QUEUE_SCHEMA)
         self._in_tx = False
+        # A job queued under an older canonical form of URLs is brought to this one
+        # (frontier.migrate; nothing to do, and marked current, for a new file).
+        migrate_frontier(self.conn)
         row = self.conn.execute("SELECT value FROM frontier_meta WHERE key='run_id'").fetchone()
         if row is None:
             self.run_id = uuid.uuid4().hex
