@@ -313,7 +313,7 @@ def test_a_url_row_follows_a_change_of_canonical_form(tmp_path) -> None:
 
     path = tmp_path / "frontier.sqlite3"
     store = QueueStore(path)
-    data = URL_ROW + b"\x80\x05N."  # the row's callback, errback and meta: not read
+    data = URL_ROW + b"1\x002024-05-01"  # template 1 and a lastmod: not read
     store.push("http://example%2ecom", 0, "http://example%2ecom/a", data)
     store.commit()
     store.conn.execute("DELETE FROM frontier_meta WHERE key='canonical_form'")  # form 1
@@ -325,3 +325,30 @@ def test_a_url_row_follows_a_change_of_canonical_form(tmp_path) -> None:
         assert (row.url, row.data) == ("http://example.com/a", data)
     finally:
         again.close()
+
+
+def test_url_row_meta_of_its_own_and_its_template_after_a_restart(tmp_path) -> None:
+    s = _Setup(tmp_path, POLITE_REST_PAGE=0.0)
+    s.ctx.robots.record_answer(A, 200, b"User-agent: *\nAllow: /\n")
+    n = s.scheduler.enqueue_urls(
+        [(f"{A}/one", A, {"polite_lastmod": "2024-01-02", "polite_note": [1, 2]}),
+         (f"{A}/two", A, None)],
+        callback="parse", errback=None, meta={DEPTH: 3, "polite_source": "link"}, priority=7)
+    assert n == 2
+    f = s.scheduler.frontier
+    assert f is not None
+    f.queue.commit()
+    s.scheduler._template_by_id.clear()  # as a restarted process: read from the file
+    got = {}
+    for _ in range(2):
+        request = s.scheduler.next_request()
+        assert request is not None
+        got[request.url] = request
+        s.scheduler.settle(request, start=0.0, end=0.0, failure=None, observe=False)
+    s.close()
+    one, two = got[f"{A}/one"], got[f"{A}/two"]
+    assert one.meta["polite_note"] == [1, 2] and one.meta["polite_lastmod"] == "2024-01-02"
+    assert "polite_lastmod" not in two.meta and "polite_note" not in two.meta
+    for request in (one, two):
+        assert request.meta[DEPTH] == 3 and request.priority == 7
+        assert request.callback == s.spider.parse and request.errback is None

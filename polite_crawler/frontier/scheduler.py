@@ -73,8 +73,12 @@ DISPATCH_KEYS = ("polite_origin", "polite_token", "polite_row", "polite_dispatch
                  "polite_start", "download_slot")
 
 # The data of a URL row (queued by enqueue_urls, no Request stored) starts with this
-# byte; a stored Request is a pickle, which starts with 0x80.
+# byte; a stored Request is a pickle, which starts with 0x80. Then the id of its
+# template (frontier_template: callback and errback names and the meta many rows
+# share, pickled once) in decimal, and what is the row's own: nothing; b"\0" and its
+# lastmod (UTF-8); or b"\1" and a pickled dict of meta.
 URL_ROW = b"u"
+_LASTMOD = "polite_lastmod"
 
 # An admission refusal -> its stats key (the same on both ways in).
 _REFUSED = {
@@ -124,6 +128,8 @@ class FrontierScheduler:
         self.codec = RequestCodec(None)
         self._test_origins: dict[str, bool] = {}
         self._memory: dict[int, Request] = {}  # rows whose request cannot be serialised
+        self._template_ids: dict[bytes, int] = {}  # URL row templates, by their bytes
+        self._template_by_id: dict[int, tuple[str, str | None, dict[str, Any]]] = {}
         self._unserializable_warned = False
         self._timer: CallLaterResult | None = None
         self._timer_at = math.inf
@@ -350,14 +356,18 @@ class FrontierScheduler:
         if not batch:
             return 0
         verdicts = self._admit([(origin, url, url_fingerprint(url)) for url, origin, _ in batch])
-        base = dict(meta or {})
-        plain = URL_ROW + pickle.dumps((callback, errback, base), protocol=5)
+        plain = URL_ROW + str(self._template(callback, errback, meta)).encode("ascii")
+        with_lastmod = plain + b"\0"
         rows: list[tuple[str, int, str, bytes]] = []
         for (url, origin, extra), refused in zip(batch, verdicts, strict=True):
             if refused is not None:
                 continue
-            data = plain if not extra else URL_ROW + pickle.dumps(
-                (callback, errback, {**base, **extra}), protocol=5)
+            if not extra:
+                data = plain
+            elif len(extra) == 1 and isinstance(extra.get(_LASTMOD), str):
+                data = with_lastmod + extra[_LASTMOD].encode("utf-8")
+            else:
+                data = plain + b"\1" + pickle.dumps(dict(extra), protocol=5)
             prio = priority if isinstance(priority, int) else priority(url)
             rows.append((origin, prio, url, data))
         if rows:
@@ -396,11 +406,12 @@ class FrontierScheduler:
             kept = self._memory.pop(d.row.id, None)
             if kept is not None:
                 request = kept
-            elif d.row.data[:1] == URL_ROW:
-                request = self._from_url_row(d.row.url, d.row.prio, d.row.data)
             else:
                 try:
-                    request = self.codec.loads(d.row.data)
+                    if d.row.data[:1] == URL_ROW:
+                        request = self._from_url_row(d.row.url, d.row.prio, d.row.data)
+                    else:
+                        request = self.codec.loads(d.row.data)
                 except Exception as exc:
                     logger.warning("Dropping a queued request that cannot be restored "
                                    "(%(url)s): %(exc)s", {"url": d.row.url, "exc": exc})
@@ -423,8 +434,33 @@ class FrontierScheduler:
         request.meta["download_slot"] = d.origin
         return request
 
+    def _template(self, callback: str, errback: str | None,
+                  meta: Mapping[str, Any] | None) -> int:
+        data = pickle.dumps((callback, errback, dict(meta or {})), protocol=5)
+        found = self._template_ids.get(data)
+        if found is None:
+            assert self.frontier is not None
+            found = self._template_ids[data] = self.frontier.queue.template_id(data)
+        return found
+
     def _from_url_row(self, url: str, prio: int, data: bytes) -> Request:
-        callback, errback, meta = pickle.loads(data[1:])
+        body = data[1:]
+        digits = len(body) - len(body.lstrip(b"0123456789"))
+        template_id = int(body[:digits])
+        template = self._template_by_id.get(template_id)
+        if template is None:
+            assert self.frontier is not None
+            stored = self.frontier.queue.template(template_id)
+            if stored is None:
+                raise ValueError(f"URL row template {template_id} is missing")
+            template = self._template_by_id[template_id] = pickle.loads(stored)
+        callback, errback, base = template
+        meta = dict(base)
+        kind, own = body[digits:digits + 1], body[digits + 1:]
+        if kind == b"\0":
+            meta[_LASTMOD] = own.decode("utf-8")
+        elif kind == b"\1":
+            meta.update(pickle.loads(own))
         spider = self.spider
         return Request(
             url, callback=getattr(spider, callback), priority=prio, meta=meta,

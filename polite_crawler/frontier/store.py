@@ -52,6 +52,7 @@ CREATE TABLE IF NOT EXISTS frontier_queue (
 CREATE INDEX IF NOT EXISTS frontier_queue_next ON frontier_queue (origin, state, prio DESC, id);
 CREATE TABLE IF NOT EXISTS frontier_seen (fp BLOB PRIMARY KEY) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS frontier_stopped (origin TEXT PRIMARY KEY, reason TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS frontier_template (id INTEGER PRIMARY KEY, data BLOB NOT NULL UNIQUE);
 """
 
 
@@ -154,6 +155,20 @@ class QueueStore:
             "DELETE FROM frontier_queue WHERE origin=? AND state=?", (origin, QUEUED)
         )
         return cur.rowcount
+
+    # --- URL row templates ---------------------------------------------------
+    def template_id(self, data: bytes) -> int:
+        """The id of a URL row template (what many rows share: callback, errback, meta)."""
+        self._begin()
+        self.conn.execute("INSERT OR IGNORE INTO frontier_template (data) VALUES (?)", (data,))
+        found = self.conn.execute("SELECT id FROM frontier_template WHERE data=?",
+                                  (data,)).fetchone()
+        return int(found[0])
+
+    def template(self, template_id: int) -> bytes | None:
+        found = self.conn.execute("SELECT data FROM frontier_template WHERE id=?",
+                                  (template_id,)).fetchone()
+        return bytes(found[0]) if found else None
 
     # --- seen set ------------------------------------------------------------
     def add_seen(self, fp: bytes) -> bool:
