@@ -181,6 +181,7 @@ class FrontierScheduler:
         gc.freeze()
 
     def close(self, reason: str) -> None:
+        gc.unfreeze()  # back in sight: a process that runs another crawl collects them
         if self._loop is not None and self._loop.running:
             self._loop.stop()
         self._cancel_timer()
