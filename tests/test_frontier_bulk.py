@@ -352,3 +352,26 @@ def test_url_row_meta_of_its_own_and_its_template_after_a_restart(tmp_path) -> N
     for request in (one, two):
         assert request.meta[DEPTH] == 3 and request.priority == 7
         assert request.callback == s.spider.parse and request.errback is None
+
+
+@settings(max_examples=1500, deadline=None)
+@given(st.sampled_from(["http://", "https://", "HTTP://", "ftp://", "http:", ""]),
+       st.text(alphabet="ab.:@[]%é﹖ \t", max_size=8),
+       st.text(alphabet="/ab.?=&;#%é \t\x00", max_size=16))
+def test_url_trap_reads_path_and_query_as_urlsplit_does(scheme: str, netloc: str,
+                                                        tail: str) -> None:
+    from urllib.parse import urlsplit
+
+    from polite_crawler.policy.traps import path_and_query
+
+    url = scheme + netloc + tail
+    try:
+        parts = urlsplit(url)
+        want: tuple[str, str] | None = (parts.path, parts.query)
+    except ValueError:
+        want = None
+    try:
+        got: tuple[str, str] | None = path_and_query(url)
+    except ValueError:
+        got = None
+    assert got == want

@@ -92,17 +92,35 @@ def url_trap(url: str, depth: int, limits: TrapLimits) -> str | None:
     if len(url) > limits.max_url_length:
         return URL_LENGTH
     try:
-        parts = urlsplit(url)
+        path, query = path_and_query(url)
     except ValueError:
         return None  # not ours to judge: the canonical form refuses it
-    if parts.query and sum(1 for p in parts.query.split("&") if p) > limits.max_query_params:
+    if query and sum(1 for p in query.split("&") if p) > limits.max_query_params:
         return QUERY_PARAMS
-    segments = [s for s in parts.path.split("/") if s]
+    segments = [s for s in path.split("/") if s]
     if len(segments) >= limits.max_segment_repeats:
         counts = Counter(segments)
         if counts.most_common(1)[0][1] >= limits.max_segment_repeats:
             return REPEATED_SEGMENT
     return None
+
+
+def path_and_query(url: str) -> tuple[str, str]:
+    """``urlsplit(url)``'s path and query; read off the text for a plain http(s) URL.
+
+    >>> path_and_query("http://e.org:8080/a/b?x=1&y=2"), path_and_query("https://e.org?q")
+    (('/a/b', 'x=1&y=2'), ('', 'q'))
+    """
+    scheme, sep, rest = url.partition("://")
+    if sep and scheme in ("http", "https") and "#" not in rest and rest.isprintable() \
+            and " " not in rest:
+        q, slash = rest.find("?"), rest.find("/")
+        cut = min(i for i in (q, slash, len(rest)) if i >= 0)
+        if rest[:cut].isascii() and "[" not in rest[:cut] and "]" not in rest[:cut]:
+            path, _, query = rest[cut:].partition("?")
+            return path, query
+    parts = urlsplit(url)
+    return parts.path, parts.query
 
 
 # --- yield monitoring ---------------------------------------------------------
