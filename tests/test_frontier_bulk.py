@@ -23,12 +23,14 @@ from scrapy.utils.test import get_crawler
 from polite_crawler.context import polite_context
 from polite_crawler.frontier.admission import canonical_origin
 from polite_crawler.frontier.scheduler import URL_ROW, FrontierScheduler
+from polite_crawler.middlewares.trapmemory import TRAIL, TrapMemoryMiddleware
 from polite_crawler.middlewares.traps import DEPTH, TrapMiddleware
 from polite_crawler.policy.rest import charge_budget
 from polite_crawler.policy.sitemaps import _resolve
 from polite_crawler.policy.urls import URLError, canonicalize, origin_of
 from polite_crawler.spiders.site import SiteSpider
 from polite_crawler.store.robots import RobotsBook
+from polite_crawler.store.traps import trap_book
 from polite_crawler.web.server import Site, page
 from tests.crawl import project_settings_dict, run_crawl
 
@@ -60,6 +62,8 @@ CASES: list[tuple[str, int]] = [
     (f"{E}/public/page", 1),
     (f"{F}/private/page", 1),  # queued: robots.txt not known yet
     (f"{A}/c", 10),  # the deepest allowed
+    (f"{A}/cal/2024?m=1", 1),  # remembered as a trap page by an earlier crawl
+    (f"{A}/list?p=1&p=2&p=3&p=4&p=5&p=6", 1),  # query_params on the parent's trail: learnt
 ]
 
 ADMISSION_STATS = ("polite/traps/", "polite/frontier/duplicate", "polite/frontier/stopped",
@@ -79,6 +83,9 @@ class _Setup:
         self.ctx.robots = RobotsBook.from_settings(self.crawler.settings)
         self.ctx.robots.record_answer(E, 200, b"User-agent: *\nDisallow: /private\n")
         self.traps = TrapMiddleware(self.crawler)
+        self.memory = TrapMemoryMiddleware(self.crawler)
+        trap_book(self.crawler).remember([f"{A}/cal/2024?m=1"], "repeated_segment",
+                                         self.ctx.clock())
         self.scheduler = FrontierScheduler.from_crawler(self.crawler)
         self.scheduler.open(self.spider)
         f = self.scheduler.frontier
@@ -107,8 +114,12 @@ class _Setup:
 
 
 def _response(url: str, depth: int) -> HtmlResponse:
-    request = scrapy.Request(url, meta={DEPTH: depth})
+    # A page on a trail of query pages of one path (the trap memory's).
+    request = scrapy.Request(url, meta={DEPTH: depth, TRAIL: (f"{A}/list?p=0",)})
     return HtmlResponse(url, body=b"<html></html>", request=request)
+
+
+PARENT = f"{A}/list?p=1"
 
 
 def _through_requests(tmp: Path, cases: list[tuple[str, int]] = CASES,
@@ -116,9 +127,12 @@ def _through_requests(tmp: Path, cases: list[tuple[str, int]] = CASES,
     s = _Setup(tmp)
     try:
         for url, depth in cases:
-            parent = _response(f"{A}/parent", depth - 1)
-            request = s.traps.get_processed_request(
+            parent = _response(PARENT, depth - 1)
+            # Spider middlewares on the way out: trap memory (75), then the trap rules (70).
+            request = s.memory.get_processed_request(
                 scrapy.Request(url, callback=s.spider.parse), parent)
+            if request is not None:
+                request = s.traps.get_processed_request(request, parent)
             if request is not None:
                 s.scheduler.enqueue_request(request)
         return s.queued(), s.stats()
@@ -131,7 +145,9 @@ def _through_bulk(tmp: Path, cases: list[tuple[str, int]] = CASES,
     s = _Setup(tmp)
     try:
         for url, depth in cases:
-            requests, _n = s.spider.queue_pages([(url, None)], depth=depth, source="link")
+            parent = _response(PARENT, depth - 1)
+            requests, _n = s.spider.queue_pages([(url, None)], depth=depth, source="link",
+                                                parent=parent)
             assert requests == []  # all went in as rows
         return s.queued(), s.stats()
     finally:
@@ -146,12 +162,13 @@ def test_bulk_path_applies_every_admission_rule_of_the_request_path(tmp_path) ->
     assert queued == {f"{A}/a", f"{A}/b?x=1&y=2", f"{E}/public/page", f"{F}/private/page",
                       f"{A}/c"}
     assert stats == {
-        "polite/traps/depth": 1, "polite/traps/query_params": 1,
+        "polite/traps/depth": 1, "polite/traps/query_params": 2,
         "polite/traps/repeated_segment": 1, "polite/traps/url_length": 1,
         "polite/traps/bad_url": 1, "polite/traps/low_yield": 1,
         "polite/frontier/duplicate": 2, "polite/frontier/stopped": 1,
         "polite/frontier/budget_exhausted": 1, "polite/robots/disallowed": 1,
-        "scheduler/enqueued": 5,
+        "scheduler/enqueued": 5, "polite/traps/remembered/repeated_segment": 1,
+        "polite/traps/learned/query_params": 1,
     }
 
 
@@ -185,7 +202,8 @@ def test_bulk_path_in_one_batch_equals_one_by_one(tmp_path) -> None:
         for url, depth in CASES:
             by_depth.setdefault(depth, []).append((url, None))
         for depth, found in by_depth.items():
-            s.spider.queue_pages(found, depth=depth, source="link")
+            s.spider.queue_pages(found, depth=depth, source="link",
+                                 parent=_response(PARENT, depth - 1))
         batched = s.queued(), s.stats()
     finally:
         s.close()

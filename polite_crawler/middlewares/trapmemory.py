@@ -96,6 +96,26 @@ def learn(crawler: Crawler, trail: tuple[str, ...] | list[str], refused: str, re
                  {"reason": reason, "n": len(pages), "first": pages[0]})
 
 
+def link_memory(crawler: Crawler, canon: str, rule: str | None, parent: str,
+                parent_trail: tuple[str, ...] | None) -> tuple[str | None, tuple[str, ...]]:
+    """The trap memory's judgement of a link (canonical URL) from page ``parent``.
+
+    ``rule``: the page rules' answer for it (``trap_reason``). Returns the reason to
+    drop it (``remembered/<reason>``, counted by the caller) or None, and its trail.
+    A refusal by the rules along a trail is learnt here (the caller counts the rule).
+    One function for a Request (:class:`TrapMemoryMiddleware`) and for the ``site``
+    spider's URLs queued in bulk.
+    """
+    now = polite_context(crawler).clock()
+    remembered = trap_book(crawler).remembered(canon, now)
+    if remembered is not None:
+        return f"remembered/{remembered}", ()
+    trail = extend_trail(parent, parent_trail, canon)
+    if trail and (rule in _LEARN or (rule == DEPTH_RULE and _same_path(trail, canon))):
+        learn(crawler, trail, canon, str(rule), now)
+    return None, trail
+
+
 class TrapMemoryMiddleware(BaseSpiderMiddleware):
     def __init__(self, crawler: Crawler) -> None:
         super().__init__(crawler)
@@ -131,21 +151,14 @@ class TrapMemoryMiddleware(BaseSpiderMiddleware):
         # The site spider requests canonical URLs already; another spider's URL that is
         # not canonical misses here and is caught by the conditional middleware, which
         # canonicalises every request once anyway. Links are many: no second parse here.
-        canon = request.url
-        now = self.ctx.clock()
-        remembered = self.book.remembered(canon, now)
-        if remembered is not None:
-            return self._drop(request, f"remembered/{remembered}")
-        trail = extend_trail(response.url, response.meta.get(TRAIL), canon)
+        depth = int(request.meta.get(DEPTH, int(response.meta.get(DEPTH, 0)) + 1))
+        rule = trap_reason(request, depth, self.limits, self.strip_params)
+        dropped, trail = link_memory(self.crawler, request.url, rule, response.url,
+                                     response.meta.get(TRAIL))
+        if dropped is not None:
+            return self._drop(request, dropped)
         if trail:
             request.meta[TRAIL] = trail
-            depth = int(request.meta.get(DEPTH, int(response.meta.get(DEPTH, 0)) + 1))
-            rule = trap_reason(request, depth, self.limits, self.strip_params)
-            if rule in _LEARN or (rule == DEPTH_RULE and _same_path(trail, canon)):
-                self._learn(trail, canon, str(rule), now)
-                return request  # the trap rules drop it and count it
-            if rule is not None:
-                return request
         return request
 
     def _learn(self, trail: tuple[str, ...], refused: str, reason: str, now: float) -> None:

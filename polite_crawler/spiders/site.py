@@ -54,9 +54,10 @@ from polite_crawler.context import polite_context
 from polite_crawler.defaults import POLITE_DEFAULTS as _DEFAULT
 from polite_crawler.frontier.admission import UrlRules
 from polite_crawler.items import PageItem, page_item
+from polite_crawler.middlewares.trapmemory import TRAIL, link_memory
 from polite_crawler.middlewares.traps import DEPTH, DISCOVERY, trap_limits, url_rules
 from polite_crawler.policy.sitemaps import parse_sitemap, scope_of
-from polite_crawler.policy.traps import TrapLimits
+from polite_crawler.policy.traps import LOW_YIELD, TrapLimits
 from polite_crawler.policy.urls import URLError, canonicalize, host_of, origin_of
 
 if TYPE_CHECKING:
@@ -214,14 +215,17 @@ class SiteSpider(scrapy.Spider):
         return meta
 
     def queue_pages(self, found: Iterable[tuple[str, str | None]], *, depth: int, source: str,
-                    held: dict[str, int] | None = None,
-                    canonical_form: bool = False) -> tuple[list[scrapy.Request], int]:
+                    held: dict[str, int] | None = None, canonical_form: bool = False,
+                    parent: Response | None = None) -> tuple[list[scrapy.Request], int]:
         """Pages ``(url, lastmod)`` found at ``depth``: into the frontier in bulk.
 
         Returns the Requests to yield instead (only without a bulk frontier) and
         how many pages were queued or made requests. With ``held``, URLs that pass
         the URL rules are kept there (canonical -> depth) instead of queued.
         ``canonical_form``: the URLs are canonical already (a sitemap's entries).
+        ``parent``: the page they are links of; the trap memory judges them then
+        (:func:`polite_crawler.middlewares.trapmemory.link_memory`, as it judges a
+        Request a page's callback yields).
         """
         frontier = self._bulk()
         if frontier is None:
@@ -238,15 +242,28 @@ class SiteSpider(scrapy.Spider):
         rules = self._rules or UrlRules(self.trap_limits, self.strip_params)
         refused: Counter[str] = Counter()
         rows: list[tuple[str, str, dict[str, Any] | None]] = []
+        memory = parent is not None and hasattr(self, "crawler") and held is None
+        parent_trail = parent.meta.get(TRAIL) if parent is not None else None
         for url, lastmod in found:
             judged = rules.judge(url, depth, canonical_form=canonical_form)
+            extra: dict[str, Any] | None = {"polite_lastmod": lastmod} if lastmod else None
+            if memory and judged.canonical:
+                assert parent is not None
+                rule = judged.reason if judged.reason != LOW_YIELD else rules.page_reason(
+                    url, depth)
+                dropped, trail = link_memory(self.crawler, judged.canonical, rule, parent.url,
+                                             parent_trail)
+                if dropped is not None:
+                    refused[dropped] += 1
+                    continue
+                if trail:
+                    extra = {**(extra or {}), TRAIL: trail}
             if judged.reason is not None:
                 refused[judged.reason] += 1
             elif held is not None:
                 held.setdefault(judged.canonical, depth)
             else:
-                rows.append((judged.canonical, judged.origin,
-                             {"polite_lastmod": lastmod} if lastmod else None))
+                rows.append((judged.canonical, judged.origin, extra))
         for reason, n in refused.items():
             self._inc(f"polite/traps/{reason}", n)
         if not rows:
@@ -484,7 +501,8 @@ class SiteSpider(scrapy.Spider):
             self._inc(f"polite/discovery/{reason}", n)
         # The frontier's seen set refuses the links already known, in one look-up.
         requests, _queued = self.queue_pages(found, depth=depth, source="link",
-                                             held=None if disc.done else disc.held)
+                                             held=None if disc.done else disc.held,
+                                             parent=response)
         yield from requests
 
     def page_failed(self, failure: Failure) -> Iterator[Any]:
