@@ -322,3 +322,27 @@ async def test_start_url_redirected_to_another_host(web_factory, tmp_path) -> No
     assert web.url(old) in {i["url"] for i in result.items}
     assert [e.path for e in web.entries(old) if e.path != "/robots.txt"] == ["/"]
     _fetched_once(web, new)
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_sitemap_cut_off_lists_its_complete_entries_and_is_counted(web_factory,
+                                                                          tmp_path) -> None:
+    host = "127.0.6.7"
+    page = "<html><head><title>{n}</title></head><body><p>Page {n} of a cut sitemap, " \
+           "its own words {n}.</p></body></html>"
+    routes: dict[str, Any] = {f"/p{n}": page.format(n=n) for n in range(4)}
+    whole = ('<?xml version="1.0" encoding="UTF-8"?>\n'
+             '<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
+             + "".join(f"<url><loc>http://{host}:{{port}}/p{n}</loc></url>" for n in range(4)))
+    web = web_factory({host: Site(routes)})
+    port = web.url(host).rsplit(":", 1)[1].strip("/")
+    # Cut inside the fourth entry's <loc>: three complete entries, no closing </urlset>.
+    body = whole.replace("{port}", port)
+    routes["/sitemap.xml"] = body[: body.rindex("/p3") - 4]
+    routes["/robots.txt"] = f"User-agent: *\nAllow: /\nSitemap: {web.url(host, '/sitemap.xml')}\n"
+    result = await run_crawl(SiteSpider, _settings(tmp_path, "frontier"),
+                             url=web.url(host, "/p0"))
+    assert result.stats["polite/discovery/sitemap/truncated"] == 1
+    paths = {e.path for e in web.entries(host)}
+    assert {"/p0", "/p1", "/p2"} <= paths
+    assert "/p3" not in paths  # listed only in the cut part, linked from nowhere

@@ -415,6 +415,8 @@ class SiteSpider(scrapy.Spider):
         result = parse_sitemap(response.body, response.url, scope=scope,
                                max_urls=self.sitemap_max_urls, max_bytes=self.sitemap_max_bytes)
         self._inc(f"polite/discovery/sitemap/{result.kind}")
+        if result.truncated:  # cut off: its complete entries are still read
+            self._inc("polite/discovery/sitemap/truncated")
         for reason, n in result.dropped.items():
             self._inc(f"polite/discovery/dropped/{reason}", n)
         if result.error:
