@@ -110,3 +110,23 @@ def test_every_command_has_help(name):
     assert f"scrapy {name}" in done.stdout
     if name != "crawl":
         assert "--json" in done.stdout and "--state-dir" in done.stdout
+
+
+def test_a_recrawl_on_a_used_jobdir_is_one_line(tmp_path):
+    """Issue 15: -a recrawl=all on a JOBDIR whose crawl finished would do nothing."""
+    import sqlite3
+
+    job = tmp_path / "job"
+    job.mkdir()
+    conn = sqlite3.connect(job / "polite_frontier.sqlite3")
+    conn.executescript("CREATE TABLE frontier_seen (fp BLOB PRIMARY KEY);"
+                       "CREATE TABLE frontier_queue (id INTEGER PRIMARY KEY, url TEXT);"
+                       "INSERT INTO frontier_seen VALUES (x'01');")
+    conn.commit()
+    conn.close()
+    done = crawl(tmp_path, "-a", "url=http://127.0.0.1:9/", "-s", f"JOBDIR={job}",
+                 "-a", "recrawl=all")
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1 and "new JOBDIR" in lines[0], done.stderr
+    assert "Traceback" not in done.stderr

@@ -95,6 +95,12 @@ def start_problem(settings: BaseSettings, spidercls: type, spargs: dict[str, Any
     rendering = render_problem(merged, spider)
     if rendering is not None:
         return rendering
+    from polite_crawler.extensions.jobdir import recrawl_jobdir_problem  # issue 15
+
+    recrawl = getattr(spider, "recrawl", None) or merged.get("POLITE_RECRAWL") or ""
+    jobdir = recrawl_jobdir_problem(str(merged.get("JOBDIR") or ""), str(recrawl))
+    if jobdir is not None:
+        return jobdir
     if not merged.get("POLITE_BOT_URL"):
         networks = parse_networks(merged.getlist("POLITE_TEST_NETWORKS"))
         for url in start:
