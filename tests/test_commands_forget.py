@@ -14,6 +14,7 @@ from polite_crawler.store.optout import OptOutList
 from polite_crawler.store.pages import PageRecord, backend_factory
 from polite_crawler.store.robots import RobotsBook
 from polite_crawler.store.sqlite import SQLitePageBackend
+from polite_crawler.store.traps import TRAPS_DB, TrapBook
 from tests.commands_util import scrapy, scrapy_json
 from tests.pg import pg_server, pg_uri  # noqa: F401  (fixtures)
 
@@ -59,6 +60,10 @@ def make_state(root: Path, store_uri: str = "") -> Path:
         queue.push(A, 0, f"{A}/q{i}", b"x")
     queue.push(B, 0, f"{B}/q", b"x")
     queue.close()
+    traps = TrapBook(state / TRAPS_DB, ttl=86400.0)
+    traps.remember([f"{A}/cal?m=1", f"{A}/cal?m=2", f"{B}/cal?m=1"], "max_depth",
+                   time.time()).result()
+    traps.close()
     return state
 
 
@@ -86,6 +91,8 @@ def test_forget_deletes_what_is_stored_of_the_origin_and_nothing_else(tmp_path):
     assert rows(queue, "SELECT origin FROM frontier_queue") == [(B,)]
     assert rows(state / "polite-origins.sqlite3",
                 "SELECT origin FROM robots_txt") == []
+    assert data["removed"]["trap_memory"] == 2
+    assert rows(state / TRAPS_DB, "SELECT url FROM trap_pages") == [(f"{B}/cal?m=1",)]
     listed = scrapy_json("forget", "--list", "--state-dir", str(state))["optout"]
     assert [(e["origin"], e["reason"]) for e in listed] == [(A, "mail of 1 Dec")]
     # The removal is kept with the list's log line.

@@ -42,6 +42,7 @@ from polite_crawler.commands._base import (
 )
 from polite_crawler.frontier.store import owner_alive
 from polite_crawler.store.optout import Job, OptOutList
+from polite_crawler.store.traps import TRAPS_DB
 
 if TYPE_CHECKING:
     import argparse
@@ -368,6 +369,8 @@ class Command(ScrapyCommand):
         robots = optout.conn.execute("DELETE FROM robots_txt WHERE origin=?", (origin,)) \
             if _has(optout.conn, "robots_txt") else None
         removed["robots_txt"] = robots.rowcount if robots is not None else 0
+        removed["trap_memory"] = _delete_trap_memory(state / TRAPS_DB, origin,
+                                                     opts.lock_timeout)
         live = {j.queue_path for j in acked if j.queue_path}
         jobdir = settings.get("JOBDIR") or None
         frontiers: dict[str, Any] = {}
@@ -435,6 +438,20 @@ class Command(ScrapyCommand):
         return data, "\n".join(lines), 0
 
 
+def _delete_trap_memory(path: Path, origin: str, timeout: float) -> int:
+    """Delete what the trap memory (store.traps) holds of ``origin``; rows deleted."""
+    if not path.is_file():
+        return 0
+    conn = sqlite3.connect(path, timeout=timeout)
+    try:
+        with conn:
+            if not _has(conn, "trap_pages"):
+                return 0
+            return conn.execute("DELETE FROM trap_pages WHERE origin=?", (origin,)).rowcount
+    finally:
+        conn.close()
+
+
 def _has(conn: sqlite3.Connection, table: str) -> bool:
     return conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?",
                         (table,)).fetchone() is not None
@@ -471,6 +488,7 @@ def _forget_text(data: dict[str, Any]) -> str:
             if key not in ("where", "pages", "aliases", "near_duplicate_links"):
                 lines.append(f"    {key}: {n} rows")
     lines.append(f"  robots.txt cache: {removed['robots_txt']} copy deleted")
+    lines.append(f"  trap memory: {removed.get('trap_memory', 0)} judged URLs deleted")
     frontiers = removed["frontiers"]
     if not frontiers:
         lines.append("  job frontiers: none found")
