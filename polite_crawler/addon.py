@@ -41,8 +41,10 @@ PINNED: dict[str, Any] = {
 # CONCURRENT_ITEMS: Scrapy starts that many workers for every response's output,
 # whatever it holds; a page yields an item or two, and 100 workers a page cost
 # more CPU than the rest of the engine's work on it.
+# LOG_FORMATTER: Scrapy's, minus the per-page DEBUG records when DEBUG is not logged.
 TUNED: dict[str, Any] = {
     "CONCURRENT_ITEMS": 8,
+    "LOG_FORMATTER": "polite_crawler.logformatter.PoliteLogFormatter",
 }
 
 # Components by setting: {import path: order}. ``None`` removes a stock
