@@ -17,8 +17,9 @@ $(STAMP): $(BIN)/python pyproject.toml
 
 install: $(STAMP)
 
-# Servers the tests start themselves (PostgreSQL) and Chromium (the report test); from Debian when
-# missing and when we are root. Tests that need one skip with a reason otherwise.
+# Servers the tests start themselves (PostgreSQL, nginx), Chromium (the report and render tests)
+# and python3-doc (pages nginx serves); from Debian when missing and when we are root. Tests
+# that need one skip with a reason otherwise.
 system-deps:
 	@bash scripts/system-deps.sh
 

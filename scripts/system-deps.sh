@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
 # Debian packages the tests and benchmarks use: PostgreSQL (a real server the
-# store tests start on loopback) and, with "bench", python3-doc (530 real HTML
-# pages for bench/cpu_per_page.py), and Chromium (the crawl report's rendering test
-# opens the report headless; the render tests drive it). Installs only what is missing, and only as
-# root; otherwise says what is missing (tests that need it skip with a reason).
-# With "bench" also nginx, the real web server bench/realweb.py starts.
+# store tests start on loopback), Chromium (the crawl report's rendering test
+# opens the report headless; the render tests drive it), nginx and python3-doc
+# (the real-web bench's nginx is tested serving the python3-doc pages;
+# bench/cpu_per_page.py and bench/realweb.py read them too). Installs only what is
+# missing, and only as root; otherwise says what is missing (tests that need it
+# skip with a reason). "bench" (make bench) needs nothing more than the tests.
 set -euo pipefail
 need=()
 ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || need+=(postgresql)
 command -v chromium >/dev/null 2>&1 || [ -x /usr/bin/chromium ] || need+=(chromium)
-if [ "${1:-}" = "bench" ] && [ ! -d /usr/share/doc/python3/html ]; then need+=(python3-doc); fi
-if [ "${1:-}" = "bench" ] && [ ! -x /usr/sbin/nginx ]; then need+=(nginx); fi  # bench/realweb.py
+[ -d /usr/share/doc/python3/html ] || need+=(python3-doc)
+[ -x /usr/sbin/nginx ] || need+=(nginx)  # bench/realweb_nginx.py, tests/test_realweb_nginx.py
 if [ ${#need[@]} -eq 0 ]; then exit 0; fi
 if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
   echo "installing Debian packages: ${need[*]}"
