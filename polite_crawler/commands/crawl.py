@@ -14,7 +14,6 @@ This command wins over Scrapy's: Scrapy reads its own commands, then the
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -114,30 +113,10 @@ def start_problem(settings: BaseSettings, spidercls: type, spargs: dict[str, Any
 
 def signing_problem(settings: BaseSettings) -> str | None:
     """What the signing middleware would refuse at start (a bad key, a bad directory)."""
-    from polite_crawler.middlewares.identity import LOCAL_BOT_URL
-    from polite_crawler.policy.signing import (
-        DEFAULT_TTL,
-        SigningError,
-        parse_key_paths,
-        signer_from_settings,
-    )
+    from polite_crawler.middlewares.signing import SigningError, signer_for
 
-    paths = parse_key_paths(settings.get("POLITE_SIGNING_KEY"))
-    if not paths:
-        return None
-    directory_path = settings.get("POLITE_SIGNATURE_DIRECTORY") or ""
     try:
-        directory = None
-        if directory_path and Path(directory_path).exists():
-            try:
-                directory = (directory_path, Path(directory_path).read_text(encoding="utf-8"))
-            except (OSError, UnicodeDecodeError) as exc:
-                raise SigningError(f"cannot read the key directory {directory_path}: "
-                                   f"{exc}") from None
-        signer_from_settings(paths, settings.get("POLITE_SIGNATURE_AGENT") or "",
-                             settings.get("POLITE_BOT_URL") or LOCAL_BOT_URL,
-                             ttl=settings.getint("POLITE_SIGNATURE_TTL", DEFAULT_TTL),
-                             directory=directory)
+        signer_for(settings)
     except SigningError as exc:
         return f"{exc} (POLITE_SIGNING_KEY)"
     return None

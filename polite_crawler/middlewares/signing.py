@@ -35,35 +35,47 @@ if TYPE_CHECKING:
     from scrapy import Request, Spider
     from scrapy.crawler import Crawler
     from scrapy.http import Response
+    from scrapy.settings import BaseSettings
+
+    from polite_crawler.policy.signing import KeyRing, RequestSigner
 
 logger = logging.getLogger(__name__)
+
+
+def signer_for(settings: BaseSettings) -> tuple[RequestSigner, KeyRing, bool] | None:
+    """The signer, key ring and whether the key directory file was checked, as the
+    settings name them; None without POLITE_SIGNING_KEY. Raises :class:`SigningError`
+    (the middleware at start, and ``scrapy crawl`` before it, refuse on it)."""
+    paths = parse_key_paths(settings.get("POLITE_SIGNING_KEY"))
+    if not paths:
+        return None
+    directory_path = settings.get("POLITE_SIGNATURE_DIRECTORY") or ""
+    directory = None
+    if directory_path and os.path.exists(directory_path):
+        try:
+            with open(directory_path, encoding="utf-8") as fh:
+                directory = (directory_path, fh.read())
+        except (OSError, UnicodeDecodeError) as exc:
+            raise SigningError(f"cannot read the key directory {directory_path}: {exc}") \
+                from None
+    signer, ring = signer_from_settings(
+        paths,
+        settings.get("POLITE_SIGNATURE_AGENT") or "",
+        settings.get("POLITE_BOT_URL") or LOCAL_BOT_URL,
+        ttl=settings.getint("POLITE_SIGNATURE_TTL", DEFAULT_TTL),
+        directory=directory,
+    )
+    return signer, ring, directory is not None
 
 
 class SigningMiddleware:
     """Adds Signature-Agent, Signature-Input and Signature to every request."""
 
     def __init__(self, crawler: Crawler) -> None:
-        settings = crawler.settings
-        paths = parse_key_paths(settings.get("POLITE_SIGNING_KEY"))
-        if not paths:
+        found = signer_for(crawler.settings)
+        if found is None:
             raise NotConfigured("POLITE_SIGNING_KEY is not set: requests are not signed")
-        directory_path = settings.get("POLITE_SIGNATURE_DIRECTORY") or ""
-        directory = None
-        if directory_path and os.path.exists(directory_path):
-            try:
-                with open(directory_path, encoding="utf-8") as fh:
-                    directory = (directory_path, fh.read())
-            except (OSError, UnicodeDecodeError) as exc:
-                raise SigningError(f"cannot read the key directory {directory_path}: {exc}") \
-                    from None
-        self.signer, self.ring = signer_from_settings(
-            paths,
-            settings.get("POLITE_SIGNATURE_AGENT") or "",
-            settings.get("POLITE_BOT_URL") or LOCAL_BOT_URL,
-            ttl=settings.getint("POLITE_SIGNATURE_TTL", DEFAULT_TTL),
-            directory=directory,
-        )
-        self.directory_checked = directory is not None
+        self.signer, self.ring, self.directory_checked = found
         self.crawler = crawler
         self.clock = time.time  # epoch seconds: created and expires are absolute
         crawler.signals.connect(self.spider_opened, signal=signals.spider_opened)
@@ -102,4 +114,4 @@ class SigningMiddleware:
         return response
 
 
-__all__ = ["SigningError", "SigningMiddleware"]
+__all__ = ["SigningError", "SigningMiddleware", "signer_for"]
