@@ -35,7 +35,7 @@ from scrapy.spidermiddlewares.base import BaseSpiderMiddleware
 from polite_crawler.analysis import yield_text
 from polite_crawler.context import polite_context
 from polite_crawler.defaults import POLITE_DEFAULTS as _DEFAULT
-from polite_crawler.middlewares.traps import DEPTH, DISCOVERY, trap_limits, trap_reason
+from polite_crawler.middlewares.traps import DEPTH, DISCOVERY, url_rules
 from polite_crawler.policy.traps import (
     DEPTH as DEPTH_RULE,
 )
@@ -100,7 +100,7 @@ def link_memory(crawler: Crawler, canon: str, rule: str | None, parent: str,
                 parent_trail: tuple[str, ...] | None) -> tuple[str | None, tuple[str, ...]]:
     """The trap memory's judgement of a link (canonical URL) from page ``parent``.
 
-    ``rule``: the page rules' answer for it (``trap_reason``). Returns the reason to
+    ``rule``: the page rules' answer for it (``UrlRules.page_reason``). Returns the reason to
     drop it (``remembered/<reason>``, counted by the caller) or None, and its trail.
     A refusal by the rules along a trail is learnt here (the caller counts the rule).
     One function for a Request (:class:`TrapMemoryMiddleware`) and for the ``site``
@@ -121,7 +121,7 @@ class TrapMemoryMiddleware(BaseSpiderMiddleware):
         super().__init__(crawler)
         s = crawler.settings
         self.ctx = polite_context(crawler)
-        self.limits = trap_limits(s)
+        self.rules = url_rules(crawler)  # the crawl's one set, not one built per link
         self.strip_params = s.getlist("POLITE_STRIP_PARAMS")
         self.book = trap_book(crawler)
         self.queries = query_variants(crawler)
@@ -152,7 +152,7 @@ class TrapMemoryMiddleware(BaseSpiderMiddleware):
         # not canonical misses here and is caught by the conditional middleware, which
         # canonicalises every request once anyway. Links are many: no second parse here.
         depth = int(request.meta.get(DEPTH, int(response.meta.get(DEPTH, 0)) + 1))
-        rule = trap_reason(request, depth, self.limits, self.strip_params)
+        rule = self.rules.page_reason(request.url, depth)
         dropped, trail = link_memory(self.crawler, request.url, rule, response.url,
                                      response.meta.get(TRAIL))
         if dropped is not None:
