@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from scrapy.exceptions import DropItem
 
@@ -12,10 +12,17 @@ from polite_crawler.pipelines import ALIAS, NOT_REQUESTED, PagePipeline
 from polite_crawler.pipelines.store import fetch_record, revisit_bounds
 from polite_crawler.store.aio import result
 
+if TYPE_CHECKING:
+    from scrapy.crawler import Crawler
+
 logger = logging.getLogger(__name__)
 
 
 class DuplicatesPipeline(PagePipeline):
+    def __init__(self, crawler: Crawler) -> None:
+        super().__init__(crawler)
+        self.bounds = revisit_bounds(crawler.settings)
+
     async def process_item(self, item: Any) -> Any:
         if not isinstance(item, PageItem):
             return item
@@ -35,7 +42,7 @@ class DuplicatesPipeline(PagePipeline):
             # Its own validators, freshness and copy: the next crawl revalidates it.
             rec = fetch_record(item, "duplicate", found.duplicate_of, self.ctx.clock())
             if rec is not None:
-                await result(self.store.record_fetch(rec, revisit_bounds(self.crawler.settings)))
+                await result(self.store.record_fetch(rec, self.bounds))
             logger.debug("%(url)s duplicates %(first)s: stored as an alias",
                          {"url": item["canonical_url"], "first": found.duplicate_of})
             raise DropItem(f"duplicate of {found.duplicate_of}", log_level="DEBUG")
