@@ -33,6 +33,7 @@ from polite_crawler.commands._base import (
     add_common,
     emit,
     fail,
+    has_table,
     origins_db,
     pages_db,
     parse_origin,
@@ -42,7 +43,7 @@ from polite_crawler.commands._base import (
 )
 from polite_crawler.frontier.store import owner_alive
 from polite_crawler.store.optout import Job, OptOutList
-from polite_crawler.store.traps import TRAPS_DB
+from polite_crawler.store.traps import TRAPS_DB, forget_traps
 
 if TYPE_CHECKING:
     import argparse
@@ -277,7 +278,7 @@ class Command(ScrapyCommand):
         return optout
 
     def _list(self, db: Path, opts: argparse.Namespace) -> tuple[Any, str, int]:
-        from polite_crawler.commands._base import has_table, open_read_only
+        from polite_crawler.commands._base import open_read_only
 
         conn = open_read_only(db)
         try:
@@ -367,10 +368,9 @@ class Command(ScrapyCommand):
                 backend.close()
             removed["page_store"] = {"where": where, **counts}
         robots = optout.conn.execute("DELETE FROM robots_txt WHERE origin=?", (origin,)) \
-            if _has(optout.conn, "robots_txt") else None
+            if has_table(optout.conn, "robots_txt") else None
         removed["robots_txt"] = robots.rowcount if robots is not None else 0
-        removed["trap_memory"] = _delete_trap_memory(state / TRAPS_DB, origin,
-                                                     opts.lock_timeout)
+        removed["trap_memory"] = forget_traps(state / TRAPS_DB, origin, opts.lock_timeout)
         live = {j.queue_path for j in acked if j.queue_path}
         jobdir = settings.get("JOBDIR") or None
         frontiers: dict[str, Any] = {}
@@ -436,25 +436,6 @@ class Command(ScrapyCommand):
                 lines.append(f"  {where}: its stop for the opt-out forgotten (a resumed job "
                              "may crawl it)")
         return data, "\n".join(lines), 0
-
-
-def _delete_trap_memory(path: Path, origin: str, timeout: float) -> int:
-    """Delete what the trap memory (store.traps) holds of ``origin``; rows deleted."""
-    if not path.is_file():
-        return 0
-    conn = sqlite3.connect(path, timeout=timeout)
-    try:
-        with conn:
-            if not _has(conn, "trap_pages"):
-                return 0
-            return conn.execute("DELETE FROM trap_pages WHERE origin=?", (origin,)).rowcount
-    finally:
-        conn.close()
-
-
-def _has(conn: sqlite3.Connection, table: str) -> bool:
-    return conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?",
-                        (table,)).fetchone() is not None
 
 
 def _job(job: Job) -> dict[str, Any]:

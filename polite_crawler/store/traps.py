@@ -12,8 +12,10 @@ reactor never waits for the disk), so a crash does not lose it.
 from __future__ import annotations
 
 import logging
+import sqlite3
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from polite_crawler.defaults import POLITE_DEFAULTS
@@ -23,7 +25,6 @@ from polite_crawler.store.paths import connect, state_dir
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
-    from pathlib import Path
 
     from scrapy.crawler import Crawler
 
@@ -131,6 +132,24 @@ class TrapBook:
             return int(conn.execute("SELECT COUNT(*) FROM trap_pages").fetchone()[0])
         finally:
             conn.close()
+
+
+def forget_traps(path: Path | str, origin: str, timeout: float) -> int:
+    """Delete what the trap memory at ``path`` holds of ``origin`` (``scrapy forget``);
+    returns the rows deleted (0 when there is no memory file or table)."""
+    if not Path(path).is_file():
+        return 0
+    conn = sqlite3.connect(str(path), timeout=timeout)
+    try:
+        with conn:
+            found = conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' "
+                                 "AND name='trap_pages'").fetchone()
+            if found is None:
+                return 0
+            return int(conn.execute("DELETE FROM trap_pages WHERE origin=?",
+                                    (origin,)).rowcount)
+    finally:
+        conn.close()
 
 
 def trap_book(crawler: Crawler) -> TrapBook:
