@@ -41,6 +41,7 @@ from polite_crawler.commands._base import (
     when,
     with_defaults,
 )
+from polite_crawler.frontier.scheduler import QUEUE_DB
 from polite_crawler.frontier.store import owner_alive
 from polite_crawler.store.optout import Job, OptOutList
 from polite_crawler.store.traps import TRAPS_DB, forget_traps
@@ -49,8 +50,6 @@ if TYPE_CHECKING:
     import argparse
 
     from polite_crawler.store.pages import SQLPageBackend
-
-QUEUE_DB = "polite_frontier.sqlite3"
 
 
 def _prefix_sql(column: str) -> str:

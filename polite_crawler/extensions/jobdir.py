@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING
 
 from scrapy import signals
 
+from polite_crawler.frontier.scheduler import QUEUE_DB
 from polite_crawler.policy.jobs import job_dir_for, state_dir_for
 
 if TYPE_CHECKING:
@@ -47,8 +48,6 @@ logger = logging.getLogger(__name__)
 _PRIORITY = "cmdline"
 # What a JOBDIR's crawl was started as (written at start, read by the next run).
 JOB_FILE = "polite_job.json"
-# The frontier's queue file (polite_crawler.frontier.scheduler.QUEUE_DB) and its tables.
-_QUEUE_DB = "polite_frontier.sqlite3"
 
 
 class RecrawlOnUsedJobDir(RuntimeError):
@@ -57,7 +56,7 @@ class RecrawlOnUsedJobDir(RuntimeError):
 
 def _jobdir_counts(jobdir: Path) -> tuple[int, int]:
     """(URLs seen, requests queued) in a JOBDIR's frontier; (0, 0) when there is none."""
-    path = jobdir / _QUEUE_DB
+    path = jobdir / QUEUE_DB
     if not path.is_file():
         return 0, 0
     try:
