@@ -67,6 +67,8 @@ from scrapy.responsetypes import responsetypes
 from polite_crawler.context import polite_context
 from polite_crawler.items import FETCHED_AT, LASTMOD, NOT_MODIFIED, REVISIT, copy_headers
 from polite_crawler.middlewares.trapmemory import TRAIL, learn, query_variants
+from polite_crawler.middlewares.traps import DISCOVERY  # robots.txt / sitemap requests
+from polite_crawler.pipelines import ALIAS  # an alias's answer (the pipelines drop it)
 from polite_crawler.pipelines.store import revisit_bounds
 from polite_crawler.policy.revisit import Decision, Known, decide, freshness, parse_lastmod
 from polite_crawler.policy.traps import query_path
@@ -86,8 +88,6 @@ logger = logging.getLogger(__name__)
 
 CONDITIONAL = "polite_conditional"  # canonical URL of the stored page a request revalidates
 CONDITIONAL_FETCH = "polite_conditional_fetch"  # URL of the fetch record it revalidates
-ALIAS = "alias"  # polite_revisit of an alias's answer (the pipelines drop it)
-_DISCOVERY = "polite_discovery"  # set by the spider on robots.txt / sitemap requests
 UNCONDITIONAL = "polite_unconditional"  # never add validators (the retry after a 304 without copy)
 SAVED_BYTES = "polite_saved_bytes"
 _CONDITIONAL_HEADERS = (b"If-None-Match", b"If-Modified-Since")
@@ -140,7 +140,7 @@ class ConditionalRequestMiddleware:
             canonical = canonicalize(request.url)
         except URLError:
             return None
-        if not meta.get(_DISCOVERY):
+        if not meta.get(DISCOVERY):
             now = self.ctx.clock()
             reason = trap_book(self.crawler).remembered(canonical, now)
             if reason is not None:
@@ -217,7 +217,7 @@ class ConditionalRequestMiddleware:
         stored_url = meta.get(CONDITIONAL)
         if not stored_url:
             if (response.status == 200 and request.method == "GET"
-                    and meta.get(_DISCOVERY) == "sitemap" and "stored" not in response.flags):
+                    and meta.get(DISCOVERY) == "sitemap" and "stored" not in response.flags):
                 await self._record_sitemap(request, response)
             return response
         if response.status != 304:
