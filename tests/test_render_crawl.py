@@ -415,6 +415,33 @@ async def test_a_sub_request_answered_429_is_the_exchanges_answer(tmp_path: Any)
 
 
 @pytest_twisted.ensureDeferred
+async def test_a_challenge_on_a_sub_request_stops_the_origin(tmp_path: Any) -> None:
+    """A challenge page is a stop whatever its status: the gate's verdict, not a list."""
+    web = _web()
+    site = web.sites[A]
+    real = site.handle
+
+    def handle(req: Req) -> Resp:
+        if req.path == "/api/story/1.json":
+            return Resp(200, b"{}", content_type="application/json",
+                        headers={"cf-mitigated": "challenge"})
+        return real(req)
+
+    site.handle = handle  # type: ignore[method-assign]
+    try:
+        urls = [web.url(A, "/story/1"), web.url(A, "/story/2")]
+        result = await run_crawl(RenderSpider, _settings(tmp_path), urls=urls,
+                                 wait="#root[data-ready]")
+    finally:
+        web.stop()
+    stats = result.stats
+    assert stats["polite/render/refused/200"] == 1
+    assert stats["polite/gate/verdict/stop_origin"] == 1
+    assert result.items == []
+    assert not [e for e in web.entries(A) if e.path == "/story/2"]  # nothing after the stop
+
+
+@pytest_twisted.ensureDeferred
 async def test_a_render_sends_at_most_its_sub_request_budget(tmp_path: Any) -> None:
     web = _web()
     try:

@@ -14,6 +14,7 @@ from scrapy.utils.test import get_crawler
 from polite_crawler.addon import PoliteAddon
 from polite_crawler.policy.render import (
     SubrequestRules,
+    ends_render,
     host_blocked,
     json_alternate,
     json_ld_text,
@@ -23,6 +24,7 @@ from polite_crawler.policy.render import (
     script_built,
     text_document,
 )
+from polite_crawler.policy.verdicts import classify_response
 from polite_crawler.render.settings import HANDLER, MIDDLEWARE, RenderSettingError, render_mode
 from polite_crawler.web.rendered import BeaconSite, RenderedSite
 
@@ -297,3 +299,13 @@ def test_the_crawl_command_says_in_one_line_that_the_browser_is_missing(tmp_path
                                                    "render": "auto"})
     assert problem is not None and "apt-get install chromium" in problem
     assert start_problem(settings, SiteSpider, {"url": "http://127.0.0.1:9/"}) is None
+
+
+@pytest.mark.parametrize(("status", "headers", "ends"), [
+    (200, {}, False), (404, {}, False), (500, {}, False), (408, {}, False),
+    (402, {}, True), (403, {}, True), (429, {"retry-after": "5"}, True), (503, {}, True),
+    (200, {"cf-mitigated": "challenge"}, True),
+])
+def test_a_sub_request_answer_ends_the_render_on_the_gates_verdict(
+        status: int, headers: dict[str, str], ends: bool) -> None:
+    assert ends_render(classify_response(status, headers, b"", 0.0)) is ends

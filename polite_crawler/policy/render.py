@@ -31,6 +31,8 @@ from urllib.parse import urljoin, urlsplit
 
 import lxml.html
 
+from polite_crawler.policy.verdicts import Action, Verdict
+
 BLOCKED_HOSTS_FILE = Path(__file__).resolve().parent.parent / "render" / "blocked_hosts.txt"
 
 # Playwright's resource types (Request.resource_type) a page may fetch.
@@ -135,6 +137,24 @@ _APP_ROOT_IDS = frozenset({"root", "app", "__next", "__nuxt", "svelte", "applica
 _APP_ROOT_ATTRS = ("data-reactroot", "ng-app", "ng-version", "data-server-rendered", "x-data")
 _NEEDS_JS = re.compile(r"java\s*script|enable\s+js|\bjs\b", re.IGNORECASE)
 SHELL_MAX_WORDS = 20  # main text words below which a page counts as having none
+
+
+def ends_render(verdict: Verdict) -> bool:
+    """Whether a sub-request's answer speaks for the origin, so that the render stops
+    sending and its exchange answers the gate with it: a stop (402, 403, a challenge
+    page, whatever its status) or a wait the site asked for (429, 503). The verdict is
+    :func:`polite_crawler.policy.verdicts.classify_response`'s, as the gate's is.
+
+    >>> from polite_crawler.policy.verdicts import classify_response
+    >>> [ends_render(classify_response(s, {}, b"", 0.0)) for s in (200, 403, 404, 429, 500, 503)]
+    [False, True, False, True, False, True]
+    >>> ends_render(classify_response(200, {"cf-mitigated": "challenge"}, b"", 0.0))
+    True
+    """
+    if verdict.action is Action.STOP_ORIGIN:
+        return True
+    return verdict.action is Action.RETRY_LATER and (verdict.rate_limited
+                                                     or verdict.label == "retry_later:503")
 
 
 def _parse(body: bytes, encoding: str | None) -> Any:

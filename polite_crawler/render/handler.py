@@ -23,7 +23,8 @@ A request with it:
    Playwright and the browser start with the first render, not with the crawl.
 3. The page's DOM after the wait (``meta["polite_render_wait"]``, a CSS selector,
    or no sub-request for POLITE_RENDER_IDLE seconds) is the response body. A
-   sub-request answered 402, 403, 429 or 503 stops the render's requests, and that
+   sub-request answered 402, 403, 429, 503 or with a challenge page (the gate's
+   verdict, :func:`~polite_crawler.policy.render.ends_render`) stops the render's requests, and that
    answer (its Retry-After included) is the exchange's, so the gate waits, backs off
    or stops the origin as for any page.
 
@@ -66,8 +67,15 @@ from polite_crawler.defaults import POLITE_DEFAULTS as _DEFAULT
 from polite_crawler.handlers import GuardedHTTPDownloadHandler
 from polite_crawler.middlewares.addresses import address_policy
 from polite_crawler.middlewares.identity import identity_from_settings
+from polite_crawler.policy.challenges import BODY_HEAD_BYTES
 from polite_crawler.policy.codings import ACCEPT_ENCODING, decode_capped, split_encodings
-from polite_crawler.policy.render import SubrequestRules, judge_subrequest, load_blocked_hosts
+from polite_crawler.policy.render import (
+    SubrequestRules,
+    ends_render,
+    judge_subrequest,
+    load_blocked_hosts,
+)
+from polite_crawler.policy.verdicts import classify_response, text_headers
 from polite_crawler.render.memory import descendants_rss
 from polite_crawler.render.middleware import AUTO, shell_cache
 
@@ -89,9 +97,6 @@ BROWSER_ARGS = [
 _TRANSFER = (b"Content-Encoding", b"Content-Length", b"Transfer-Encoding", b"Connection",
              b"Keep-Alive", b"Set-Cookie")
 _FORWARDED = ("accept", "content-type", "accept-language")
-# A sub-request answered so speaks for the origin: the render stops sending, and its
-# exchange answers the gate with it (a wait, a backoff, a stop), not with the page.
-REFUSALS = frozenset({402, 403, 429, 503})
 
 
 class RenderTimeoutError(DownloadTimeoutError, TimeoutError):
@@ -506,7 +511,11 @@ class RenderDownloadHandler(ScrapyPlaywrightDownloadHandler):  # type: ignore[mi
             return None
         render.subs.append(_Sub(preq.url, preq.method, response.status, len(response.body),
                                 sent, self.ctx.clock()))
-        if response.status in REFUSALS and render.refusal is None:
+        # An answer that speaks for the origin (a stop, a challenge, a wait): the render
+        # stops sending, and its exchange answers the gate with it, not with the page.
+        if render.refusal is None and ends_render(classify_response(
+                response.status, text_headers(response.headers),
+                response.body[:BODY_HEAD_BYTES], self.ctx.clock())):
             render.refusal = response
             render.refused.set()
             logger.info("%(url)s answered %(status)d during the render of %(page)s: the "
