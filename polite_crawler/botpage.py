@@ -366,8 +366,13 @@ feeds, and follows your links only for what they do not list.</p>
 <p>For each page it keeps the address (and the canonical address), the status, when it fetched
 it, the <code>ETag</code> and <code>Last-Modified</code> values, the title, the main text without
 navigation, fingerprints to recognise duplicates, and the content signals that applied.</p>
-<p>It does not log in, fill in forms (your search box included), keep cookies, run JavaScript, or
-download images, stylesheets and scripts.</p>
+<p>It does not log in, fill in forms (your search box included), keep cookies, or download
+images, media, fonts and stylesheets. It runs no JavaScript, unless its operator turned
+rendering on and a page shows its text only through scripts (with no JSON-LD, JSON form or feed
+that carries it): then a browser shows that page, fetching only your origin's scripts and data
+calls (GET or HEAD; no analytics, tag manager or ad hosts), each through the crawler's own rules
+(robots.txt, its User-Agent, one request at a time; a 402, 403, 429, 503 or challenge answer
+ends the render). The render counts as one visit, and the rest after it grows with its time.</p>
 </section>
 
 <section aria-labelledby="often">
