@@ -73,6 +73,7 @@ def test_history_bad_input(tmp_path):
         (["http://never.example"], "no exchange with http://never.example"),
         (["ftp://x"], "not an http(s) origin"),
         ([SITE, "--since", "yesterday"], "--since 'yesterday'"),
+        ([SITE, "--until", "nan"], "--until 'nan'"),
         ([SITE, "--log", str(tmp_path / "none.jsonl")], "no such file"),
     ]:
         done = scrapy("history", *args, "--state-dir", str(state))

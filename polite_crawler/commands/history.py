@@ -10,6 +10,7 @@ and the verdict. What a site owner asks for.
 from __future__ import annotations
 
 import json
+import math
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -32,17 +33,20 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
 
 
-def parse_date(text: str) -> float:
+def parse_date(text: str, option: str = "--since") -> float:
     """An ISO 8601 date or time (UTC unless it says otherwise), or epoch seconds."""
     raw = text.strip()
     try:
-        return float(raw)
+        seconds = float(raw)
     except ValueError:
         pass
+    else:
+        if math.isfinite(seconds):
+            return seconds
     try:
         stamp = datetime.fromisoformat(raw.replace("Z", "+00:00"))
     except ValueError as exc:
-        raise CommandError(f"--since {text!r}: write a date as 2026-12-01 or "
+        raise CommandError(f"{option} {text!r}: write a date as 2026-12-01 or "
                            "2026-12-01T10:00:00Z") from exc
     if stamp.tzinfo is None:
         stamp = stamp.replace(tzinfo=UTC)
@@ -181,7 +185,7 @@ class Command(ScrapyCommand):
                 raise CommandError("name one origin, e.g. scrapy history https://example.org")
             origin = parse_origin(args[0])
             since = parse_date(opts.since) if opts.since else None
-            until = parse_date(opts.until) if opts.until else None
+            until = parse_date(opts.until, "--until") if opts.until else None
             state = state_dir_of(settings, opts.state_dir)
             files = log_files(state, opts.log, settings.get("POLITE_ACCESS_LOG") or None)
             if not files:
