@@ -129,3 +129,13 @@ def test_addon_pins_timing_settings() -> None:
     assert crawler.settings.getfloat("DOWNLOAD_DELAY") == 0
     assert crawler.settings.getint("CONCURRENT_REQUESTS_PER_DOMAIN") == 1
     assert not crawler.settings.getbool("AUTOTHROTTLE_ENABLED")
+
+
+def test_a_test_host_is_loopback_or_in_the_test_networks() -> None:
+    from polite_crawler.policy.network import is_test_host, parse_networks
+
+    nets = parse_networks(["10.9.0.0/16", "2001:db8::/32"])
+    assert is_test_host("127.0.0.2", nets) and is_test_host("localhost", nets)
+    assert is_test_host("10.9.1.1", nets) and is_test_host("[2001:db8::1]", nets)
+    assert not is_test_host("10.8.1.1", nets) and not is_test_host("example.org", nets)
+    assert not is_test_host("10.9.1.1", [])

@@ -21,8 +21,8 @@ from scrapy.commands.crawl import Command as ScrapyCrawlCommand
 from scrapy.settings import SETTINGS_PRIORITIES
 
 from polite_crawler.commands._base import fail, with_defaults
-from polite_crawler.policy.identity import IdentityError, check_user_agent, is_loopback_host
-from polite_crawler.policy.network import in_networks, parse_networks
+from polite_crawler.policy.identity import IdentityError, check_user_agent
+from polite_crawler.policy.network import is_test_host, parse_networks
 
 if TYPE_CHECKING:
     import argparse
@@ -104,7 +104,7 @@ def start_problem(settings: BaseSettings, spidercls: type, spargs: dict[str, Any
         networks = parse_networks(merged.getlist("POLITE_TEST_NETWORKS"))
         for url in start:
             host = urlsplit(url).hostname or ""
-            if not (is_loopback_host(host) or in_networks(host, networks)):
+            if not is_test_host(host, networks):
                 return (f"refusing to crawl {url}: POLITE_BOT_URL is not set; publish "
                         "bot_page/ (make bot-page) where site owners can read it and pass "
                         "-s POLITE_BOT_URL=<its address> -s POLITE_CONTACT=<your mail>")

@@ -36,8 +36,7 @@ from polite_crawler.commands._base import (
     when,
     with_defaults,
 )
-from polite_crawler.policy.identity import is_loopback_host
-from polite_crawler.policy.network import in_networks, parse_networks
+from polite_crawler.policy.network import is_test_host, parse_networks
 from polite_crawler.policy.rest import OriginState, compute_rest, floor_params, utc_day
 from polite_crawler.policy.revisit import GROW, SHRINK, Decision, Known, decide
 from polite_crawler.policy.robots import (
@@ -269,9 +268,8 @@ def robots_from_store(conn: sqlite3.Connection | None, origin: str, url: str,
 # --- origin state --------------------------------------------------------------------------
 
 def _is_test(origin: str, settings: BaseSettings) -> bool:
-    host = urlsplit(origin).hostname or ""
-    nets = parse_networks(settings.getlist("POLITE_TEST_NETWORKS"))
-    return is_loopback_host(host) or in_networks(host, nets)
+    return is_test_host(urlsplit(origin).hostname or "",
+                        parse_networks(settings.getlist("POLITE_TEST_NETWORKS")))
 
 
 def origin_state(conn: sqlite3.Connection | None, origin: str, settings: BaseSettings,

@@ -17,9 +17,8 @@ from polite_crawler.policy.identity import (
     IdentityError,
     build_identity,
     check_user_agent,
-    is_loopback_host,
 )
-from polite_crawler.policy.network import in_networks, parse_networks
+from polite_crawler.policy.network import is_test_host, parse_networks
 
 if TYPE_CHECKING:
     from scrapy import Request, Spider
@@ -77,7 +76,7 @@ class IdentityMiddleware:
 
     def _needs_bot_url(self, url: str) -> bool:
         host = urlsplit(url).hostname or ""
-        local = is_loopback_host(host) or in_networks(host, self.test_networks)
+        local = is_test_host(host, self.test_networks)
         return not (self.has_bot_url or local)
 
     def _check_bot_url(self, url: str) -> None:
