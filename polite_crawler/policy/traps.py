@@ -318,33 +318,33 @@ class TrapMemory:
     def path_remembered(self, url: str, now: float) -> str | None:
         """The reason new query strings of ``url``'s path were judged a trap, or None."""
         key = query_path(url)
-        got = self._paths.get(key) if key is not None else None
-        if got is None:
-            return None
-        if now >= got[1]:
-            del self._paths[key]  # type: ignore[arg-type]
-            return None
-        return got[0]
+        return None if key is None else self._look(self._paths, key, now)
 
     def add_path(self, key: str, reason: str, now: float, expires_at: float | None = None) -> bool:
-        known = self._paths.get(key)
-        self._paths[key] = (reason, now + self.ttl if expires_at is None else expires_at)
-        return known is None or known[1] <= now
+        return self._put(self._paths, key, reason, now, expires_at)
 
     def remembered(self, url: str, now: float) -> str | None:
         """The reason ``url`` was judged a trap, while that is remembered, else None."""
-        got = self._urls.get(url)
-        if got is None:
-            return None
-        if now >= got[1]:
-            del self._urls[url]
-            return None
-        return got[0]
+        return self._look(self._urls, url, now)
 
     def add(self, url: str, reason: str, now: float, expires_at: float | None = None) -> bool:
         """Remember one trap page; False when it was already remembered."""
-        known = self._urls.get(url)
-        self._urls[url] = (reason, now + self.ttl if expires_at is None else expires_at)
+        return self._put(self._urls, url, reason, now, expires_at)
+
+    @staticmethod
+    def _look(table: dict[str, tuple[str, float]], key: str, now: float) -> str | None:
+        got = table.get(key)
+        if got is None:
+            return None
+        if now >= got[1]:  # expired: forgotten
+            del table[key]
+            return None
+        return got[0]
+
+    def _put(self, table: dict[str, tuple[str, float]], key: str, reason: str, now: float,
+             expires_at: float | None) -> bool:
+        known = table.get(key)
+        table[key] = (reason, now + self.ttl if expires_at is None else expires_at)
         return known is None or known[1] <= now
 
     def __len__(self) -> int:
