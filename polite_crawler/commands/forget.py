@@ -284,8 +284,7 @@ class Command(ScrapyCommand):
             if not has_table(conn, "polite_optout"):
                 entries: list[Any] = []
             else:
-                optout = OptOutList.__new__(OptOutList)
-                optout.conn, optout._own = conn, False
+                optout = OptOutList(conn)  # its tables exist: nothing to write
                 entries = [{"origin": e.origin, "reason": e.reason, "added_at": e.added_at}
                            for e in optout.entries().values()]
         finally:
