@@ -96,6 +96,12 @@ def test_prune_keeps_recent_logs(tmp_path):
     assert prune_access_logs(tmp_path, 7, time.time()) == [old]
     assert new.exists() and other.exists()
     assert prune_access_logs(tmp_path, 0, time.time()) == []
+    # The crawl's own log (a fixed POLITE_ACCESS_LOG last written long ago) is never deleted.
+    mine = tmp_path / "access-fixed.jsonl"
+    mine.write_text("x")
+    os.utime(mine, (week, week))
+    assert prune_access_logs(tmp_path, 7, time.time(), spare=mine) == []
+    assert mine.exists()
 
 
 @pytest_twisted.ensureDeferred

@@ -65,12 +65,16 @@ UNRECORDED_AFTER = 30.0  # seconds an ended exchange waits for its verdict
 SWEEP_INTERVAL = 1.0
 
 
-def prune_access_logs(directory: Path, keep_days: float, now: float) -> list[Path]:
-    """Delete the access logs of ``directory`` last written more than ``keep_days`` ago."""
+def prune_access_logs(directory: Path, keep_days: float, now: float,
+                      spare: Path | None = None) -> list[Path]:
+    """Delete the access logs of ``directory`` last written more than ``keep_days`` ago;
+    never ``spare`` (the crawl's own, which a fixed POLITE_ACCESS_LOG may name)."""
     if keep_days <= 0:
         return []
     removed = []
     for path in directory.glob("access-*.jsonl"):
+        if spare is not None and path == spare:
+            continue
         try:
             if now - path.stat().st_mtime > keep_days * 86400:
                 path.unlink()
@@ -158,7 +162,7 @@ class AccessLog:
         self._ensure_open()
         assert self.path is not None
         keep = self.crawler.settings.getfloat("POLITE_ACCESS_LOG_KEEP_DAYS", 0.0)
-        for old in prune_access_logs(self.path.parent, keep, time.time()):
+        for old in prune_access_logs(self.path.parent, keep, time.time(), spare=self.path):
             logger.info("Deleted the access log %(path)s (older than %(days)g days)",
                         {"path": str(old), "days": keep})
 
