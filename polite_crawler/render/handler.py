@@ -259,12 +259,7 @@ class RenderDownloadHandler(ScrapyPlaywrightDownloadHandler):  # type: ignore[mi
         if not self._renderable(document):
             self._inc("polite/render/not_rendered")
             return document
-        body, _left, _cut = decode_capped(
-            document.body, split_encodings(document.headers.getlist(b"Content-Encoding")),
-            self.max_bytes)
-        headers = document.headers.copy()
-        for name in _TRANSFER:
-            headers.pop(name, None)
+        body, headers = self._for_browser(document)
         document = document.replace(body=body, headers=headers)
         url = request.url
         if url in self._renders:
@@ -523,15 +518,20 @@ class RenderDownloadHandler(ScrapyPlaywrightDownloadHandler):  # type: ignore[mi
                         {"url": preq.url, "status": response.status,
                          "page": render.request.url})
         self._inc("polite/render/subrequest_bytes", len(response.body))
+        body, headers = self._for_browser(response)
+        if preq.resource_type == "script" and response.status == 200 and _cacheable(headers):
+            self.cache.put(preq.url, 200, _str_headers(headers), body)
+        return response.status, headers, body
+
+    def _for_browser(self, response: Response) -> tuple[bytes, Headers]:
+        """The body decoded (under the size cap) and the headers without the transfer's."""
         body, _left, _cut = decode_capped(
             response.body, split_encodings(response.headers.getlist(b"Content-Encoding")),
             self.max_bytes)
         headers = response.headers.copy()
         for name in _TRANSFER:
             headers.pop(name, None)
-        if preq.resource_type == "script" and response.status == 200 and _cacheable(headers):
-            self.cache.put(preq.url, 200, _str_headers(headers), body)
-        return response.status, headers, body
+        return body, headers
 
     def _signer(self) -> Any:
         """The crawl's signing middleware (Web Bot Auth), when it is installed."""
