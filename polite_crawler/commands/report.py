@@ -498,12 +498,6 @@ class Command(ScrapyCommand):
                          f"{len(data['plots'])} plots)")
 
 
-def per_site_rows(sites: dict[str, Site]) -> list[dict[str, Any]]:
-    return [s.row() for s in sites.values()]
-
-
-
-
 def demo_report(out: Path) -> str:
     """The demo's report (``make demo``): ``<out>/report.html``; its path, or why not."""
     target = out / "report.html"

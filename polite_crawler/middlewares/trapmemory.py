@@ -161,9 +161,6 @@ class TrapMemoryMiddleware(BaseSpiderMiddleware):
             request.meta[TRAIL] = trail
         return request
 
-    def _learn(self, trail: tuple[str, ...], refused: str, reason: str, now: float) -> None:
-        learn(self.crawler, trail, refused, reason, now)
-
     def _drop(self, request: Request, reason: str) -> Request | None:
         self._inc(f"polite/traps/{reason}")
         logger.debug("Trap rule %(reason)s: dropped %(url)s",

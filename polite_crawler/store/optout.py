@@ -194,8 +194,5 @@ class OptOutList:
             sql += " WHERE closed_at IS NOT NULL"
         return [Job(*row) for row in self.conn.execute(sql + " ORDER BY opened_at")]
 
-    def forget_job(self, owner: str) -> None:
-        self.conn.execute("DELETE FROM polite_optout_jobs WHERE owner=?", (owner,))
-
 
 __all__ = ["Job", "OptOut", "OptOutList"]
