@@ -132,27 +132,23 @@ class OptOutList:
 
     def add(self, origin: str, reason: str, now: float) -> int:
         """Put the origin on the list; returns the new version."""
-        self.conn.execute("BEGIN IMMEDIATE")
-        try:
-            self.conn.execute(
-                "INSERT INTO polite_optout (origin, reason, added_at) VALUES (?, ?, ?) "
-                "ON CONFLICT(origin) DO UPDATE SET reason=excluded.reason", (origin, reason, now))
-            self.conn.execute("INSERT INTO polite_optout_log (origin, action, reason, at) "
-                              "VALUES (?, 'forget', ?, ?)", (origin, reason, now))
-            version = self._bump()
-            self.conn.execute("COMMIT")
-        except BaseException:
-            self.conn.execute("ROLLBACK")
-            raise
-        return version
+        return self._change(origin, "forget", reason, now, (
+            "INSERT INTO polite_optout (origin, reason, added_at) VALUES (?, ?, ?) "
+            "ON CONFLICT(origin) DO UPDATE SET reason=excluded.reason", (origin, reason, now)))
 
     def remove(self, origin: str, reason: str, now: float) -> int:
         """Take the origin off the list (``--undo``); returns the new version."""
+        return self._change(origin, "undo", reason, now,
+                            ("DELETE FROM polite_optout WHERE origin=?", (origin,)))
+
+    def _change(self, origin: str, action: str, reason: str, now: float,
+                edit: tuple[str, tuple[Any, ...]]) -> int:
+        """One change of the list, its log line and the version's bump, in one transaction."""
         self.conn.execute("BEGIN IMMEDIATE")
         try:
-            self.conn.execute("DELETE FROM polite_optout WHERE origin=?", (origin,))
+            self.conn.execute(*edit)
             self.conn.execute("INSERT INTO polite_optout_log (origin, action, reason, at) "
-                              "VALUES (?, 'undo', ?, ?)", (origin, reason, now))
+                              "VALUES (?, ?, ?, ?)", (origin, action, reason, now))
             version = self._bump()
             self.conn.execute("COMMIT")
         except BaseException:
