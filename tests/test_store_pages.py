@@ -272,6 +272,9 @@ def test_fetch_records_of_urls_that_are_not_pages(store_uri: str) -> None:
         assert got.etag == '"s1"' and got.headers["content-encoding"] == "gzip"
         assert got.due_at == 1_700_001_000.0 and got.fresh_until == 1_700_000_600.0
         assert store.get(url).result() is None  # not a page: never exported as one
+        page, fetch = store.get_page_or_fetch(url).result()  # one trip, as requests ask
+        assert page is None and fetch is not None and fetch.etag == '"s1"' and fetch.body is None
+        assert store.get_page_or_fetch("http://127.0.0.1:8000/none").result() == (None, None)
         light = store.get_fetch(url).result()
         assert light is not None and light.body is None and light.has_copy
         assert store.record_fetch_not_modified(url, fetched_at=1_700_002_000.0,

@@ -157,8 +157,7 @@ class ConditionalRequestMiddleware:
                 if meta.get(TRAIL):
                     learn(self.crawler, meta[TRAIL], canonical, reason, now)
                 raise IgnoreRequest(f"trap ({reason})")
-        rec = await result(self.store.get(canonical, follow=FOLLOW))
-        fetch = await result(self.store.get_fetch(canonical)) if rec is None else None
+        rec, fetch = await result(self.store.get_page_or_fetch(canonical, follow=FOLLOW))
         if rec is None and fetch is None and meta.get("polite_link", True) is not False:
             # A path whose new query strings a former crawl judged a trap: only what
             # the store knows is revisited.

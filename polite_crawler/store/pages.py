@@ -706,6 +706,17 @@ class PageStore:
         """The fetch state of a URL that is not a stored page (sitemap, alias), or None."""
         return self.call(lambda b: b.get_fetch(url, body=body))
 
+    def get_page_or_fetch(
+        self, canonical_url: str, *, follow: Sequence[str] | None = None,
+    ) -> Future[tuple[PageRecord | None, FetchRecord | None]]:
+        """The page record (as :meth:`get`), else the URL's fetch record: one trip to the
+        store thread for what a request is revalidated against."""
+        def both(b: Any) -> tuple[PageRecord | None, FetchRecord | None]:
+            rec = b.resolve(canonical_url, follow=follow)
+            return rec, (b.get_fetch(canonical_url) if rec is None else None)
+
+        return self.call(both)
+
     def record_fetch(self, rec: FetchRecord, bounds: Bounds) -> Future[str]:
         """Store a fetch of a URL that is not a page; its interval follows its change.
 
