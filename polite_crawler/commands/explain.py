@@ -230,16 +230,18 @@ def robots_from_store(conn: sqlite3.Connection | None, origin: str, url: str,
                       settings: BaseSettings, now: float) -> dict[str, Any]:
     token = settings.get("POLITE_BOT_NAME") or "PoliteCrawler"
     ttl = settings.getfloat("POLITE_ROBOTS_TTL")
-    row = None
+    from polite_crawler.store.robots import read_robots_state
+
+    stored = None
     if conn is not None and has_table(conn, "robots_txt"):
-        row = conn.execute(
-            "SELECT kind, status, body, fetched_at, failures, outage_since, retry_at, "
-            "last_error FROM robots_txt WHERE origin=?", (origin,)).fetchone()
-    if row is None:
+        stored = read_robots_state(conn, origin)
+    if stored is None:
         return {"source": "none", "allowed": None,
                 "why": "no robots.txt read yet: the origin's first request will be its "
                        "robots.txt, and nothing else is fetched before it is read"}
-    kind, status, body, fetched_at, failures, outage_since, retry_at, last_error = row
+    kind, status, body, fetched_at = stored.kind, stored.status, stored.body, stored.fetched_at
+    failures, outage_since = stored.failures, stored.outage_since
+    retry_at, last_error = stored.retry_at, stored.last_error
     out: dict[str, Any] = {"status": status, "fetched_at": fetched_at, "failures": failures,
                            "retry_at": retry_at, "last_error": last_error}
     fresh = fetched_at is not None and now < fetched_at + ttl

@@ -321,12 +321,10 @@ class RobotsBook:
 
     def _reload(self, origin: str, now: float) -> _Entry:
         with self._lock:
-            row = self._conn.execute(
-                f"SELECT {', '.join(_COLUMNS)} FROM robots_txt WHERE origin = ?", (origin,)
-            ).fetchone()
+            stored = read_robots_state(self._conn, origin)
         old = self._entries.get(origin)
-        state = RobotsState(origin) if row is None else _state_from_row(origin, row)
-        if old is not None and row is not None and old.state.checked_at == state.checked_at:
+        state = RobotsState(origin) if stored is None else stored
+        if old is not None and stored is not None and old.state.checked_at == state.checked_at:
             old.loaded_at = now
             return old
         entry = _Entry(state, now)
@@ -349,6 +347,15 @@ class RobotsBook:
             )
 
 
+def read_robots_state(conn: Any, origin: str) -> RobotsState | None:
+    """The stored state of ``origin``'s robots.txt (None: never read); any connection to
+    the origin store, a read-only one too (``scrapy explain``)."""
+    row = conn.execute(
+        f"SELECT {', '.join(_COLUMNS)} FROM robots_txt WHERE origin = ?", (origin,)
+    ).fetchone()
+    return None if row is None else _state_from_row(origin, row)
+
+
 def _state_from_row(origin: str, row: Any) -> RobotsState:
     return RobotsState(
         origin=origin,
@@ -366,4 +373,4 @@ def _state_from_row(origin: str, row: Any) -> RobotsState:
     )
 
 
-__all__ = ["KIND_ALLOW_ALL", "KIND_RULES", "RobotsBook", "RobotsState"]
+__all__ = ["KIND_ALLOW_ALL", "KIND_RULES", "RobotsBook", "RobotsState", "read_robots_state"]
