@@ -15,14 +15,13 @@ This command wins over Scrapy's: Scrapy reads its own commands, then the
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
 from scrapy.commands.crawl import Command as ScrapyCrawlCommand
 from scrapy.settings import SETTINGS_PRIORITIES
 
 from polite_crawler.commands._base import fail, with_defaults
 from polite_crawler.policy.identity import IdentityError, check_user_agent
-from polite_crawler.policy.network import is_test_host, parse_networks
+from polite_crawler.policy.network import parse_networks
 
 if TYPE_CHECKING:
     import argparse
@@ -101,13 +100,12 @@ def start_problem(settings: BaseSettings, spidercls: type, spargs: dict[str, Any
     if jobdir is not None:
         return jobdir
     if not merged.get("POLITE_BOT_URL"):
+        from polite_crawler.middlewares.identity import needs_bot_url, no_bot_url_message
+
         networks = parse_networks(merged.getlist("POLITE_TEST_NETWORKS"))
         for url in start:
-            host = urlsplit(url).hostname or ""
-            if not is_test_host(host, networks):
-                return (f"refusing to crawl {url}: POLITE_BOT_URL is not set; publish "
-                        "bot_page/ (make bot-page) where site owners can read it and pass "
-                        "-s POLITE_BOT_URL=<its address> -s POLITE_CONTACT=<your mail>")
+            if needs_bot_url(url, networks):
+                return no_bot_url_message(url)
     return None
 
 

@@ -21,10 +21,14 @@ from polite_crawler.policy.identity import (
 from polite_crawler.policy.network import is_test_host, parse_networks
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from scrapy import Request, Spider
     from scrapy.crawler import Crawler
     from scrapy.http import Response
     from scrapy.settings import BaseSettings
+
+    from polite_crawler.policy.network import Network
 
 logger = logging.getLogger(__name__)
 
@@ -39,6 +43,20 @@ def identity_from_settings(settings: BaseSettings) -> Identity:
         settings.get("POLITE_BOT_URL") or LOCAL_BOT_URL,
         settings.get("POLITE_CONTACT", ""),
     )
+
+
+def needs_bot_url(url: str, test_networks: Sequence[Network]) -> bool:
+    """Whether fetching ``url`` needs POLITE_BOT_URL: any host but the operator's own."""
+    return not is_test_host(urlsplit(url).hostname or "", test_networks)
+
+
+def no_bot_url_message(url: str) -> str:
+    """The refusal of a crawl of ``url`` without POLITE_BOT_URL (at start, and in ``scrapy
+    crawl`` before it)."""
+    return (f"refusing to crawl {url}: POLITE_BOT_URL is not set. Publish bot_page/ "
+            "(make bot-page writes bot_page/index.html) where site owners can read it, "
+            "and set POLITE_BOT_URL (and POLITE_CONTACT) to its address "
+            "(-s POLITE_BOT_URL=... -s POLITE_CONTACT=...)")
 
 
 class IdentityMiddleware:
@@ -75,17 +93,12 @@ class IdentityMiddleware:
         logger.info("Crawling as %(ua)s", {"ua": self.identity.user_agent})
 
     def _needs_bot_url(self, url: str) -> bool:
-        host = urlsplit(url).hostname or ""
-        local = is_test_host(host, self.test_networks)
-        return not (self.has_bot_url or local)
+        # Per request: with POLITE_BOT_URL set (every public crawl) no URL is parsed.
+        return not self.has_bot_url and needs_bot_url(url, self.test_networks)
 
     def _check_bot_url(self, url: str) -> None:
         if self._needs_bot_url(url):
-            raise IdentityError(
-                f"refusing to crawl {url}: POLITE_BOT_URL is not set. Publish bot_page/ "
-                "(make bot-page writes bot_page/index.html) where site owners can read it, "
-                "and set POLITE_BOT_URL (and POLITE_CONTACT) to its address"
-            )
+            raise IdentityError(no_bot_url_message(url))
 
     def process_request(self, request: Request) -> None:
         if self._needs_bot_url(request.url):
