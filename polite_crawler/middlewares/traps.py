@@ -91,16 +91,6 @@ def yield_monitor(crawler: Crawler) -> YieldMonitor:
     return monitor
 
 
-def _origin(url: str) -> str | None:
-    return safe_origin(url)
-
-
-def trap_reason(request: Request, depth: int, limits: TrapLimits,
-                strip_params: list[str]) -> str | None:
-    """Why ``request`` is a trap by the page rules (see the module docstring), or None."""
-    return UrlRules(limits, strip_params).page_reason(request.url, depth)
-
-
 def url_rules(crawler: Crawler) -> UrlRules:
     """The crawl's URL rules (:mod:`polite_crawler.frontier.admission`), one for both paths."""
     rules = getattr(crawler, _RULES, None)
@@ -176,7 +166,7 @@ class TrapStopMiddleware:
     def process_request(self, request: Request) -> None:
         if request.meta.get("polite_robots"):
             return
-        if self.monitor.stopped(_origin(request.url) or ""):
+        if self.monitor.stopped(safe_origin(request.url) or ""):
             if self.crawler.stats is not None:
                 self.crawler.stats.inc_value(f"polite/traps/{LOW_YIELD}")
             raise IgnoreRequest(f"origin stopped ({LOW_YIELD})")
