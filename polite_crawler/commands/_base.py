@@ -47,9 +47,11 @@ def state_dir_of(settings: BaseSettings, given: str | None = None) -> Path:
     variable of that name (as :class:`~polite_crawler.extensions.jobdir.JobDirExtension`
     reads it), else ``.scrapy/polite``.
     """
-    raw = (given or settings.get("POLITE_STATE_DIR") or os.environ.get("POLITE_STATE_DIR")
-           or ".scrapy/polite")
-    path = Path(raw).expanduser().resolve()
+    from polite_crawler.policy.jobs import state_dir_for  # the crawl's own precedence
+
+    raw = state_dir_for(given or settings.get("POLITE_STATE_DIR") or "",
+                        os.environ.get("POLITE_STATE_DIR", ""), None, Path.cwd())
+    path = Path(raw or ".scrapy/polite").expanduser().resolve()
     if not path.is_dir():
         raise CommandError(
             f"no state directory at {path}: give the crawl's with --state-dir or "
