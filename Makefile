@@ -11,7 +11,7 @@ $(BIN)/python:
 	$(BIN)/pip install --quiet --upgrade pip
 
 $(STAMP): $(BIN)/python pyproject.toml
-	$(BIN)/pip install --quiet -e '.[test,dev,postgres,scrapyd]'
+	$(BIN)/pip install --quiet -e '.[test,dev,postgres,redis,scrapyd]'
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
 

@@ -9,6 +9,8 @@
 set -euo pipefail
 need=()
 ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || need+=(postgresql)
+# redis-server: the Redis frontier's tests and make cluster-demo start one on loopback
+command -v redis-server >/dev/null 2>&1 || [ -x /usr/bin/redis-server ] || need+=(redis-server)
 command -v chromium >/dev/null 2>&1 || [ -x /usr/bin/chromium ] || need+=(chromium)
 [ -d /usr/share/doc/python3/html ] || need+=(python3-doc)
 [ -x /usr/sbin/nginx ] || need+=(nginx)  # bench/realweb_nginx.py, tests/test_realweb_nginx.py
