@@ -1,0 +1,409 @@
+"""The frontier's shared state in Redis: keys, Lua scripts and the batched calls.
+
+Every call here is a batch (one pipeline, one round trip, or a few in sequence) and
+runs on a worker thread, never on the reactor (:mod:`polite_crawler.frontier.redis_frontier`
+plans a batch on the reactor, runs it here, and applies its results on the reactor).
+
+Keys (``P`` is the prefix, ``C`` the crawl's name, ``O`` an origin). Every key of one
+origin carries the hash tag ``{O}``, so a Lua script that touches an origin's keys runs
+on one Redis Cluster slot:
+
+- ``P:o:{O}`` hash, shared by every crawl: ``state`` (:class:`OriginState` as JSON: the
+  next-allowed time, rest, latency watch, failure state and breaker, daily budget),
+  ``run`` (the crawl that wrote it), ``owner`` (the worker that holds the origin, or
+  empty), ``seq:C`` (row counter), ``stop:C`` (why the crawl stopped the origin).
+- ``P:q:{O}:C`` sorted set: the crawl's queued rows of the origin. A row is
+  ``b"<prio> <seq> <url>\\n<data>"``, scored ``-prio * 1e9 + seq`` (highest priority
+  first, then first in).
+- ``P:f:{O}:C`` hash ``seq -> row``: rows the owner has claimed (buffered or in flight).
+  A worker taking the origin over puts them back into the queue.
+- ``P:s:{O}:C`` set: the crawl's seen set for the origin, 64-bit fingerprints as
+  integers (Redis keeps a set of integers as an *intset*: 8 bytes each).
+- ``P:active:C`` set of origins with rows queued or claimed; ``P:workers:C`` sorted set
+  worker -> last heartbeat; ``P:tpl:C`` hash of URL-row templates; ``P:seed:C`` the
+  worker that seeds the start URLs and ``P:seeded:C`` set once it has.
+- ``P:alive:W`` the worker's lease (a TTL key, renewed in every batch) and ``P:w:W``
+  the end of its last lease (no dispatch of the worker can start after it).
+
+An origin belongs to the worker named in its ``owner`` field while that worker's
+``alive`` key exists. A worker whose ``alive`` key vanished (it died, or stalled past
+its TTL) has lost every origin it held; it never renews the key again (a new worker id
+would be needed). See docs/CLUSTER.md for the rules built on this.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any
+
+PREFIX = "polite"
+
+# KEYS: o, q, s.  ARGV: crawl, then (fingerprint or '', prio, url\ndata) per row.
+_PUSH = """
+if redis.call('HEXISTS', KEYS[1], 'stop:' .. ARGV[1]) == 1 then return {-1, 0} end
+local added, dup = 0, 0
+local seqf = 'seq:' .. ARGV[1]
+for i = 2, #ARGV, 3 do
+  local fp = ARGV[i]
+  if fp == '' or redis.call('SADD', KEYS[3], fp) == 1 then
+    local seq = redis.call('HINCRBY', KEYS[1], seqf, 1)
+    local prio = tonumber(ARGV[i + 1])
+    redis.call('ZADD', KEYS[2], -prio * 1e9 + seq, ARGV[i + 1] .. ' ' .. seq .. ' ' .. ARGV[i + 2])
+    added = added + 1
+  else
+    dup = dup + 1
+  end
+end
+return {added, dup}
+"""
+
+# Rows claimed by an owner that is gone go back to the queue, with their own score.
+_REQUEUE_LUA = """
+local function requeue(q, f)
+  local rows = redis.call('HVALS', f)
+  for _, m in ipairs(rows) do
+    local a = string.find(m, ' ', 1, true)
+    local b = string.find(m, ' ', a + 1, true)
+    local prio = tonumber(string.sub(m, 1, a - 1))
+    local seq = tonumber(string.sub(m, a + 1, b - 1))
+    redis.call('ZADD', q, -prio * 1e9 + seq, m)
+  end
+  redis.call('DEL', f)
+  return #rows
+end
+"""
+
+# KEYS: o, q, f.  ARGV: me, the dead owner the caller verified ('' if none), crawl.
+# Takes the origin when it has no owner, or its owner is the dead one; its claimed
+# rows go back to the queue. Returns {1, state, run, requeued, queued, stop, last owner}
+# or {0, owner}.
+_TAKE = _REQUEUE_LUA + """
+local owner = redis.call('HGET', KEYS[1], 'owner')
+if owner and owner ~= '' and owner ~= ARGV[1] and owner ~= ARGV[2] then return {0, owner} end
+redis.call('HSET', KEYS[1], 'owner', ARGV[1])
+local n = requeue(KEYS[2], KEYS[3])
+local v = redis.call('HMGET', KEYS[1], 'state', 'run', 'stop:' .. ARGV[3])
+if v[3] then redis.call('DEL', KEYS[2]) end
+return {1, v[1] or '', v[2] or '', n, redis.call('ZCARD', KEYS[2]), v[3] or '', owner or ''}
+"""
+
+# KEYS: o, q, f.  ARGV: me, crawl, state JSON ('' unchanged), claim n, give back (0/1),
+# n done, then the done seqs, then the done rows.
+# Done rows leave the claimed set and the queue whoever owns the origin now (a row put
+# back by a takeover is not fetched again). The rest only for the owner: the state is
+# written, rows are claimed, or the origin is given back (its claimed rows requeued;
+# the caller has nothing of it in flight). Returns {0} (not the owner), {1, queued,
+# claimed count, rows...} or {2, queued}.
+_SYNC = _REQUEUE_LUA + """
+local nd = tonumber(ARGV[6])
+for i = 1, nd do
+  redis.call('HDEL', KEYS[3], ARGV[6 + i])
+  redis.call('ZREM', KEYS[2], ARGV[6 + nd + i])
+end
+if redis.call('HGET', KEYS[1], 'owner') ~= ARGV[1] then return {0} end
+if ARGV[3] ~= '' then redis.call('HSET', KEYS[1], 'state', ARGV[3], 'run', ARGV[2]) end
+if redis.call('HEXISTS', KEYS[1], 'stop:' .. ARGV[2]) == 1 then redis.call('DEL', KEYS[2]) end
+if ARGV[5] == '1' then
+  requeue(KEYS[2], KEYS[3])
+  redis.call('HSET', KEYS[1], 'owner', '')
+  return {2, redis.call('ZCARD', KEYS[2])}
+end
+local out = {1, 0, 0}
+local n = tonumber(ARGV[4])
+if n > 0 then
+  local popped = redis.call('ZPOPMIN', KEYS[2], n)
+  for i = 1, #popped, 2 do
+    local m = popped[i]
+    local a = string.find(m, ' ', 1, true)
+    local b = string.find(m, ' ', a + 1, true)
+    redis.call('HSET', KEYS[3], string.sub(m, a + 1, b - 1), m)
+    out[#out + 1] = m
+  end
+end
+out[2] = redis.call('ZCARD', KEYS[2])
+out[3] = redis.call('HLEN', KEYS[3])
+return out
+"""
+
+
+def seen_fp(canonical: str) -> int:
+    """The seen set's 64-bit fingerprint of a canonical URL (a signed integer: an intset)."""
+    digest = hashlib.blake2b(canonical.encode("utf-8"), digest_size=8).digest()
+    return int.from_bytes(digest, "big", signed=True)
+
+
+@dataclass
+class OriginSync:
+    """One owned origin's part of a batch."""
+
+    origin: str
+    state: str = ""  # JSON to write, or '' when unchanged
+    claim: int = 0
+    give_back: bool = False
+    done: list[tuple[bytes, bytes]] = field(default_factory=list)  # (seq, row)
+
+
+@dataclass
+class SyncResult:
+    origin: str
+    status: int  # 0 not the owner, 1 owned (claimed rows), 2 given back
+    queued: int = 0
+    claimed_total: int = 0
+    rows: list[bytes] = field(default_factory=list)
+
+
+@dataclass
+class Taken:
+    origin: str
+    state: str
+    run: str
+    requeued: int
+    queued: int
+    stop: str
+    last_owner: str
+    last_owner_until: float  # end of the last owner's lease (0: it gave the origin back)
+
+
+def parse_row(row: bytes) -> tuple[int, bytes, str, bytes]:
+    """``(prio, seq, url, data)`` of a stored row."""
+    a = row.index(b" ")
+    b = row.index(b" ", a + 1)
+    nl = row.index(b"\n", b + 1)
+    return int(row[:a]), row[a + 1:b], row[b + 1:nl].decode("utf-8"), row[nl + 1:]
+
+
+class RedisShared:
+    """Batched access to one crawl's shared frontier (thread-safe: redis-py pools)."""
+
+    def __init__(self, url: str, crawl: str, worker: str, *, prefix: str = PREFIX) -> None:
+        import redis
+
+        self.r: Any = redis.Redis.from_url(url, socket_timeout=30, health_check_interval=30)
+        self.crawl = crawl
+        self.worker = worker
+        self.p = prefix
+        self._push = self.r.register_script(_PUSH)
+        self._take = self.r.register_script(_TAKE)
+        self._sync = self.r.register_script(_SYNC)
+
+    # --- keys ------------------------------------------------------------------
+    def okey(self, origin: str) -> str:
+        return f"{self.p}:o:{{{origin}}}"
+
+    def qkey(self, origin: str) -> str:
+        return f"{self.p}:q:{{{origin}}}:{self.crawl}"
+
+    def fkey(self, origin: str) -> str:
+        return f"{self.p}:f:{{{origin}}}:{self.crawl}"
+
+    def skey(self, origin: str) -> str:
+        return f"{self.p}:s:{{{origin}}}:{self.crawl}"
+
+    @property
+    def active_key(self) -> str:
+        return f"{self.p}:active:{self.crawl}"
+
+    @property
+    def workers_key(self) -> str:
+        return f"{self.p}:workers:{self.crawl}"
+
+    def alive_key(self, worker: str) -> str:
+        return f"{self.p}:alive:{worker}"
+
+    def until_key(self, worker: str) -> str:
+        return f"{self.p}:w:{worker}"
+
+    # --- the worker's own lease --------------------------------------------------
+    def register(self, now: float, ttl: float) -> None:
+        pipe = self.r.pipeline(transaction=False)
+        pipe.set(self.until_key(self.worker), repr(now + ttl), ex=86400)
+        pipe.set(self.alive_key(self.worker), "1", px=int(ttl * 1000), nx=True)
+        pipe.zadd(self.workers_key, {self.worker: now})
+        pipe.execute()
+
+    def _heartbeat(self, pipe: Any, now: float, ttl: float) -> None:
+        # The end of the lease is written before the lease is extended: a reader that
+        # finds the lease gone reads an end no earlier than the real one.
+        pipe.set(self.until_key(self.worker), repr(now + ttl), ex=86400)
+        pipe.set(self.alive_key(self.worker), "1", px=int(ttl * 1000), xx=True)
+        pipe.zadd(self.workers_key, {self.worker: now})
+
+    def resign(self) -> None:
+        """The worker leaves (it gave every origin back): its lease ends now."""
+        pipe = self.r.pipeline(transaction=False)
+        pipe.delete(self.alive_key(self.worker))
+        pipe.set(self.until_key(self.worker), "0", ex=86400)
+        pipe.zrem(self.workers_key, self.worker)
+        pipe.execute()
+
+    # --- one batch -----------------------------------------------------------------
+    def batch(
+        self,
+        *,
+        now: float,
+        ttl: float,
+        pushes: dict[str, list[tuple[int | None, int, bytes]]],
+        seen: dict[str, list[int]],
+        templates: dict[int, bytes],
+        stops: dict[str, str],
+        drops: list[str],
+        owned: list[OriginSync],
+    ) -> tuple[bool, dict[str, tuple[int, int]], list[SyncResult], int, int]:
+        """Write what the worker queued and did, renew its lease, claim rows.
+
+        Returns (lease renewed, origin -> (added, duplicates) of the pushes, the owned
+        origins' results, active origins, live workers).
+        """
+        pipe = self.r.pipeline(transaction=False)
+        tpl = f"{self.p}:tpl:{self.crawl}"
+        for tid, data in templates.items():
+            pipe.hsetnx(tpl, str(tid), data)
+        for origin, reason in stops.items():
+            pipe.hset(self.okey(origin), f"stop:{self.crawl}", reason)
+            pipe.delete(self.qkey(origin))
+        for origin in drops:
+            pipe.delete(self.qkey(origin))
+        push_order = []
+        for origin, rows in pushes.items():
+            args: list[Any] = [self.crawl]
+            for fp, prio, body in rows:
+                args += ["" if fp is None else str(fp), str(prio), body]
+            self._push(keys=[self.okey(origin), self.qkey(origin), self.skey(origin)],
+                       args=args, client=pipe)
+            push_order.append(origin)
+        for origin, fps in seen.items():
+            pipe.sadd(self.skey(origin), *fps)
+        for s in owned:
+            args = [self.worker, self.crawl, s.state, str(s.claim), "1" if s.give_back else "0",
+                    str(len(s.done)), *[d[0] for d in s.done], *[d[1] for d in s.done]]
+            self._sync(keys=[self.okey(s.origin), self.qkey(s.origin), self.fkey(s.origin)],
+                       args=args, client=pipe)
+        self._heartbeat(pipe, now, ttl)
+        out = pipe.execute()
+        i = len(templates) + 2 * len(stops) + len(drops)
+        pushed: dict[str, tuple[int, int]] = {}
+        for origin in push_order:
+            added, dup = out[i]
+            pushed[origin] = (int(added), int(dup))
+            i += 1
+        i += len(seen)
+        results = []
+        for s in owned:
+            res = out[i]
+            i += 1
+            status = int(res[0])
+            if status == 1:
+                results.append(SyncResult(s.origin, 1, int(res[1]), int(res[2]),
+                                          [bytes(m) for m in res[3:]]))
+            elif status == 2:
+                results.append(SyncResult(s.origin, 2, int(res[1])))
+            else:
+                results.append(SyncResult(s.origin, 0))
+        renewed = out[i + 1] is not None and out[i + 1] is not False
+        # Active origins: pushed ones join (after their rows are in: see drop_empty).
+        pipe = self.r.pipeline(transaction=False)
+        added_origins = [o for o, (a, _d) in pushed.items() if a > 0]
+        if added_origins:
+            pipe.sadd(self.active_key, *added_origins)
+        pipe.scard(self.active_key)
+        pipe.zcount(self.workers_key, now - ttl, "+inf")
+        counts = pipe.execute()
+        return renewed, pushed, results, int(counts[-2]), max(int(counts[-1]), 1)
+
+    def drop_empty(self, origins: list[str]) -> list[str]:
+        """Origins with nothing queued or claimed leave the active set (a push since puts
+        them back: the pusher adds to the set after its rows are in, and the check here
+        comes after the removal). Returns those still active."""
+        if not origins:
+            return []
+        pipe = self.r.pipeline(transaction=False)
+        pipe.srem(self.active_key, *origins)
+        pipe.execute()
+        pipe = self.r.pipeline(transaction=False)
+        for o in origins:
+            pipe.exists(self.qkey(o), self.fkey(o))
+        left = [o for o, n in zip(origins, pipe.execute(), strict=True) if n]
+        if left:
+            self.r.sadd(self.active_key, *left)
+        return left
+
+    # --- taking origins over --------------------------------------------------------
+    def candidates(self, n: int) -> list[str]:
+        found = self.r.srandmember(self.active_key, n) or []
+        return sorted({bytes(o).decode("utf-8") for o in found})
+
+    def take(self, origins: list[str]) -> list[Taken]:
+        """Take the origins that have no owner or a dead one (three round trips)."""
+        if not origins:
+            return []
+        pipe = self.r.pipeline(transaction=False)
+        for o in origins:
+            pipe.hget(self.okey(o), "owner")
+        owners = [bytes(v).decode() if v else "" for v in pipe.execute()]
+        others = sorted({w for w in owners if w and w != self.worker})
+        dead: dict[str, float] = {}
+        if others:
+            pipe = self.r.pipeline(transaction=False)
+            for w in others:
+                pipe.exists(self.alive_key(w))
+                pipe.get(self.until_key(w))
+            res = pipe.execute()
+            for k, w in enumerate(others):
+                if not res[2 * k]:
+                    until = res[2 * k + 1]
+                    # No record of its lease's end: assume it ended now (the caller
+                    # adds the request timeout and a rest).
+                    dead[w] = float(until) if until is not None else float("inf")
+        pipe = self.r.pipeline(transaction=False)
+        tried = []
+        for o, w in zip(origins, owners, strict=True):
+            if w and w != self.worker and w not in dead:
+                continue
+            self._take(keys=[self.okey(o), self.qkey(o), self.fkey(o)],
+                       args=[self.worker, w if w in dead else "", self.crawl], client=pipe)
+            tried.append((o, w))
+        out = []
+        for (o, w), res in zip(tried, pipe.execute(), strict=True):
+            if int(res[0]) != 1:
+                continue
+            last = bytes(res[6]).decode() if res[6] else ""
+            out.append(Taken(o, bytes(res[1]).decode(), bytes(res[2]).decode(), int(res[3]),
+                             int(res[4]), bytes(res[5]).decode(), last,
+                             dead.get(w, 0.0) if last else 0.0))
+        return out
+
+    # --- templates, seeding, completion --------------------------------------------
+    def template(self, tid: int) -> bytes | None:
+        found = self.r.hget(f"{self.p}:tpl:{self.crawl}", str(tid))
+        return bytes(found) if found is not None else None
+
+    def claim_seeding(self) -> bool:
+        """Whether this worker seeds the start URLs: the first, or the seeder died unfinished."""
+        key = f"{self.p}:seed:{self.crawl}"
+        if self.r.set(key, self.worker, nx=True):
+            return True
+        if self.r.exists(f"{self.p}:seeded:{self.crawl}"):
+            return False
+        holder = self.r.get(key)
+        if holder is not None and not self.r.exists(self.alive_key(bytes(holder).decode())):
+            self.r.set(key, self.worker)
+            return True
+        return False
+
+    def mark_seeded(self) -> None:
+        self.r.set(f"{self.p}:seeded:{self.crawl}", self.worker)
+
+    def seeded(self) -> bool:
+        return bool(self.r.exists(f"{self.p}:seeded:{self.crawl}"))
+
+    def active(self) -> int:
+        return int(self.r.scard(self.active_key))
+
+    def close(self) -> None:
+        self.r.close()
+
+
+def template_id(data: bytes) -> int:
+    """A URL-row template's id from its bytes (every worker names it the same)."""
+    return int.from_bytes(hashlib.blake2b(data, digest_size=6).digest(), "big")
