@@ -92,6 +92,8 @@ CLASSES: dict[str, str] = {
     "SCHEDULER": "polite_crawler.frontier.scheduler.FrontierScheduler",
     "DUPEFILTER_CLASS": "polite_crawler.frontier.dupefilter.CanonicalDupeFilter",
 }
+# With POLITE_FRONTIER=redis://...: the frontier shared by many workers.
+REDIS_SCHEDULER = "polite_crawler.frontier.redis_scheduler.RedisFrontierScheduler"
 
 
 class PoliteAddon:
@@ -111,6 +113,8 @@ class PoliteAddon:
             settings.set(name, value, priority=ENFORCED)
         for name, value in CLASSES.items():
             settings.set(name, value, priority=ENFORCED)
+        if str(settings.get("POLITE_FRONTIER") or "").startswith(("redis://", "rediss://")):
+            settings.set("SCHEDULER", REDIS_SCHEDULER, priority=ENFORCED)  # docs/CLUSTER.md
         for name, components in COMPONENTS.items():
             merged = dict(settings.getdict(name))
             merged.update(components)

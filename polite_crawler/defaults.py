@@ -57,6 +57,13 @@ POLITE_DEFAULTS: dict[str, Any] = {
     # .scrapy/polite, shared by every run whatever its JOBDIR.
     "POLITE_STATE_DIR": "",
     "POLITE_LEASE_TTL": 60.0,  # seconds a cross-process origin lease lives
+    # --- the frontier on Redis (issue 17, docs/CLUSTER.md) ----------------------
+    # redis://HOST:PORT/DB: the frontier shared by many workers; empty: embedded (SQLite).
+    "POLITE_FRONTIER": "",
+    "POLITE_CRAWL": "",  # the shared crawl's name (its queues and seen set); empty: "default"
+    "POLITE_REDIS_LEASE_TTL": 15.0,  # seconds a worker's lease lives (its origins' hold)
+    "POLITE_REDIS_SYNC_INTERVAL": 0.5,  # seconds between a worker's batches to Redis
+    "POLITE_CLOCK_SKEW": 1.0,  # seconds added to a time another worker wrote
     # --- robots.txt (issue 4) -----------------------------------------------
     "POLITE_ROBOTS_TTL": 24 * 3600.0,
     "POLITE_ROBOTS_MAX_BYTES": 512 * 1024,

@@ -1,0 +1,538 @@
+"""The frontier on Redis: the embedded frontier's rules over origins this worker owns.
+
+:class:`RedisFrontier` is :class:`~polite_crawler.frontier.core.Frontier` (every rule:
+the eligibility heap, rests, robots.txt, budget, stops) with two in-memory stand-ins for
+its stores, kept in step with Redis in batches (:mod:`polite_crawler.frontier.redis_shared`):
+
+- :class:`RedisQueue` (the queue store's interface): rows of owned origins claimed into
+  memory a few at a time; new rows, done rows, seen fingerprints, stops and templates
+  gathered in an outbox.
+- :class:`LocalLeases` (the origin store's interface): an origin may be dispatched only
+  while this worker owns it and its own lease, as last confirmed, has time left.
+
+A batch is planned on the reactor (:meth:`RedisFrontier.plan`), executed on a thread
+(:func:`execute`) and applied on the reactor (:meth:`RedisFrontier.apply`); nothing
+else waits on Redis. docs/CLUSTER.md gives the rules.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import socket
+import uuid
+from collections import deque
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from polite_crawler.frontier.core import Frontier
+from polite_crawler.frontier.dupefilter import url_fingerprint
+from polite_crawler.frontier.redis_shared import (
+    OriginSync,
+    RedisShared,
+    SyncResult,
+    Taken,
+    parse_row,
+    template_id,
+)
+from polite_crawler.frontier.store import Lease, Row
+from polite_crawler.policy.rest import OriginState
+from polite_crawler.policy.urls import canonicalize
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+
+    from polite_crawler.frontier.core import FrontierConfig
+
+logger = logging.getLogger(__name__)
+
+
+def worker_id() -> str:
+    """``host:pid:token``: unique per process start."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+def _fp64(fp: bytes) -> int:
+    return int.from_bytes(fp[:8], "big", signed=True)
+
+
+@dataclass
+class _Own:
+    """An origin this worker owns."""
+
+    buffer: deque[Row] = field(default_factory=deque)  # claimed, not dispatched
+    remote: int = 0  # rows queued in Redis beyond the buffer
+    releasing: bool = False
+    refreshed: float = 0.0  # last batch that asked Redis about its queue
+    empty_batches: int = 0
+
+
+class RedisQueue:
+    """The queue store's interface over claimed rows and an outbox (see the module doc)."""
+
+    def __init__(self, crawl: str, shared: RedisShared) -> None:
+        self.run_id = crawl
+        self.shared = shared
+        self.rows: dict[int, tuple[str, bytes, bytes]] = {}  # local id -> origin, seq, row
+        self.own: dict[str, _Own] = {}
+        self._ids = 0
+        self.pushes: dict[str, list[tuple[int | None, int, bytes]]] = {}
+        self.pushed_n = 0
+        self.seen: dict[str, list[int]] = {}
+        self.templates: dict[int, bytes] = {}
+        self.stops: dict[str, str] = {}
+        self.drops: list[str] = []
+        self.done_out: dict[str, list[tuple[bytes, bytes]]] = {}
+        self._fresh: dict[bytes, int] = {}  # fingerprints admitted, waiting for their push
+
+    # --- what the core calls -------------------------------------------------------
+    def commit(self) -> None:
+        return None
+
+    def close(self) -> None:
+        return None
+
+    def requeue_in_flight(self) -> int:
+        return 0  # a takeover requeues what the last owner had claimed
+
+    def counts(self) -> Iterator[tuple[str, int]]:
+        return iter(())
+
+    def _fp_for(self, url: str) -> int | None:
+        fp = url_fingerprint(url)
+        n = self._fresh.get(fp)
+        if n is None:
+            try:
+                fp = url_fingerprint(canonicalize(url))
+            except ValueError:
+                return None
+            n = self._fresh.get(fp)
+            if n is None:
+                return None  # not admitted through the seen set (dont_filter, a retry)
+        if n <= 1:
+            del self._fresh[fp]
+        else:
+            self._fresh[fp] = n - 1
+        return _fp64(fp)
+
+    def _out(self, origin: str, prio: int, url: str, data: bytes) -> None:
+        body = url.encode("utf-8") + b"\n" + data
+        self.pushes.setdefault(origin, []).append((self._fp_for(url), prio, body))
+        self.pushed_n += 1
+
+    def push(self, origin: str, prio: int, url: str, data: bytes) -> int:
+        self._out(origin, prio, url, data)
+        self._ids += 1
+        return -self._ids  # never a claimed row's id
+
+    def push_many(self, rows: list[tuple[str, int, str, bytes]]) -> None:
+        for origin, prio, url, data in rows:
+            self._out(origin, prio, url, data)
+
+    def head(self, origin: str) -> Row | None:
+        own = self.own.get(origin)
+        return own.buffer[0] if own is not None and own.buffer else None
+
+    def mark_in_flight(self, row_id: int) -> None:
+        origin = self.rows[row_id][0]
+        own = self.own.get(origin)
+        if own is not None and own.buffer and own.buffer[0].id == row_id:
+            own.buffer.popleft()
+
+    def delete(self, row_id: int) -> None:
+        found = self.rows.pop(row_id, None)
+        if found is None:
+            return
+        origin, seq, raw = found
+        own = self.own.get(origin)
+        if own is not None and own.buffer and any(r.id == row_id for r in own.buffer):
+            own.buffer = deque(r for r in own.buffer if r.id != row_id)
+        self.done_out.setdefault(origin, []).append((seq, raw))
+
+    def drop_origin(self, origin: str) -> int:
+        own = self.own.get(origin)
+        n = 0
+        if own is not None:
+            for row in list(own.buffer):
+                self.delete(row.id)
+            n = len(own.buffer) + own.remote
+            own.buffer.clear()
+            own.remote = 0
+        self.drops.append(origin)
+        return n
+
+    def claimed(self, origin: str, raw: bytes) -> Row:
+        prio, seq, url, data = parse_row(raw)
+        self._ids += 1
+        self.rows[self._ids] = (origin, seq, raw)
+        return Row(self._ids, origin, url, data, prio)
+
+    def forget_claims(self, origin: str) -> None:
+        """The origin was given back or lost: its buffered rows are no longer ours."""
+        own = self.own.pop(origin, None)
+        if own is not None:
+            for row in own.buffer:
+                self.rows.pop(row.id, None)
+
+    # URL-row templates: the id is a hash of the bytes, the same in every worker.
+    def template_id(self, data: bytes) -> int:
+        tid = template_id(data)
+        self.templates[tid] = data
+        return tid
+
+    def template(self, tid: int) -> bytes | None:
+        return self.templates.get(tid) or self.shared.template(tid)
+
+    # The seen set: decided in Redis when the row is pushed (one script per origin).
+    # Fingerprints admitted wait here for their push, in the same reactor call; what is
+    # left when a batch is planned was refused after the seen check, and is forgotten.
+    def clear_fresh(self) -> None:
+        self._fresh.clear()
+
+    def add_seen(self, fp: bytes) -> bool:
+        return True  # a URL marked seen without its origin: see mark_seen
+
+    def add_seen_many(self, fps: list[bytes]) -> list[bool]:
+        fresh = self._fresh
+        for fp in fps:
+            fresh[fp] = fresh.get(fp, 0) + 1
+        return [True] * len(fps)
+
+    def mark_seen(self, origin: str, fp: bytes) -> None:
+        self.seen.setdefault(origin, []).append(_fp64(fp))
+
+    def is_seen(self, fp: bytes) -> bool:
+        return False
+
+    def stop(self, origin: str, reason: str) -> None:
+        self.stops[origin] = reason
+
+    def stopped(self) -> dict[str, str]:
+        return {}
+
+
+class LocalLeases:
+    """The origin store's interface: leases are this worker's, timing stays in memory."""
+
+    def __init__(self, frontier_owned: dict[str, _Own]) -> None:
+        self.own = frontier_owned
+        self.states: dict[str, OriginState] = {}  # states of owned origins, as taken
+        self.valid_until = 0.0  # this worker's lease as last confirmed, less a margin
+        self.retry = 0.5
+        self.dirty: set[str] = set()
+
+    def close(self) -> None:
+        return None
+
+    def load(self, origin: str) -> tuple[OriginState, str | None, float]:
+        found = self.states.pop(origin, None)
+        return (found if found is not None else OriginState(origin)), None, 0.0
+
+    def try_lease(self, origin: str, now: float, ttl: float, dead_rest: float,
+                  state: OriginState | None = None) -> Lease:
+        st = state if state is not None else OriginState(origin)
+        own = self.own.get(origin)
+        if own is None or own.releasing or now >= self.valid_until:
+            return Lease(False, st, now + self.retry)
+        at = st.eligible_at()
+        if at > now:
+            return Lease(False, st, at)
+        return Lease(True, st, now)
+
+    def release(self, state: OriginState, now: float) -> None:
+        self.dirty.add(state.origin)
+
+    def save(self, state: OriginState, now: float) -> None:
+        self.dirty.add(state.origin)
+
+    def renew(self, origins: list[str], now: float, ttl: float) -> None:
+        return None
+
+    def release_all(self) -> None:
+        return None
+
+
+@dataclass
+class Plan:
+    now: float
+    pushes: dict[str, list[tuple[int | None, int, bytes]]]
+    pushed_n: int
+    seen: dict[str, list[int]]
+    templates: dict[int, bytes]
+    stops: dict[str, str]
+    drops: list[str]
+    syncs: list[OriginSync]
+    room: int  # origins this worker may take
+    want: list[str]  # origins to try first (transient work waits for them)
+    owned: set[str]
+
+
+@dataclass
+class Outcome:
+    plan: Plan
+    renewed: bool
+    pushed: dict[str, tuple[int, int]]
+    results: list[SyncResult]
+    taken: list[Taken]
+    active: int
+    workers: int
+    still_active: list[str]
+
+
+def execute(shared: RedisShared, plan: Plan, ttl: float) -> Outcome:
+    """The batch's I/O (on a thread): write, renew, claim, then take origins."""
+    renewed, pushed, results, active, workers = shared.batch(
+        now=plan.now, ttl=ttl, pushes=plan.pushes, seen=plan.seen, templates=plan.templates,
+        stops=plan.stops, drops=plan.drops, owned=plan.syncs)
+    empty = [r.origin for r in results if r.status in (1, 2) and r.queued == 0
+             and r.claimed_total == 0]
+    still = shared.drop_empty(empty)
+    taken: list[Taken] = []
+    if renewed and plan.room > 0:
+        cands = [o for o in plan.want if o not in plan.owned]
+        cands += [o for o in shared.candidates(plan.room * 3) if o not in plan.owned]
+        taken = shared.take(list(dict.fromkeys(cands))[:plan.room])
+    return Outcome(plan, renewed, pushed, results, taken, active, workers, still)
+
+
+class RedisFrontier(Frontier):
+    """The frontier's rules over the origins this worker owns (see the module doc)."""
+
+    queue: RedisQueue  # type: ignore[assignment]
+    origin_store: LocalLeases  # type: ignore[assignment]
+
+    def __init__(
+        self,
+        shared: RedisShared,
+        config: FrontierConfig,
+        *,
+        clock: Callable[[], float],
+        ttl: float,
+        interval: float,
+        exchange_timeout: float,
+        clock_skew: float = 1.0,
+        **kwargs: Any,
+    ) -> None:
+        queue = RedisQueue(shared.crawl, shared)
+        leases = LocalLeases(queue.own)
+        leases.retry = interval
+        super().__init__(queue, leases, config, clock=clock, **kwargs)  # type: ignore[arg-type]
+        self.shared = shared
+        self.ttl = ttl
+        self.interval = interval
+        self.exchange_timeout = exchange_timeout
+        self.clock_skew = clock_skew
+        self.margin = min(ttl / 3, max(2 * interval, 0.5))
+        self.active = 0
+        self.workers = 1
+        self.lost_lease = False
+
+    # --- the core's enqueue goes to the outbox -------------------------------------------
+    def push(self, origin: str, prio: int, url: str, data: bytes) -> int:
+        return self.queue.push(origin, prio, url, data)
+
+    def push_many(self, rows: list[tuple[str, int, str, bytes]]) -> None:
+        self.queue.push_many(rows)
+
+    def restore(self) -> int:
+        return 0
+
+    @property
+    def outbox(self) -> int:
+        return self.queue.pushed_n
+
+    def owned(self) -> list[str]:
+        return list(self.queue.own)
+
+    # --- a batch ---------------------------------------------------------------------
+    def _claim_size(self, origin: str) -> int:
+        base = max(self.params(origin).base(False), 0.01)
+        return max(2, min(50, math.ceil(3 * self.interval / base) + 1))
+
+    def plan(self, *, closing: bool = False) -> Plan:
+        now = self.clock()
+        q = self.queue
+        pushes, q.pushes = q.pushes, {}
+        pushed_n, q.pushed_n = q.pushed_n, 0
+        seen, q.seen = q.seen, {}
+        templates, q.templates = q.templates, {}
+        stops, q.stops = q.stops, {}
+        drops, q.drops = q.drops, []
+        done_out, q.done_out = q.done_out, {}
+        dirty, self.origin_store.dirty = self.origin_store.dirty, set()
+        q.clear_fresh()
+        share = max(1, math.ceil(self.active / max(self.workers, 1)))
+        excess = len(q.own) - (share + 1) if not closing else len(q.own)
+        syncs = []
+        for origin, own in q.own.items():
+            rec = self._origins.get(origin)
+            idle = rec is None or (rec.in_flight is None and not rec.transient)
+            give_back = own.releasing
+            if not give_back and idle and (excess > 0 or closing or own.empty_batches >= 2):
+                give_back = own.releasing = True
+                excess -= 1
+            claim = 0
+            if not give_back and rec is not None and origin not in self.stopped:
+                soon = rec.state.eligible_at() <= now + 3 * self.interval
+                want = self._claim_size(origin) - len(own.buffer)
+                stale = now - own.refreshed >= max(self.ttl / 3, self.interval)
+                if soon and want > 0 and len(own.buffer) <= 1 and (own.remote > 0 or stale):
+                    claim = want
+            done = done_out.pop(origin, [])
+            state = ""
+            if rec is not None and (origin in dirty or give_back):
+                state = rec.state.to_json()
+            if claim or done or state or give_back:
+                if claim:
+                    own.refreshed = now
+                syncs.append(OriginSync(origin, state, claim, give_back, done))
+        for origin, done in done_out.items():  # rows of origins given back or lost
+            syncs.append(OriginSync(origin, done=done))
+        room = 0 if closing or self.lost_lease else max(0, share - len(q.own))
+        want = [o for o, rec in self._origins.items()
+                if rec.transient and o not in q.own and o not in self.stopped]
+        if want and not closing:
+            room = max(room, len(want))
+        return Plan(now, pushes, pushed_n, seen, templates, stops, drops, syncs, room, want,
+                    set(q.own))
+
+    def unplan(self, plan: Plan) -> None:
+        """A batch that failed: what it carried waits for the next one."""
+        q = self.queue
+        for origin, rows in plan.pushes.items():
+            q.pushes.setdefault(origin, [])[:0] = rows
+        q.pushed_n += plan.pushed_n
+        for origin, fps in plan.seen.items():
+            q.seen.setdefault(origin, []).extend(fps)
+        q.templates.update(plan.templates)
+        for origin, reason in plan.stops.items():
+            q.stops.setdefault(origin, reason)
+        q.drops.extend(plan.drops)
+        for s in plan.syncs:
+            if s.done:
+                q.done_out.setdefault(s.origin, [])[:0] = s.done
+            if s.state:
+                self.origin_store.dirty.add(s.origin)
+            own = q.own.get(s.origin)
+            if own is not None and s.give_back:
+                own.releasing = False
+                self.origin_store.dirty.add(s.origin)
+
+    def run_batch(self, *, closing: bool = False) -> Outcome:
+        """Plan, execute and apply on the calling thread (tests, the idle check, close)."""
+        outcome = execute(self.shared, self.plan(closing=closing), self.ttl)
+        self.apply(outcome)
+        return outcome
+
+    def apply(self, out: Outcome) -> None:
+        q = self.queue
+        plan = out.plan
+        self.active, self.workers = out.active, out.workers
+        if not out.renewed:
+            self._lose_all()
+            return
+        self.origin_store.valid_until = plan.now + self.ttl - self.margin
+        dups = sum(d for _a, d in out.pushed.values())
+        if dups:
+            self.count("polite/frontier/duplicate", dups)
+        for origin, (added, _d) in out.pushed.items():
+            if added < 0:
+                n = len(plan.pushes[origin])
+                self.count("polite/frontier/stopped", n)
+        self.count("polite/redis/batches", 1)
+        still = set(out.still_active)
+        for res in out.results:
+            own = q.own.get(res.origin)
+            if own is None:
+                continue
+            if res.status == 0:
+                self.count("polite/redis/origin_lost", 1)
+                logger.warning("%(origin)s: another worker owns it now", {"origin": res.origin})
+                self._forget(res.origin)
+                continue
+            if res.status == 2:
+                self.count("polite/redis/origin_given_back", 1)
+                self._forget(res.origin)
+                continue
+            for raw in res.rows:
+                own.buffer.append(q.claimed(res.origin, raw))
+            own.remote = res.queued
+            empty = res.queued == 0 and res.claimed_total == 0 and res.origin not in still
+            own.empty_batches = own.empty_batches + 1 if empty else 0
+            self._set_queued(res.origin, len(own.buffer) + own.remote)
+        for t in out.taken:
+            self._adopt(t, plan.now)
+
+    def _set_queued(self, origin: str, n: int) -> None:
+        rec = self._get(origin)
+        self.pending += n - rec.queued
+        rec.queued = n
+        if rec.heap_seq is None:
+            self._reheap(origin, rec, rec.state.eligible_at())
+
+    def _forget(self, origin: str) -> None:
+        self.queue.forget_claims(origin)
+        rec = self._origins.get(origin)
+        if rec is not None:
+            self.pending -= rec.queued
+            rec.queued = 0
+            rec.heap_seq = None
+            if rec.in_flight is None:
+                del self._origins[origin]  # read afresh if it comes back
+
+    def _lose_all(self) -> None:
+        logger.error("This worker's lease in Redis ran out (stalled, or Redis restarted); "
+                     "its origins go to other workers")
+        self.count("polite/redis/lease_lost", 1)
+        for origin in list(self.queue.own):
+            self._forget(origin)
+        self.origin_store.valid_until = 0.0
+        self.shared.worker = worker_id()
+        self.shared.register(self.clock(), self.ttl)
+
+    def _adopt(self, t: Taken, now: float) -> None:
+        state = OriginState.from_json(t.state) if t.state else OriginState(t.origin)
+        state.origin = t.origin
+        if t.state and t.run != self.queue.run_id:
+            state.reset_run()
+        params = self._params_for(t.origin)
+        if t.last_owner and t.last_owner != self.shared.worker:
+            # The last owner did not give it back: a request of its may have been in
+            # flight when its lease ran out; it ended by the lease end plus the timeout.
+            bound = t.last_owner_until
+            if math.isinf(bound):
+                bound = now + self.ttl
+            bound += self.exchange_timeout + self.clock_skew
+            rest = max(params.base(False), state.last_rest)
+            state.next_allowed = max(state.next_allowed, bound + rest)
+            self.count("polite/redis/origin_taken_over", 1)
+            logger.info("%(origin)s taken over from %(owner)s; first request not before "
+                        "%(at).1f s from now", {"origin": t.origin, "owner": t.last_owner,
+                                                 "at": state.next_allowed - now})
+        elif t.state:
+            state.next_allowed += self.clock_skew if state.next_allowed > now else 0.0
+        self.count("polite/redis/origin_taken", 1)
+        if t.stop:
+            self.stopped[t.origin] = t.stop
+        own = self.queue.own.setdefault(t.origin, _Own())
+        own.remote = t.queued
+        rec = self._origins.get(t.origin)
+        if rec is None:
+            self.origin_store.states[t.origin] = state
+            rec = self._get(t.origin)
+        else:
+            rec.state = state
+        rec.heap_seq = None
+        self._set_queued(t.origin, own.remote)
+
+    # --- upkeep ----------------------------------------------------------------------
+    def close(self, finished: bool) -> None:
+        if finished:
+            for row_id in list(self._settled_rows):
+                self.done(row_id)
+        for _ in range(3):
+            self.run_batch(closing=True)
+            if not self.queue.own:
+                break
+        self.shared.resign()
