@@ -327,6 +327,9 @@ class RedisFrontier(Frontier):
         self.active = 0
         self.workers = 1
         self.lost_lease = False
+        # Whether the spider holds state of its own for an origin (links held until the
+        # origin's sitemaps are read): such an origin is not given back to balance shares.
+        self.keep: Callable[[str], bool] = lambda origin: False
 
     # --- the core's enqueue goes to the outbox -------------------------------------------
     def push(self, origin: str, prio: int, url: str, data: bytes) -> int:
@@ -369,7 +372,8 @@ class RedisFrontier(Frontier):
             rec = self._origins.get(origin)
             idle = rec is None or (rec.in_flight is None and not rec.transient)
             give_back = own.releasing
-            if not give_back and idle and (excess > 0 or closing or own.empty_batches >= 2):
+            if not give_back and idle and (closing or (
+                    (excess > 0 or own.empty_batches >= 2) and not self.keep(origin))):
                 give_back = own.releasing = True
                 excess -= 1
             claim = 0

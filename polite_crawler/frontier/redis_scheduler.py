@@ -7,7 +7,8 @@ side, waking the engine) is inherited; what differs:
 - the frontier is a :class:`~polite_crawler.frontier.redis_frontier.RedisFrontier`,
   kept in step with Redis by a batch every ``POLITE_REDIS_SYNC_INTERVAL`` seconds, its
   I/O on a thread;
-- only the first worker of a crawl queues the start URLs (the others skip theirs);
+- every worker offers its start URLs; the seen set in Redis takes each once, and the
+  first worker to have put its whole list in marks the crawl seeded;
 - an idle worker stays until the crawl is over everywhere (Scrapy's
   ``DontCloseSpider``), then the engine closes with reason ``finished``.
 """
@@ -37,7 +38,7 @@ from polite_crawler.frontier.serialize import RequestCodec
 from polite_crawler.policy.urls import origin_of
 
 if TYPE_CHECKING:
-    from scrapy import Request, Spider
+    from scrapy import Spider
     from scrapy.crawler import Crawler
 
 logger = logging.getLogger(__name__)
@@ -70,17 +71,20 @@ class RedisFrontierScheduler(FrontierScheduler):
         shared = self.shared = RedisShared(self.url, self.crawl_name, worker_id())
         now = self.clock()
         shared.register(now, self.ttl)
-        self.seeder = shared.claim_seeding()
+        self.seeder = shared.claim_seeding()  # only named in the log: the first worker
         f = self.frontier = RedisFrontier(
             shared, self.config, clock=self.clock, ttl=self.ttl, interval=self.interval,
             exchange_timeout=self.exchange_timeout, clock_skew=self.clock_skew, rng=self.rng,
             robots=lambda: self.ctx.robots, count=self._count,
         )
         f.origin_store.valid_until = now + self.ttl - f.margin
+        keep = getattr(spider, "polite_keep_origin", None)  # the site spider's discovery
+        if callable(keep):
+            f.keep = lambda origin: bool(keep(origin))
         self.dupefilter = CanonicalDupeFilter(f.queue)  # type: ignore[arg-type]
         logger.info("Redis frontier %(url)s, crawl %(crawl)s, worker %(w)s%(seed)s",
                     {"url": self.url, "crawl": self.crawl_name, "w": shared.worker,
-                     "seed": " (seeds the start URLs)" if self.seeder else ""})
+                     "seed": " (the first of the crawl)" if self.seeder else ""})
         self.crawler.signals.connect(self._idle, signal=signals.spider_idle)
         self._loop = create_looping_call(self._checkpoint)
         self._loop.start(self.checkpoint_interval, now=False)
@@ -100,6 +104,9 @@ class RedisFrontierScheduler(FrontierScheduler):
             return
         try:
             f.close(finished=reason == "finished")
+        except Exception as exc:  # Redis gone: the leases run out, others take over
+            logger.error("Could not give the origins back to Redis (%(e)s); other workers "
+                         "take them over when this worker's lease runs out", {"e": exc})
         finally:
             f.shared.close()
             self.frontier = None
@@ -145,7 +152,9 @@ class RedisFrontierScheduler(FrontierScheduler):
         if self._busy:
             raise DontCloseSpider
         f.run_batch()  # at idle only: the outbox goes out, the active count comes back
-        if self.seeder and not f.shared.seeded():
+        # The engine is idle only once its start URLs are all through: with this
+        # batch, they are in Redis (the same list in every worker).
+        if not f.shared.seeded():
             f.shared.mark_seeded()
         if f.pending or f.outbox or f.in_flight_origins() or f.active > 0 \
                 or not f.shared.seeded():
@@ -154,13 +163,6 @@ class RedisFrontierScheduler(FrontierScheduler):
                     {"crawl": self.crawl_name})
 
     # --- enqueue ---------------------------------------------------------------------
-    def enqueue_request(self, request: Request) -> bool:
-        if not self.seeder and request.meta.get("is_start_request") and \
-                "polite_origin" not in request.meta:
-            self._count("polite/redis/start_skipped", 1)
-            return False
-        return super().enqueue_request(request)
-
     def mark_seen(self, canonical: str) -> None:
         f = self.frontier
         if f is not None:
