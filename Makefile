@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 
-.PHONY: demo test lint bench fuzz bot-page bot-key deploy scrapyd clean system-deps
+.PHONY: demo test lint bench fuzz bot-page bot-key deploy scrapyd clean system-deps cluster-demo
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -25,6 +25,12 @@ system-deps:
 
 demo: $(STAMP)
 	$(BIN)/python -m polite_crawler.demo
+
+# Two workers sharing a Redis frontier crawl the demo web (docs/CLUSTER.md): redis-server
+# and PostgreSQL started on loopback, the per-host summary and which worker served each
+# host, everything stopped at the end.
+cluster-demo: $(STAMP) system-deps
+	$(BIN)/python -m polite_crawler.cluster_demo
 
 test: $(STAMP) system-deps
 	$(BIN)/python -m pytest

@@ -66,6 +66,7 @@ class _Own:
     releasing: bool = False
     refreshed: float = 0.0  # last batch that asked Redis about its queue
     empty_batches: int = 0
+    verify_until: float = 0.0  # taken over: confirm claimed rows until the first dispatch
 
 
 class RedisQueue:
@@ -387,10 +388,13 @@ class RedisFrontier(Frontier):
             state = ""
             if rec is not None and (origin in dirty or give_back):
                 state = rec.state.to_json()
-            if claim or done or state or give_back:
+            check = []
+            if own.buffer and now <= own.verify_until and not give_back:
+                check = [q.rows[r.id][1] for r in own.buffer if r.id in q.rows]
+            if claim or done or state or give_back or check:
                 if claim:
                     own.refreshed = now
-                syncs.append(OriginSync(origin, state, claim, give_back, done))
+                syncs.append(OriginSync(origin, state, claim, give_back, done, check))
         for origin, done in done_out.items():  # rows of origins given back or lost
             syncs.append(OriginSync(origin, done=done))
         room = 0 if closing or self.lost_lease else max(0, share - len(q.own))
@@ -459,6 +463,17 @@ class RedisFrontier(Frontier):
                 self.count("polite/redis/origin_given_back", 1)
                 self._forget(res.origin)
                 continue
+            if res.gone:
+                # Done by the last owner after it lost the origin: not fetched again.
+                gone = set(res.gone)
+                keep: deque[Row] = deque()
+                for row in own.buffer:
+                    if q.rows.get(row.id, ("", b"", b""))[1] in gone:
+                        q.rows.pop(row.id, None)
+                        self.count("polite/redis/done_elsewhere", 1)
+                    else:
+                        keep.append(row)
+                own.buffer = keep
             for raw in res.rows:
                 own.buffer.append(q.claimed(res.origin, raw))
             own.remote = res.queued
@@ -521,6 +536,8 @@ class RedisFrontier(Frontier):
             self.stopped[t.origin] = t.stop
         own = self.queue.own.setdefault(t.origin, _Own())
         own.remote = t.queued
+        if t.last_owner and t.last_owner != self.shared.worker:
+            own.verify_until = state.next_allowed + self.interval
         rec = self._origins.get(t.origin)
         if rec is None:
             self.origin_store.states[t.origin] = state

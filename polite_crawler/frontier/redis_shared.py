@@ -89,12 +89,13 @@ return {1, v[1] or '', v[2] or '', n, redis.call('ZCARD', KEYS[2]), v[3] or '', 
 """
 
 # KEYS: o, q, f.  ARGV: me, crawl, state JSON ('' unchanged), claim n, give back (0/1),
-# n done, then the done seqs, then the done rows.
+# n done, then the done seqs, then the done rows, then n check and the seqs to check.
 # Done rows leave the claimed set and the queue whoever owns the origin now (a row put
 # back by a takeover is not fetched again). The rest only for the owner: the state is
 # written, rows are claimed, or the origin is given back (its claimed rows requeued;
-# the caller has nothing of it in flight). Returns {0} (not the owner), {1, queued,
-# claimed count, rows...} or {2, queued}.
+# the caller has nothing of it in flight). Checked seqs no longer claimed were done by
+# the last owner after it lost the origin: the caller drops them. Returns {0} (not the
+# owner), {1, queued, claimed count, n gone, gone seqs..., rows...} or {2, queued}.
 _SYNC = _REQUEUE_LUA + """
 local nd = tonumber(ARGV[6])
 for i = 1, nd do
@@ -109,7 +110,15 @@ if ARGV[5] == '1' then
   redis.call('HSET', KEYS[1], 'owner', '')
   return {2, redis.call('ZCARD', KEYS[2])}
 end
-local out = {1, 0, 0}
+local out = {1, 0, 0, 0}
+local nc = tonumber(ARGV[7 + 2 * nd])
+for i = 1, nc do
+  local seq = ARGV[7 + 2 * nd + i]
+  if redis.call('HEXISTS', KEYS[3], seq) == 0 then
+    out[#out + 1] = seq
+    out[4] = out[4] + 1
+  end
+end
 local n = tonumber(ARGV[4])
 if n > 0 then
   local popped = redis.call('ZPOPMIN', KEYS[2], n)
@@ -142,6 +151,7 @@ class OriginSync:
     claim: int = 0
     give_back: bool = False
     done: list[tuple[bytes, bytes]] = field(default_factory=list)  # (seq, row)
+    check: list[bytes] = field(default_factory=list)  # claimed seqs to confirm
 
 
 @dataclass
@@ -151,6 +161,7 @@ class SyncResult:
     queued: int = 0
     claimed_total: int = 0
     rows: list[bytes] = field(default_factory=list)
+    gone: list[bytes] = field(default_factory=list)
 
 
 @dataclass
@@ -276,7 +287,8 @@ class RedisShared:
             pipe.sadd(self.skey(origin), *fps)
         for s in owned:
             args = [self.worker, self.crawl, s.state, str(s.claim), "1" if s.give_back else "0",
-                    str(len(s.done)), *[d[0] for d in s.done], *[d[1] for d in s.done]]
+                    str(len(s.done)), *[d[0] for d in s.done], *[d[1] for d in s.done],
+                    str(len(s.check)), *s.check]
             self._sync(keys=[self.okey(s.origin), self.qkey(s.origin), self.fkey(s.origin)],
                        args=args, client=pipe)
         self._heartbeat(pipe, now, ttl)
@@ -294,8 +306,10 @@ class RedisShared:
             i += 1
             status = int(res[0])
             if status == 1:
+                ng = int(res[3])
                 results.append(SyncResult(s.origin, 1, int(res[1]), int(res[2]),
-                                          [bytes(m) for m in res[3:]]))
+                                          [bytes(m) for m in res[4 + ng:]],
+                                          [bytes(m) for m in res[4:4 + ng]]))
             elif status == 2:
                 results.append(SyncResult(s.origin, 2, int(res[1])))
             else:

@@ -1,0 +1,170 @@
+"""The Redis frontier's ownership rules, two workers in one process (a real redis-server).
+
+Each worker has its own injected clock; a lease running out is what Redis does at the
+TTL: the worker's lease key vanishes (deleted here, so nothing sleeps).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from polite_crawler.frontier.core import CONTENT, FrontierConfig
+from polite_crawler.frontier.redis_frontier import RedisFrontier
+from polite_crawler.frontier.redis_shared import RedisShared, seen_fp
+from polite_crawler.policy.rest import RestParams
+from tests.redis_server import redis_server_session, redis_url  # noqa: F401  (fixtures)
+
+# ruff: noqa: F811
+
+O = "http://127.0.0.1:8000"
+TTL = 60.0
+TIMEOUT = 5.0  # the exchange timeout: no request lasts longer
+REST = 1.0
+
+
+class Clock:
+    def __init__(self, t: float) -> None:
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def worker(url: str, name: str, clock: Clock) -> RedisFrontier:
+    shared = RedisShared(url, "c", name)
+    shared.register(clock(), TTL)
+    f = RedisFrontier(shared, FrontierConfig(params=RestParams(rest_page=REST, jitter=0.0)),
+                      clock=clock, ttl=TTL, interval=0.5, exchange_timeout=TIMEOUT,
+                      clock_skew=0.0)
+    f.origin_store.valid_until = clock() + TTL - f.margin
+    return f
+
+
+def push(f: RedisFrontier, *paths: str) -> None:
+    for p in paths:
+        f.push(O, 0, O + p, b"data")
+
+
+@pytest.fixture
+def two(redis_url: str) -> tuple[Any, ...]:
+    ca, cb = Clock(1000.0), Clock(1000.0)
+    return worker(redis_url, "A", ca), ca, worker(redis_url, "B", cb), cb
+
+
+def test_one_owner_takes_the_origin_and_the_other_gets_nothing(two):
+    a, ca, b, cb = two
+    push(a, "/1", "/2")
+    a.run_batch()  # pushed, and taken (nobody owned it)
+    b.run_batch()
+    assert a.owned() == [O] and b.owned() == []
+    a.run_batch()  # claims rows
+    d = a.pop()
+    assert d is not None and d.kind == CONTENT and d.row is not None
+    assert b.pop() is None
+
+
+def test_a_lease_that_expires_mid_request_never_gives_two_owners_on_the_wire(two, redis_url):
+    a, ca, b, cb = two
+    push(a, "/1", "/2")
+    a.run_batch()
+    a.run_batch()
+    d = a.pop()
+    assert d is not None and d.row is not None
+    sent = ca()
+    # A stalls mid-request; its lease runs out in Redis (the key expires at the TTL).
+    lease_end = float(b.shared.r.get("polite:w:A"))
+    b.shared.r.delete("polite:alive:A")
+    cb.t = lease_end + 0.1
+    b.run_batch()
+    assert b.owned() == [O], "B takes the origin of a worker whose lease ran out"
+    # A's request may still be on the wire until its lease end plus the timeout; B
+    # waits that, and a rest after it, before anything of the origin goes.
+    not_before = lease_end + TIMEOUT + REST
+    for t in (lease_end + 1, lease_end + TIMEOUT, not_before - 0.02):
+        cb.t = t
+        b.run_batch()
+        assert b.pop() is None, t
+    # A wakes: it may not dispatch (its own lease, as last confirmed, ran out) and its
+    # next batch finds its lease gone: it owns nothing, writes nothing.
+    ca.t = sent + TTL
+    assert a.pop() is None
+    a.settle(O, d.token, start=sent, end=ca.t, observe=False)
+    a.done(d.row.id)  # the spider finished with the page A fetched
+    a.run_batch()
+    assert a.owned() == []
+    # The page A fetched is not fetched again; the other one goes, after the wait.
+    cb.t = not_before + 0.1
+    b.run_batch()
+    got = b.pop()
+    assert got is not None and got.row is not None
+    assert got.row.url == O + "/2"
+    b.run_batch()
+    assert b.pop() is None
+
+
+def test_a_clean_hand_over_waits_only_the_saved_rest(two):
+    a, ca, b, cb = two
+    push(a, "/1", "/2")
+    a.run_batch()
+    a.run_batch()
+    d = a.pop()
+    assert d is not None
+    a.settle(O, d.token, start=ca(), end=ca() + 0.2)
+    assert d.row is not None
+    a.done(d.row.id)
+    saved = a.state(O).next_allowed
+    assert saved == pytest.approx(ca() + 0.2 + REST)
+    a.run_batch(closing=True)  # gives the origin back, the state written
+    assert a.owned() == []
+    b.run_batch()
+    assert b.owned() == [O]
+    assert b.state(O).next_allowed == pytest.approx(saved)
+    cb.t = saved - 0.05
+    b.run_batch()
+    assert b.pop() is None
+    cb.t = saved + 0.05
+    got = b.pop()
+    assert got is not None and got.row is not None and got.row.url == O + "/2"
+
+
+def test_seen_set_takes_a_url_once_across_workers(two):
+    a, ca, b, cb = two
+    fp = b"\x01" * 16
+    for f in (a, b):
+        f.queue.add_seen_many([fp])
+        f.queue._fresh.clear()
+    # The same URL found by both workers, each in its batch: queued once.
+    from polite_crawler.frontier.dupefilter import url_fingerprint
+
+    url = O + "/same"
+    for f in (a, b):
+        f.queue.add_seen_many([url_fingerprint(url)])
+        f.push(O, 0, url, b"d")
+        f.run_batch()
+    assert b.shared.r.zcard(b.shared.qkey(O)) == 1
+    assert seen_fp(url) != 0
+
+
+def test_memory_per_queued_url(redis_url):
+    """Not a benchmark: a bound that fails if the row form grows (figures in the report)."""
+    import redis
+
+    r = redis.Redis.from_url(redis_url)
+    before = int(r.info("memory")["used_memory"])
+    c = Clock(1000.0)
+    f = worker(redis_url, "M", c)
+    from polite_crawler.frontier.dupefilter import url_fingerprint
+
+    n = 0
+    for h in range(20):
+        origin = f"http://10.0.0.{h}"
+        urls = [f"{origin}/section/page-{i}.html" for i in range(250)]
+        f.queue.add_seen_many([url_fingerprint(u) for u in urls])
+        f.push_many([(origin, 0, u, b"u1234567890\0") for u in urls])
+        n += len(urls)
+    f.run_batch()
+    per_url = (int(r.info("memory")["used_memory"]) - before) / n
+    assert r.zcard(f.shared.qkey("http://10.0.0.3")) == 250
+    assert per_url < 400, per_url  # 267 bytes measured (queue row and seen fingerprint)
