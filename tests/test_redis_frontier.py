@@ -102,7 +102,7 @@ def test_two_workers_share_the_hosts_one_politeness(web_factory, tmp_path, redis
     workers = [start(worker_cmd(web, tmp_path, "a", redis_url, pg_uri))]
     # Not the same instant: two processes creating the state directory's SQLite files
     # together can find them locked (store.paths.connect switching to WAL).
-    wait_for(lambda: (tmp_path / "access-a.jsonl").exists())
+    wait_for((tmp_path / "access-a.jsonl").exists)
     workers.append(start(worker_cmd(web, tmp_path, "b", redis_url, pg_uri)))
     codes = [w.wait(timeout=180) for w in workers]
     assert codes == [0, 0]

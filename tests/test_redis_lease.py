@@ -18,7 +18,7 @@ from tests.redis_server import redis_server_session, redis_url  # noqa: F401  (f
 
 # ruff: noqa: F811
 
-O = "http://127.0.0.1:8000"
+ORIGIN = "http://127.0.0.1:8000"
 TTL = 60.0
 TIMEOUT = 5.0  # the exchange timeout: no request lasts longer
 REST = 1.0
@@ -44,7 +44,7 @@ def worker(url: str, name: str, clock: Clock) -> RedisFrontier:
 
 def push(f: RedisFrontier, *paths: str) -> None:
     for p in paths:
-        f.push(O, 0, O + p, b"data")
+        f.push(ORIGIN, 0, ORIGIN + p, b"data")
 
 
 @pytest.fixture
@@ -54,11 +54,11 @@ def two(redis_url: str) -> tuple[Any, ...]:
 
 
 def test_one_owner_takes_the_origin_and_the_other_gets_nothing(two):
-    a, ca, b, cb = two
+    a, _ca, b, _cb = two
     push(a, "/1", "/2")
     a.run_batch()  # pushed, and taken (nobody owned it)
     b.run_batch()
-    assert a.owned() == [O] and b.owned() == []
+    assert a.owned() == [ORIGIN] and b.owned() == []
     a.run_batch()  # claims rows
     d = a.pop()
     assert d is not None and d.kind == CONTENT and d.row is not None
@@ -78,7 +78,7 @@ def test_a_lease_that_expires_mid_request_never_gives_two_owners_on_the_wire(two
     b.shared.r.delete("polite:alive:A")
     cb.t = lease_end + 0.1
     b.run_batch()
-    assert b.owned() == [O], "B takes the origin of a worker whose lease ran out"
+    assert b.owned() == [ORIGIN], "B takes the origin of a worker whose lease ran out"
     # A's request may still be on the wire until its lease end plus the timeout; B
     # waits that, and a rest after it, before anything of the origin goes.
     not_before = lease_end + TIMEOUT + REST
@@ -90,7 +90,7 @@ def test_a_lease_that_expires_mid_request_never_gives_two_owners_on_the_wire(two
     # next batch finds its lease gone: it owns nothing, writes nothing.
     ca.t = sent + TTL
     assert a.pop() is None
-    a.settle(O, d.token, start=sent, end=ca.t, observe=False)
+    a.settle(ORIGIN, d.token, start=sent, end=ca.t, observe=False)
     a.done(d.row.id)  # the spider finished with the page A fetched
     a.run_batch()
     assert a.owned() == []
@@ -99,7 +99,7 @@ def test_a_lease_that_expires_mid_request_never_gives_two_owners_on_the_wire(two
     b.run_batch()
     got = b.pop()
     assert got is not None and got.row is not None
-    assert got.row.url == O + "/2"
+    assert got.row.url == ORIGIN + "/2"
     b.run_batch()
     assert b.pop() is None
 
@@ -111,26 +111,26 @@ def test_a_clean_hand_over_waits_only_the_saved_rest(two):
     a.run_batch()
     d = a.pop()
     assert d is not None
-    a.settle(O, d.token, start=ca(), end=ca() + 0.2)
+    a.settle(ORIGIN, d.token, start=ca(), end=ca() + 0.2)
     assert d.row is not None
     a.done(d.row.id)
-    saved = a.state(O).next_allowed
+    saved = a.state(ORIGIN).next_allowed
     assert saved == pytest.approx(ca() + 0.2 + REST)
     a.run_batch(closing=True)  # gives the origin back, the state written
     assert a.owned() == []
     b.run_batch()
-    assert b.owned() == [O]
-    assert b.state(O).next_allowed == pytest.approx(saved)
+    assert b.owned() == [ORIGIN]
+    assert b.state(ORIGIN).next_allowed == pytest.approx(saved)
     cb.t = saved - 0.05
     b.run_batch()
     assert b.pop() is None
     cb.t = saved + 0.05
     got = b.pop()
-    assert got is not None and got.row is not None and got.row.url == O + "/2"
+    assert got is not None and got.row is not None and got.row.url == ORIGIN + "/2"
 
 
 def test_seen_set_takes_a_url_once_across_workers(two):
-    a, ca, b, cb = two
+    a, _ca, b, _cb = two
     fp = b"\x01" * 16
     for f in (a, b):
         f.queue.add_seen_many([fp])
@@ -138,12 +138,12 @@ def test_seen_set_takes_a_url_once_across_workers(two):
     # The same URL found by both workers, each in its batch: queued once.
     from polite_crawler.frontier.dupefilter import url_fingerprint
 
-    url = O + "/same"
+    url = ORIGIN + "/same"
     for f in (a, b):
         f.queue.add_seen_many([url_fingerprint(url)])
-        f.push(O, 0, url, b"d")
+        f.push(ORIGIN, 0, url, b"d")
         f.run_batch()
-    assert b.shared.r.zcard(b.shared.qkey(O)) == 1
+    assert b.shared.r.zcard(b.shared.qkey(ORIGIN)) == 1
     assert seen_fp(url) != 0
 
 

@@ -380,10 +380,10 @@ class RedisFrontier(Frontier):
             claim = 0
             if not give_back and rec is not None and origin not in self.stopped:
                 soon = rec.state.eligible_at() <= now + 3 * self.interval
-                want = self._claim_size(origin) - len(own.buffer)
+                need = self._claim_size(origin) - len(own.buffer)
                 stale = now - own.refreshed >= max(self.ttl / 3, self.interval)
-                if soon and want > 0 and len(own.buffer) <= 1 and (own.remote > 0 or stale):
-                    claim = want
+                if soon and need > 0 and len(own.buffer) <= 1 and (own.remote > 0 or stale):
+                    claim = need
             done = done_out.pop(origin, [])
             state = ""
             if rec is not None and (origin in dirty or give_back):

@@ -47,7 +47,7 @@ logger = logging.getLogger(__name__)
 class RedisFrontierScheduler(FrontierScheduler):
     """:class:`FrontierScheduler` over a Redis frontier shared by many workers."""
 
-    frontier: RedisFrontier | None  # type: ignore[assignment]
+    frontier: RedisFrontier | None
 
     def __init__(self, crawler: Crawler) -> None:
         super().__init__(crawler)
