@@ -168,3 +168,19 @@ def test_memory_per_queued_url(redis_url):
     per_url = (int(r.info("memory")["used_memory"]) - before) / n
     assert r.zcard(f.shared.qkey("http://10.0.0.3")) == 250
     assert per_url < 400, per_url  # 267 bytes measured (queue row and seen fingerprint)
+
+
+def test_without_the_setting_the_embedded_frontier_stays():
+    """No POLITE_FRONTIER: the SQLite frontier, no Redis needed (this test needs none)."""
+    from scrapy.utils.test import get_crawler
+
+    from polite_crawler.addon import REDIS_SCHEDULER
+    from tests.crawl import project_settings_dict
+
+    plain = get_crawler(settings_dict=project_settings_dict())
+    plain._apply_settings()
+    assert plain.settings["SCHEDULER"] == "polite_crawler.frontier.scheduler.FrontierScheduler"
+    shared = get_crawler(settings_dict=project_settings_dict(
+        POLITE_FRONTIER="redis://127.0.0.1:6379/0"))
+    shared._apply_settings()
+    assert shared.settings["SCHEDULER"] == REDIS_SCHEDULER
