@@ -21,7 +21,11 @@ import pytest
 
 from polite_crawler.web.server import Req, Resp, Site, overlaps, page, short_rests
 from tests.pg import pg_server, pg_uri  # noqa: F401  (fixtures)
-from tests.redis_server import redis_server_session, redis_url  # noqa: F401  (fixtures)
+from tests.redis_server import (  # noqa: F401  (fixtures)
+    redis_server,
+    redis_server_session,
+    redis_url,
+)
 
 # The fixtures above, by name (ruff: F811).
 # ruff: noqa: F811
@@ -182,3 +186,26 @@ def test_a_worker_joining_mid_crawl_takes_a_share(web_factory, tmp_path, redis_u
     assert len(fetched) == len(HOSTS) * (PAGES + 8)
     assert max(fetched.values()) == 1
     assert served(tmp_path, "b"), "the joining worker served hosts"
+
+
+@pytest.mark.slow
+def test_redis_restarting_mid_crawl_the_crawl_resumes_and_no_rest_is_shortened(
+        web_factory, tmp_path, redis_server, pg_uri):
+    web = web_factory({h: slow_site(PAGES, h, 0.1) for h in HOSTS})
+    a = start(worker_cmd(web, tmp_path, "a", redis_server.url, pg_uri))
+    try:
+        wait_for((tmp_path / "access-a.jsonl").exists)
+        b = start(worker_cmd(web, tmp_path, "b", redis_server.url, pg_uri))
+        wait_for(lambda: len(content(web.entries())) >= 2 * len(HOSTS))
+        redis_server.stop_process()  # its AOF (fsync always here) holds the crawl
+        time.sleep(1.0)
+        redis_server.start()
+        assert b.wait(timeout=180) == 0
+    finally:
+        assert a.wait(timeout=180) == 0
+    fetched = assert_clean(web)
+    assert len(fetched) == len(HOSTS) * PAGES
+    # A batch whose reply the outage cut may be sent again: a page at most twice.
+    assert max(fetched.values()) <= 2
+    logs = "".join((tmp_path / f"{n}.log").read_text(encoding="utf-8") for n in "ab")
+    assert "A Redis frontier batch failed" in logs

@@ -67,6 +67,8 @@ class _Own:
     refreshed: float = 0.0  # last batch that asked Redis about its queue
     empty_batches: int = 0
     verify_until: float = 0.0  # taken over: confirm claimed rows until the first dispatch
+    claimed: int = 0  # rows of this origin claimed and not yet done, as this worker knows
+    orphans: bool = False  # Redis holds claims this worker does not know (a lost reply)
 
 
 class RedisQueue:
@@ -147,6 +149,8 @@ class RedisQueue:
             return
         origin, seq, raw = found
         own = self.own.get(origin)
+        if own is not None:
+            own.claimed -= 1
         if own is not None and own.buffer and any(r.id == row_id for r in own.buffer):
             own.buffer = deque(r for r in own.buffer if r.id != row_id)
         self.done_out.setdefault(origin, []).append((seq, raw))
@@ -165,6 +169,9 @@ class RedisQueue:
 
     def claimed(self, origin: str, raw: bytes) -> Row:
         prio, seq, url, data = parse_row(raw)
+        own = self.own.get(origin)
+        if own is not None:
+            own.claimed += 1
         self._ids += 1
         self.rows[self._ids] = (origin, seq, raw)
         return Row(self._ids, origin, url, data, prio)
@@ -373,7 +380,7 @@ class RedisFrontier(Frontier):
             rec = self._origins.get(origin)
             idle = rec is None or (rec.in_flight is None and not rec.transient)
             give_back = own.releasing
-            if not give_back and idle and (closing or (
+            if not give_back and idle and (closing or own.orphans or (
                     (excess > 0 or own.empty_batches >= 2) and not self.keep(origin))):
                 give_back = own.releasing = True
                 excess -= 1
@@ -477,6 +484,9 @@ class RedisFrontier(Frontier):
             for raw in res.rows:
                 own.buffer.append(q.claimed(res.origin, raw))
             own.remote = res.queued
+            # A batch whose reply was lost may have claimed rows this worker never saw:
+            # giving the origin back (when idle) puts them back in the queue.
+            own.orphans = res.claimed_total > own.claimed
             empty = res.queued == 0 and res.claimed_total == 0 and res.origin not in still
             own.empty_batches = own.empty_batches + 1 if empty else 0
             self._set_queued(res.origin, len(own.buffer) + own.remote)
