@@ -67,7 +67,7 @@ class _Own:
     refreshed: float = 0.0  # last batch that asked Redis about its queue
     empty_batches: int = 0
     verify_until: float = 0.0  # taken over: confirm claimed rows until the first dispatch
-    claimed: int = 0  # rows of this origin claimed and not yet done, as this worker knows
+    ids: set[int] = field(default_factory=set)  # rows claimed in this ownership, not done
     orphans: bool = False  # Redis holds claims this worker does not know (a lost reply)
 
 
@@ -150,7 +150,7 @@ class RedisQueue:
         origin, seq, raw = found
         own = self.own.get(origin)
         if own is not None:
-            own.claimed -= 1
+            own.ids.discard(row_id)
         if own is not None and own.buffer and any(r.id == row_id for r in own.buffer):
             own.buffer = deque(r for r in own.buffer if r.id != row_id)
         self.done_out.setdefault(origin, []).append((seq, raw))
@@ -170,9 +170,9 @@ class RedisQueue:
     def claimed(self, origin: str, raw: bytes) -> Row:
         prio, seq, url, data = parse_row(raw)
         own = self.own.get(origin)
-        if own is not None:
-            own.claimed += 1
         self._ids += 1
+        if own is not None:
+            own.ids.add(self._ids)
         self.rows[self._ids] = (origin, seq, raw)
         return Row(self._ids, origin, url, data, prio)
 
@@ -274,6 +274,7 @@ class Plan:
     room: int  # origins this worker may take
     want: list[str]  # origins to try first (transient work waits for them)
     owned: set[str]
+    sample: bool = True  # also look for origins of dead workers
 
 
 @dataclass
@@ -298,8 +299,12 @@ def execute(shared: RedisShared, plan: Plan, ttl: float) -> Outcome:
     still = shared.drop_empty(empty)
     taken: list[Taken] = []
     if renewed and plan.room > 0:
+        # Origins nobody owns first (popped: one worker each), then a sample of the
+        # active ones for owners that died.
         cands = [o for o in plan.want if o not in plan.owned]
-        cands += [o for o in shared.candidates(plan.room * 3) if o not in plan.owned]
+        cands += [o for o in shared.free(plan.room) if o not in plan.owned]
+        if len(cands) < plan.room and plan.sample:
+            cands += [o for o in shared.candidates(min(plan.room, 50)) if o not in plan.owned]
         taken = shared.take(list(dict.fromkeys(cands))[:plan.room])
     return Outcome(plan, renewed, pushed, results, taken, active, workers, still)
 
@@ -335,6 +340,7 @@ class RedisFrontier(Frontier):
         self.active = 0
         self.workers = 1
         self.lost_lease = False
+        self._sampled = 0.0
         # Whether the spider holds state of its own for an origin (links held until the
         # origin's sitemaps are read): such an origin is not given back to balance shares.
         self.keep: Callable[[str], bool] = lambda origin: False
@@ -374,14 +380,18 @@ class RedisFrontier(Frontier):
         dirty, self.origin_store.dirty = self.origin_store.dirty, set()
         q.clear_fresh()
         share = max(1, math.ceil(self.active / max(self.workers, 1)))
-        excess = len(q.own) - (share + 1) if not closing else len(q.own)
+        # Room above the share: an origin nobody owns always finds a taker (every
+        # worker may hold share + slack); only above that are origins given back.
+        slack = max(2, share // 10)
+        excess = len(q.own) - (share + slack) if not closing else len(q.own)
         syncs = []
         for origin, own in q.own.items():
             rec = self._origins.get(origin)
             idle = rec is None or (rec.in_flight is None and not rec.transient)
             give_back = own.releasing
-            if not give_back and idle and (closing or own.orphans or (
-                    (excess > 0 or own.empty_batches >= 2) and not self.keep(origin))):
+            if not give_back and idle and (closing or (
+                    (excess > 0 or own.empty_batches >= 2 or own.orphans)
+                    and not self.keep(origin))):
                 give_back = own.releasing = True
                 excess -= 1
             claim = 0
@@ -404,13 +414,16 @@ class RedisFrontier(Frontier):
                 syncs.append(OriginSync(origin, state, claim, give_back, done, check))
         for origin, done in done_out.items():  # rows of origins given back or lost
             syncs.append(OriginSync(origin, done=done))
-        room = 0 if closing or self.lost_lease else max(0, share - len(q.own))
+        room = 0 if closing or self.lost_lease else max(0, share + slack - len(q.own))
         want = [o for o, rec in self._origins.items()
                 if rec.transient and o not in q.own and o not in self.stopped]
         if want and not closing:
             room = max(room, len(want))
+        sample = now - self._sampled >= max(self.ttl / 3, self.interval)
+        if sample:
+            self._sampled = now
         return Plan(now, pushes, pushed_n, seen, templates, stops, drops, syncs, room, want,
-                    set(q.own))
+                    set(q.own), sample)
 
     def unplan(self, plan: Plan) -> None:
         """A batch that failed: what it carried waits for the next one."""
@@ -477,6 +490,7 @@ class RedisFrontier(Frontier):
                 for row in own.buffer:
                     if q.rows.get(row.id, ("", b"", b""))[1] in gone:
                         q.rows.pop(row.id, None)
+                        own.ids.discard(row.id)
                         self.count("polite/redis/done_elsewhere", 1)
                     else:
                         keep.append(row)
@@ -486,7 +500,7 @@ class RedisFrontier(Frontier):
             own.remote = res.queued
             # A batch whose reply was lost may have claimed rows this worker never saw:
             # giving the origin back (when idle) puts them back in the queue.
-            own.orphans = res.claimed_total > own.claimed
+            own.orphans = res.claimed_total > len(own.ids)
             empty = res.queued == 0 and res.claimed_total == 0 and res.origin not in still
             own.empty_batches = own.empty_batches + 1 if empty else 0
             self._set_queued(res.origin, len(own.buffer) + own.remote)

@@ -19,7 +19,8 @@ on one Redis Cluster slot:
   A worker taking the origin over puts them back into the queue.
 - ``P:s:{O}:C`` set: the crawl's seen set for the origin, 64-bit fingerprints as
   integers (Redis keeps a set of integers as an *intset*: 8 bytes each).
-- ``P:active:C`` set of origins with rows queued or claimed; ``P:workers:C`` sorted set
+- ``P:active:C`` set of origins with rows queued or claimed; ``P:free:C`` those of them
+  that nobody owns (a worker with room pops from it); ``P:workers:C`` sorted set
   worker -> last heartbeat; ``P:tpl:C`` hash of URL-row templates; ``P:seed:C`` the
   worker that seeds the start URLs and ``P:seeded:C`` set once it has.
 - ``P:alive:W`` the worker's lease (a TTL key, renewed in every batch) and ``P:w:W``
@@ -41,7 +42,7 @@ PREFIX = "polite"
 
 # KEYS: o, q, s.  ARGV: crawl, then (fingerprint or '', prio, url\ndata) per row.
 _PUSH = """
-if redis.call('HEXISTS', KEYS[1], 'stop:' .. ARGV[1]) == 1 then return {-1, 0} end
+if redis.call('HEXISTS', KEYS[1], 'stop:' .. ARGV[1]) == 1 then return {-1, 0, 1} end
 local added, dup = 0, 0
 local seqf = 'seq:' .. ARGV[1]
 for i = 2, #ARGV, 3 do
@@ -55,7 +56,8 @@ for i = 2, #ARGV, 3 do
     dup = dup + 1
   end
 end
-return {added, dup}
+local owner = redis.call('HGET', KEYS[1], 'owner')
+return {added, dup, (owner and owner ~= '') and 1 or 0}
 """
 
 # Rows claimed by an owner that is gone go back to the queue, with their own score.
@@ -216,6 +218,10 @@ class RedisShared:
         return f"{self.p}:active:{self.crawl}"
 
     @property
+    def free_key(self) -> str:
+        return f"{self.p}:free:{self.crawl}"
+
+    @property
     def workers_key(self) -> str:
         return f"{self.p}:workers:{self.crawl}"
 
@@ -295,9 +301,12 @@ class RedisShared:
         out = pipe.execute()
         i = len(templates) + 2 * len(stops) + len(drops)
         pushed: dict[str, tuple[int, int]] = {}
+        unowned: list[str] = []
         for origin in push_order:
-            added, dup = out[i]
+            added, dup, owned_now = out[i]
             pushed[origin] = (int(added), int(dup))
+            if int(added) > 0 and not int(owned_now):
+                unowned.append(origin)
             i += 1
         i += len(seen)
         results = []
@@ -312,6 +321,8 @@ class RedisShared:
                                           [bytes(m) for m in res[4:4 + ng]]))
             elif status == 2:
                 results.append(SyncResult(s.origin, 2, int(res[1])))
+                if int(res[1]) > 0:
+                    unowned.append(s.origin)
             else:
                 results.append(SyncResult(s.origin, 0))
         renewed = out[i + 1] is not None and out[i + 1] is not False
@@ -320,6 +331,8 @@ class RedisShared:
         added_origins = [o for o, (a, _d) in pushed.items() if a > 0]
         if added_origins:
             pipe.sadd(self.active_key, *added_origins)
+        if unowned:
+            pipe.sadd(self.free_key, *unowned)
         pipe.scard(self.active_key)
         pipe.zcount(self.workers_key, now - ttl, "+inf")
         counts = pipe.execute()
@@ -343,6 +356,11 @@ class RedisShared:
         return left
 
     # --- taking origins over --------------------------------------------------------
+    def free(self, n: int) -> list[str]:
+        """Pop up to ``n`` active origins nobody owns (each goes to one popper)."""
+        found = self.r.spop(self.free_key, n) or []
+        return sorted({bytes(o).decode("utf-8") for o in found})
+
     def candidates(self, n: int) -> list[str]:
         found = self.r.srandmember(self.active_key, n) or []
         return sorted({bytes(o).decode("utf-8") for o in found})
