@@ -157,6 +157,12 @@ class SiteSpider(scrapy.Spider):
         book = polite_context(self.crawler).robots
         return book if book is not None and hasattr(book, "sitemaps") else None
 
+    def polite_keep_origin(self, origin: str) -> bool:
+        """Whether this spider holds links of the origin until its sitemaps are read
+        (the Redis frontier keeps such an origin with this worker until then)."""
+        disc = self._discovery.get(origin)
+        return disc is not None and not disc.done and (disc.started or bool(disc.held))
+
     def _bulk(self) -> Any:
         """The frontier scheduler, when pages can go to it in bulk (else None)."""
         if not hasattr(self, "crawler"):
