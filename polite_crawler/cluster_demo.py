@@ -171,6 +171,7 @@ def run(out: Path, port: int, small: bool, timeout: float) -> tuple[int, str]:
         token = load_settings({}).get("POLITE_BOT_NAME")
         web = demo_web(port, SMALL if small else FULL, token)
         web.start()
+        port = web.port
         hosts_file = out / "hosts.txt"
         hosts_file.write_text("".join(f"{web.url(h.address)}\n" for h in DEMO_HOSTS),
                               encoding="utf-8")
@@ -214,14 +215,22 @@ def run(out: Path, port: int, small: bool, timeout: float) -> tuple[int, str]:
     for w in WORKERS:
         access += read_jsonl(out / f"access-{w}.jsonl") or []
         items += read_jsonl(out / f"pages-{w}.jsonl") or []
+    # The files the summary names: the workers' own, merged.
     (out / "access.jsonl").write_text("".join(json.dumps(r) + "\n" for r in access),
                                       encoding="utf-8")
+    (out / "pages.jsonl").write_text("".join(json.dumps(r) + "\n" for r in items),
+                                     encoding="utf-8")
+    (out / "crawl.log").write_text("".join(
+        (out / f"crawl-{w}.log").read_text(encoding="utf-8", errors="replace")
+        for w in WORKERS if (out / f"crawl-{w}.log").exists()), encoding="utf-8")
+    stats = merged_stats([out / f"stats-{w}.json" for w in WORKERS])
+    (out / "stats.json").write_text(json.dumps(stats or {}, default=str), encoding="utf-8")
     stops: dict[str, str] = {}
     for w in WORKERS:
         stops.update(read_stops(out / f"crawl-{w}.log"))
     rec = Records(web_log=web_log, robots=robots, access_log=access,
-                  stats=merged_stats([out / f"stats-{w}.json" for w in WORKERS]),
-                  items=items, store=None, store_note="in PostgreSQL (dropped at the end)",
+                  stats=stats, items=items, store={},
+                  store_note="in PostgreSQL (a throwaway server, dropped at the end)",
                   token=token, port=port, stops=stops)
     worst = next((c for c in codes if c != 0), 0)
     crawl_run = CrawlRun(returncode=worst, seconds=seconds, command=["2 workers"])
