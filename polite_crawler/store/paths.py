@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import sqlite3
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -38,10 +39,25 @@ def origins_db_path(settings: BaseSettings) -> Path:
     return state_dir(settings) / ORIGINS_DB
 
 
-def connect(path: Path | str) -> sqlite3.Connection:
-    """A SQLite connection in WAL mode that waits for other writers (other jobs)."""
-    conn = sqlite3.connect(str(path), timeout=30.0, isolation_level=None, check_same_thread=False)
-    conn.execute("PRAGMA journal_mode=WAL")
+def connect(path: Path | str, *, wait: float = 30.0) -> sqlite3.Connection:
+    """A SQLite connection in WAL mode that waits for other writers (other jobs).
+
+    Switching a new file to WAL can answer "database is locked" at once, without
+    SQLite's busy wait, when another process creates the same file at that moment
+    (two workers or jobs starting together): the switch is tried again until
+    ``wait`` seconds have passed.
+    """
+    conn = sqlite3.connect(str(path), timeout=wait, isolation_level=None, check_same_thread=False)
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            break
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() >= deadline:
+                conn.close()
+                raise
+            time.sleep(0.01)  # start-up only: a file being created by another process
     conn.execute("PRAGMA synchronous=NORMAL")
-    conn.execute("PRAGMA busy_timeout=30000")
+    conn.execute(f"PRAGMA busy_timeout={int(wait * 1000)}")
     return conn
