@@ -24,8 +24,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from polite_crawler.policy.identity import is_loopback_host
-from polite_crawler.policy.network import Network, in_networks
+from polite_crawler.policy.network import Network, is_test_host
 from polite_crawler.policy.rest import (
     OriginState,
     Rest,
@@ -125,8 +124,7 @@ class Frontier:
 
     # --- origins -------------------------------------------------------------
     def _params_for(self, origin: str) -> RestParams:
-        host = urlsplit(origin).hostname or ""
-        if is_loopback_host(host) or in_networks(host, self.config.test_networks):
+        if is_test_host(urlsplit(origin).hostname or "", self.config.test_networks):
             return self.config.params
         if self._raised and not self._floor_warned:
             self._floor_warned = True

@@ -46,8 +46,7 @@ from polite_crawler.frontier.dupefilter import (
 )
 from polite_crawler.frontier.serialize import RequestCodec
 from polite_crawler.frontier.store import OriginStore, QueueStore, process_owner
-from polite_crawler.policy.identity import is_loopback_host
-from polite_crawler.policy.network import in_networks, parse_networks
+from polite_crawler.policy.network import is_test_host, parse_networks
 from polite_crawler.policy.rest import Rest, RestParams
 from polite_crawler.policy.urls import origin_of
 from polite_crawler.store.paths import origins_db_path, state_dir
@@ -484,8 +483,7 @@ class FrontierScheduler:
         return known
 
     def _is_test_host(self, origin: str) -> bool:
-        host = urlsplit(origin).hostname or ""
-        return is_loopback_host(host) or in_networks(host, self.test_networks)
+        return is_test_host(urlsplit(origin).hostname or "", self.test_networks)
 
     def failure(self, origin: str) -> FailureState:
         assert self.frontier is not None
