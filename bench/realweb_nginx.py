@@ -200,7 +200,7 @@ worker_processes 1;
 worker_rlimit_nofile {nofile};
 pid {t}/nginx.pid;
 error_log {t}/error.log warn;
-events {{ worker_connections {nofile // 2}; }}
+events {{ worker_connections {nofile - 64}; }}
 http {{
     types {{
         text/html html htm; text/css css; text/plain txt; application/xml xml;

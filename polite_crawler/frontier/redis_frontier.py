@@ -301,11 +301,17 @@ def execute(shared: RedisShared, plan: Plan, ttl: float) -> Outcome:
     if renewed and plan.room > 0:
         # Origins nobody owns first (popped: one worker each), then a sample of the
         # active ones for owners that died.
-        cands = [o for o in plan.want if o not in plan.owned]
-        cands += [o for o in shared.free(plan.room) if o not in plan.owned]
+        # Only as many are popped as there is room for: an origin popped from the free
+        # set and not tried would be left with work and no owner, out of the free set,
+        # found again only by the sample.
+        cands = [o for o in dict.fromkeys(plan.want) if o not in plan.owned]
+        if len(cands) < plan.room:
+            popped = shared.free(plan.room - len(cands))
+            cands += [o for o in popped if o not in plan.owned and o not in cands]
         if len(cands) < plan.room and plan.sample:
-            cands += [o for o in shared.candidates(min(plan.room, 50)) if o not in plan.owned]
-        taken = shared.take(list(dict.fromkeys(cands))[:plan.room])
+            sampled = shared.candidates(min(plan.room, 50))
+            cands += [o for o in sampled if o not in plan.owned and o not in cands]
+        taken = shared.take(cands[:max(plan.room, len(plan.want))])
     return Outcome(plan, renewed, pushed, results, taken, active, workers, still)
 
 
@@ -363,6 +369,12 @@ class RedisFrontier(Frontier):
         return list(self.queue.own)
 
     # --- a batch ---------------------------------------------------------------------
+    def _has_work(self, origin: str, own: _Own) -> bool:
+        if own.buffer or own.remote:
+            return True
+        rec = self._origins.get(origin)
+        return rec is not None and (rec.in_flight is not None or rec.transient)
+
     def _claim_size(self, origin: str) -> int:
         base = max(self.params(origin).base(False), 0.01)
         return max(2, min(50, math.ceil(3 * self.interval / base) + 1))
@@ -383,17 +395,23 @@ class RedisFrontier(Frontier):
         # Room above the share: an origin nobody owns always finds a taker (every
         # worker may hold share + slack); only above that are origins given back.
         slack = max(2, share // 10)
-        excess = len(q.own) - (share + slack) if not closing else len(q.own)
+        # The share counts origins with work (rows here or in Redis, or a request out):
+        # an owned origin that ran empty waits to be given back, and neither holds a
+        # share nor stops this worker from taking an origin with work.
+        origins = self._origins
+        busy = sum(1 for origin, own in q.own.items() if self._has_work(origin, own))
+        excess = busy - (share + slack)
         syncs = []
         for origin, own in q.own.items():
-            rec = self._origins.get(origin)
+            rec = origins.get(origin)
             idle = rec is None or (rec.in_flight is None and not rec.transient)
             give_back = own.releasing
             if not give_back and idle and (closing or (
                     (excess > 0 or own.empty_batches >= 2 or own.orphans)
                     and not self.keep(origin))):
                 give_back = own.releasing = True
-                excess -= 1
+                if own.buffer or own.remote:
+                    excess -= 1
             claim = 0
             if not give_back and rec is not None and origin not in self.stopped:
                 soon = rec.state.eligible_at() <= now + 3 * self.interval
@@ -414,7 +432,7 @@ class RedisFrontier(Frontier):
                 syncs.append(OriginSync(origin, state, claim, give_back, done, check))
         for origin, done in done_out.items():  # rows of origins given back or lost
             syncs.append(OriginSync(origin, done=done))
-        room = 0 if closing or self.lost_lease else max(0, share + slack - len(q.own))
+        room = 0 if closing or self.lost_lease else max(0, share + slack - busy)
         want = [o for o, rec in self._origins.items()
                 if rec.transient and o not in q.own and o not in self.stopped]
         if want and not closing:
