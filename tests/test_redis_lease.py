@@ -147,6 +147,32 @@ def test_seen_set_takes_a_url_once_across_workers(two):
     assert seen_fp(url) != 0
 
 
+def test_an_origin_with_work_always_has_an_owner_or_is_free(redis_url):
+    """A batch with little room and a transient origin to take first pops from the free
+    set only what it tries: every active origin stays owned or in the free set, so
+    every one is crawled without waiting for the sample of the active set."""
+    from polite_crawler.frontier.redis_frontier import Plan, execute
+
+    c = Clock(1000.0)
+    seeder = RedisShared(redis_url, "c", "S")
+    seeder.register(c(), TTL)
+    origins = [f"http://10.0.1.{i}" for i in range(6)]
+    seeder.batch(now=c(), ttl=TTL, pushes={o: [(None, 0, f"{o}/\ndata".encode())]
+                                           for o in origins},
+                 seen={}, templates={}, stops={}, drops=[], owned=[])
+    assert seeder.r.scard(seeder.free_key) == 6
+    b = worker(redis_url, "B", c)
+    plan = Plan(c(), {}, 0, {}, {}, {}, [], [], room=3, want=["http://10.0.2.1"],
+                owned=set())
+    out = execute(b.shared, plan, TTL)
+    taken = {t.origin for t in out.taken}
+    assert len(taken & set(origins)) == 2  # the room, less the transient origin
+    free = {bytes(o).decode() for o in seeder.r.smembers(seeder.free_key)}
+    active = {bytes(o).decode() for o in seeder.r.smembers(seeder.active_key)}
+    assert active == set(origins)
+    assert active - taken == free  # before: one popped, not tried, and nowhere
+
+
 def test_memory_per_queued_url(redis_url):
     """Not a benchmark: a bound that fails if the row form grows (figures in the report)."""
     import redis
