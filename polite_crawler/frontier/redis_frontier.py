@@ -373,7 +373,7 @@ class RedisFrontier(Frontier):
         if own.buffer or own.remote:
             return True
         rec = self._origins.get(origin)
-        return rec is not None and (rec.in_flight is not None or rec.transient)
+        return rec is not None and (rec.in_flight is not None or bool(rec.transient))
 
     def _claim_size(self, origin: str) -> int:
         base = max(self.params(origin).base(False), 0.01)
