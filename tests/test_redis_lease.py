@@ -173,6 +173,25 @@ def test_an_origin_with_work_always_has_an_owner_or_is_free(redis_url):
     assert active - taken == free  # before: one popped, not tried, and nowhere
 
 
+def test_an_origin_given_back_and_popped_in_one_batch_stays_free(redis_url):
+    """The batch that gives an origin back may pop it from the free set itself: it goes
+    back there for another worker (before, it was left with work and no owner)."""
+    from polite_crawler.frontier.redis_frontier import Plan, execute
+
+    c = Clock(1000.0)
+    seeder = RedisShared(redis_url, "c", "S")
+    seeder.register(c(), TTL)
+    origins = [f"http://10.0.3.{i}" for i in range(4)]
+    seeder.batch(now=c(), ttl=TTL, pushes={o: [(None, 0, f"{o}/\ndata".encode())]
+                                           for o in origins},
+                 seen={}, templates={}, stops={}, drops=[], owned=[])
+    b = worker(redis_url, "B", c)
+    plan = Plan(c(), {}, 0, {}, {}, {}, [], [], room=10, want=[], owned={origins[0]})
+    out = execute(b.shared, plan, TTL)
+    assert {t.origin for t in out.taken} == set(origins[1:])
+    assert seeder.r.smembers(seeder.free_key) == {origins[0].encode()}
+
+
 def test_memory_per_queued_url(redis_url):
     """Not a benchmark: a bound that fails if the row form grows (figures in the report)."""
     import redis

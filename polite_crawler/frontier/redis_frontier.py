@@ -308,6 +308,8 @@ def execute(shared: RedisShared, plan: Plan, ttl: float) -> Outcome:
         if len(cands) < plan.room:
             popped = shared.free(plan.room - len(cands))
             cands += [o for o in popped if o not in plan.owned and o not in cands]
+            # One this worker gave back in this very batch goes back for another worker.
+            shared.make_free([o for o in popped if o in plan.owned])
         if len(cands) < plan.room and plan.sample:
             sampled = shared.candidates(min(plan.room, 50))
             cands += [o for o in sampled if o not in plan.owned and o not in cands]

@@ -361,6 +361,11 @@ class RedisShared:
         found = self.r.spop(self.free_key, n) or []
         return sorted({bytes(o).decode("utf-8") for o in found})
 
+    def make_free(self, origins: list[str]) -> None:
+        """Put origins popped and not taken back into the free set."""
+        if origins:
+            self.r.sadd(self.free_key, *origins)
+
     def candidates(self, n: int) -> list[str]:
         found = self.r.srandmember(self.active_key, n) or []
         return sorted({bytes(o).decode("utf-8") for o in found})
