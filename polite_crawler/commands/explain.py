@@ -1,7 +1,8 @@
 """``scrapy explain``: everything the crawler would do with a URL, and why.
 
 ``scrapy explain URL`` reads the shared state (origin store, robots.txt cache,
-page store, opt-out list) and says: the canonical form and which rule changed it;
+page store, opt-out list; the robots.txt cache in Redis when run with the crawl's
+``-s POLITE_FRONTIER=redis://...``) and says: the canonical form and which rule changed it;
 the robots.txt decision (the group that applied and the line that decided, or why
 no file applies); page rules and content signals known for it; the trap rule that
 would drop it; its origin's state (next allowed time, the rest and the term that
@@ -69,6 +70,8 @@ if TYPE_CHECKING:
     import sqlite3
 
     from scrapy.settings import BaseSettings
+
+    from polite_crawler.store.robots import RobotsState
 
 _ACTIONS = {
     Action.OK: "a success: the page is read, the origin rests as usual",
@@ -226,15 +229,34 @@ def _signals(signals: ContentSignals) -> dict[str, Any]:
     return {k: v for k, v in signals.as_dict().items() if v is not None}
 
 
+def stored_robots(conn: sqlite3.Connection | None, origin: str,
+                  settings: BaseSettings) -> RobotsState | None:
+    """The robots.txt cache's entry of ``origin``: in Redis when the frontier is there
+    (``-s POLITE_FRONTIER=redis://...``, as the crawl's), else in the origin store."""
+    from polite_crawler.store.robots import read_robots_state
+
+    url = str(settings.get("POLITE_FRONTIER") or "")
+    if url.startswith(("redis://", "rediss://")):
+        from polite_crawler.store.redis_robots import RedisRobotsStore
+
+        store = RedisRobotsStore.from_settings(settings)
+        try:
+            return store.load(origin)
+        except store.errors as exc:
+            raise CommandError(f"cannot read the robots.txt cache in Redis {url}: "
+                               f"{exc}") from exc
+        finally:
+            store.close()
+    if conn is not None and has_table(conn, "robots_txt"):
+        return read_robots_state(conn, origin)
+    return None
+
+
 def robots_from_store(conn: sqlite3.Connection | None, origin: str, url: str,
                       settings: BaseSettings, now: float) -> dict[str, Any]:
     token = settings.get("POLITE_BOT_NAME") or "PoliteCrawler"
     ttl = settings.getfloat("POLITE_ROBOTS_TTL")
-    from polite_crawler.store.robots import read_robots_state
-
-    stored = None
-    if conn is not None and has_table(conn, "robots_txt"):
-        stored = read_robots_state(conn, origin)
+    stored = stored_robots(conn, origin, settings)
     if stored is None:
         return {"source": "none", "allowed": None,
                 "why": "no robots.txt read yet: the origin's first request will be its "
