@@ -264,4 +264,4 @@ def test_explain_reads_the_robots_txt_cache_in_redis(redis_url: str, tmp_path: P
     done = scrapy("explain", f"{ORIGIN}/a", "--state-dir", str(tmp_path / "state"),
                   "-s", "POLITE_FRONTIER=redis://127.0.0.1:1/0")
     assert done.returncode == 2
-    assert "cannot read the robots.txt cache in Redis" in done.stderr
+    assert "cannot read the" in done.stderr and "in Redis redis://127.0.0.1:1/0" in done.stderr

@@ -1,8 +1,8 @@
 """``scrapy explain``: everything the crawler would do with a URL, and why.
 
 ``scrapy explain URL`` reads the shared state (origin store, robots.txt cache,
-page store, opt-out list; the robots.txt cache in Redis when run with the crawl's
-``-s POLITE_FRONTIER=redis://...``) and says: the canonical form and which rule changed it;
+page store, opt-out list; the robots.txt cache and the opt-out list in Redis when run
+with the crawl's ``-s POLITE_FRONTIER=redis://...``) and says: the canonical form and which rule changed it;
 the robots.txt decision (the group that applied and the line that decided, or why
 no file applies); page rules and content signals known for it; the trap rule that
 would drop it; its origin's state (next allowed time, the rest and the term that
@@ -229,6 +229,25 @@ def _signals(signals: ContentSignals) -> dict[str, Any]:
     return {k: v for k, v in signals.as_dict().items() if v is not None}
 
 
+def _on_redis(settings: BaseSettings) -> bool:
+    return str(settings.get("POLITE_FRONTIER") or "").startswith(("redis://", "rediss://"))
+
+
+def redis_optout(settings: BaseSettings, origin: str) -> dict[str, Any] | None:
+    """The origin's entry on the opt-out list in Redis (the frontier's)."""
+    from polite_crawler.store.redis_optout import RedisOptOutList
+
+    url = str(settings.get("POLITE_FRONTIER"))
+    lst = RedisOptOutList(url, timeout=settings.getfloat("POLITE_REDIS_STATE_TIMEOUT", 2.0))
+    try:
+        entry = lst.get(origin)
+    except lst.errors as exc:
+        raise CommandError(f"cannot read the opt-out list in Redis {url}: {exc}") from exc
+    finally:
+        lst.close()
+    return {"reason": entry.reason, "since": entry.added_at} if entry else None
+
+
 def stored_robots(conn: sqlite3.Connection | None, origin: str,
                   settings: BaseSettings) -> RobotsState | None:
     """The robots.txt cache's entry of ``origin``: in Redis when the frontier is there
@@ -236,7 +255,7 @@ def stored_robots(conn: sqlite3.Connection | None, origin: str,
     from polite_crawler.store.robots import read_robots_state
 
     url = str(settings.get("POLITE_FRONTIER") or "")
-    if url.startswith(("redis://", "rediss://")):
+    if _on_redis(settings):
         from polite_crawler.store.redis_robots import RedisRobotsStore
 
         store = RedisRobotsStore.from_settings(settings)
@@ -487,7 +506,9 @@ def explain_url(settings: BaseSettings, url: str, opts: argparse.Namespace) -> d
         limits: TrapLimits = trap_limits(settings)
         trap = url_trap(canon, opts.depth, limits)
         optout = None
-        if conn is not None and has_table(conn, "polite_optout"):
+        if _on_redis(settings):
+            optout = redis_optout(settings, origin)
+        elif conn is not None and has_table(conn, "polite_optout"):
             row = conn.execute("SELECT reason, added_at FROM polite_optout WHERE origin=?",
                                (origin,)).fetchone()
             optout = {"reason": row[0], "since": row[1]} if row else None
