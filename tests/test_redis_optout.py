@@ -31,22 +31,22 @@ from tests.test_commands_forget_live import wide_site
 if TYPE_CHECKING:
     from pathlib import Path
 
-O = "http://127.0.0.5:8080"
+ORIGIN = "http://127.0.0.5:8080"
 
 
 def test_a_change_raises_the_version_and_is_logged(redis_url: str) -> None:
     lst = RedisOptOutList(redis_url)
     try:
         assert lst.snapshot() == (0, frozenset())
-        assert lst.add(O, "owner asked", 100.0) == 1
-        assert lst.snapshot() == (1, frozenset({O}))
-        entry = lst.get(O)
+        assert lst.add(ORIGIN, "owner asked", 100.0) == 1
+        assert lst.snapshot() == (1, frozenset({ORIGIN}))
+        entry = lst.get(ORIGIN)
         assert entry is not None and entry.reason == "owner asked" and entry.added_at == 100.0
-        lst.record_removed(O, {"page_store": {"pages": 3}})
-        assert lst.remove(O, "by mistake", 200.0) == 2
+        lst.record_removed(ORIGIN, {"page_store": {"pages": 3}})
+        assert lst.remove(ORIGIN, "by mistake", 200.0) == 2
         assert lst.snapshot() == (2, frozenset())
-        assert lst.get(O) is None
-        log = lst.log(O)
+        assert lst.get(ORIGIN) is None
+        log = lst.log(ORIGIN)
         assert [(x["action"], x["reason"]) for x in log] == [
             ("forget", "owner asked"), ("undo", "by mistake")]
         assert log[0]["removed"] == {"page_store": {"pages": 3}}
@@ -85,7 +85,7 @@ def test_a_job_is_live_while_its_heartbeat_or_its_frontier_lease_lasts(
 def test_the_keys_share_one_hash_tag(redis_url: str, redis_server_session: Any) -> None:
     lst = RedisOptOutList(redis_url)
     try:
-        lst.add(O, "", 1.0)
+        lst.add(ORIGIN, "", 1.0)
         lst.register("h:1:a", "site", "t", "w", version=1, now=1.0, alive_ttl=5.0)
         keys = sorted(k.decode() for k in redis_server_session.client().keys("*"))
         assert keys and all(k.startswith("polite:{optout}:") for k in keys), keys
@@ -98,27 +98,27 @@ def test_the_rows_of_an_origin_leave_every_crawl_and_undo_lifts_the_stop(
     r = redis_server_session.client()
     other = "http://127.0.0.6:8080"
     for crawl in ("t", "u"):
-        r.zadd(f"polite:q:{{{O}}}:{crawl}", {b"0 1 x": 1, b"0 2 y": 2})
-        r.hset(f"polite:f:{{{O}}}:{crawl}", "3", b"0 3 z")
-        r.hset(f"polite:o:{{{O}}}", f"seq:{crawl}", 3)
-        r.sadd(f"polite:active:{crawl}", O, other)
-        r.sadd(f"polite:free:{crawl}", O)
+        r.zadd(f"polite:q:{{{ORIGIN}}}:{crawl}", {b"0 1 x": 1, b"0 2 y": 2})
+        r.hset(f"polite:f:{{{ORIGIN}}}:{crawl}", "3", b"0 3 z")
+        r.hset(f"polite:o:{{{ORIGIN}}}", f"seq:{crawl}", 3)
+        r.sadd(f"polite:active:{crawl}", ORIGIN, other)
+        r.sadd(f"polite:free:{crawl}", ORIGIN)
     r.zadd(f"polite:q:{{{other}}}:t", {b"0 1 x": 1})
-    r.hset(f"polite:o:{{{O}}}", "stop:t", "opted_out")
-    r.hset(f"polite:o:{{{O}}}", "stop:u", "403")
+    r.hset(f"polite:o:{{{ORIGIN}}}", "stop:t", "opted_out")
+    r.hset(f"polite:o:{{{ORIGIN}}}", "stop:u", "403")
     lst = RedisOptOutList(redis_url)
     try:
-        crawls = lst.crawls_of(O, ["default"])
+        crawls = lst.crawls_of(ORIGIN, ["default"])
         assert crawls == ["default", "t", "u"]
-        assert lst.drop_queued(O, crawls) == {"default": 0, "t": 3, "u": 3}
+        assert lst.drop_queued(ORIGIN, crawls) == {"default": 0, "t": 3, "u": 3}
         for crawl in ("t", "u"):
-            assert not r.exists(f"polite:q:{{{O}}}:{crawl}", f"polite:f:{{{O}}}:{crawl}")
+            assert not r.exists(f"polite:q:{{{ORIGIN}}}:{crawl}", f"polite:f:{{{ORIGIN}}}:{crawl}")
             assert r.smembers(f"polite:active:{crawl}") == {other.encode()}
             assert not r.smembers(f"polite:free:{crawl}")
         assert r.zcard(f"polite:q:{{{other}}}:t") == 1  # another origin's rows stay
-        assert lst.unstop(O, crawls, "opted_out") == ["t"]
-        assert r.hget(f"polite:o:{{{O}}}", "stop:t") is None
-        assert r.hget(f"polite:o:{{{O}}}", "stop:u") == b"403"  # not the opt-out's
+        assert lst.unstop(ORIGIN, crawls, "opted_out") == ["t"]
+        assert r.hget(f"polite:o:{{{ORIGIN}}}", "stop:t") is None
+        assert r.hget(f"polite:o:{{{ORIGIN}}}", "stop:u") == b"403"  # not the opt-out's
     finally:
         lst.close()
 
@@ -127,31 +127,31 @@ def test_forget_and_undo_with_no_worker_running(redis_url: str, redis_server_ses
                                                 tmp_path: Path) -> None:
     r = redis_server_session.client()
     book = RobotsBook(RedisRobotsStore(redis_url), "PoliteCrawler")
-    book.record_answer(O, 200, b"User-agent: *\nAllow: /\n")
+    book.record_answer(ORIGIN, 200, b"User-agent: *\nAllow: /\n")
     book.close()
-    r.zadd(f"polite:q:{{{O}}}:t", {b"0 1 x": 1})
-    r.hset(f"polite:o:{{{O}}}", "seq:t", 1)
+    r.zadd(f"polite:q:{{{ORIGIN}}}:t", {b"0 1 x": 1})
+    r.hset(f"polite:o:{{{ORIGIN}}}", "seq:t", 1)
     sets = ["-s", f"POLITE_FRONTIER={redis_url}", "-s", "POLITE_CRAWL=t",
             "-s", f"POLITE_STATE_DIR={tmp_path / 'none'}"]
     done = scrapy("forget", "http://127.0.0.9:8080", *sets)
     assert done.returncode == 2 and "unknown here" in done.stderr
-    done = scrapy("forget", O, "--reason", "owner's mail", "--json", *sets)
+    done = scrapy("forget", ORIGIN, "--reason", "owner's mail", "--json", *sets)
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout)
     assert data["acknowledged"] == [] and data["not_acknowledged"] == []
     assert data["removed"]["robots_txt"] == 1
     assert data["removed"]["frontiers"] == {f"{redis_url} crawl t": 1}
-    assert not r.exists(robots_key(O), f"polite:q:{{{O}}}:t")
+    assert not r.exists(robots_key(ORIGIN), f"polite:q:{{{ORIGIN}}}:t")
     listed = scrapy("forget", "--list", *sets)
-    assert listed.returncode == 0 and O in listed.stdout and "owner's mail" in listed.stdout
-    r.hset(f"polite:o:{{{O}}}", "stop:t", "opted_out")  # as a worker would have
-    undo = scrapy("forget", "--undo", O, *sets)
+    assert listed.returncode == 0 and ORIGIN in listed.stdout and "owner's mail" in listed.stdout
+    r.hset(f"polite:o:{{{ORIGIN}}}", "stop:t", "opted_out")  # as a worker would have
+    undo = scrapy("forget", "--undo", ORIGIN, *sets)
     assert undo.returncode == 0, undo.stderr
     assert "off the opt-out list in Redis" in undo.stdout
-    assert r.hget(f"polite:o:{{{O}}}", "stop:t") is None
-    assert scrapy("forget", "--undo", O, *sets).returncode == 2  # not on it any more
+    assert r.hget(f"polite:o:{{{ORIGIN}}}", "stop:t") is None
+    assert scrapy("forget", "--undo", ORIGIN, *sets).returncode == 2  # not on it any more
     # Redis down: a clear line, nothing changed.
-    down = scrapy("forget", O, "-s", "POLITE_FRONTIER=redis://127.0.0.1:1/0")
+    down = scrapy("forget", ORIGIN, "-s", "POLITE_FRONTIER=redis://127.0.0.1:1/0")
     assert down.returncode == 2
     assert "cannot reach Redis" in down.stderr and "nothing was changed" in down.stderr
 
@@ -164,7 +164,7 @@ def test_a_worker_that_does_not_acknowledge_makes_forget_say_so(
                      alive_ttl=60.0)
     finally:
         lst.close()
-    done = scrapy("forget", O, "--force", "--wait", "0.3",
+    done = scrapy("forget", ORIGIN, "--force", "--wait", "0.3",
                   "-s", f"POLITE_FRONTIER={redis_url}")
     assert done.returncode == 1
     assert "NOT acknowledged in time: site elsewhere:7:x" in done.stdout
@@ -255,12 +255,12 @@ def test_explain_reads_the_opt_out_list_in_redis(redis_url: str, tmp_path: Path)
 
     lst = RedisOptOutList(redis_url)
     try:
-        lst.add(O, "owner asked", time.time())
+        lst.add(ORIGIN, "owner asked", time.time())
     finally:
         lst.close()
     (tmp_path / "state").mkdir()
-    d = scrapy_json("explain", f"{O}/a", "--state-dir", str(tmp_path / "state"),
+    d = scrapy_json("explain", f"{ORIGIN}/a", "--state-dir", str(tmp_path / "state"),
                     "-s", f"POLITE_FRONTIER={redis_url}")
     assert d["optout"]["reason"] == "owner asked"
-    d = scrapy_json("explain", f"{O}/a", "--state-dir", str(tmp_path / "state"))
+    d = scrapy_json("explain", f"{ORIGIN}/a", "--state-dir", str(tmp_path / "state"))
     assert d["optout"] is None
