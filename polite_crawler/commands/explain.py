@@ -4,8 +4,8 @@
 page store, opt-out list; the robots.txt cache and the opt-out list in Redis when run
 with the crawl's ``-s POLITE_FRONTIER=redis://...``) and says: the canonical form and
 which rule changed it; the robots.txt decision (the group that applied and the line
-that decided, or why no file applies); page rules and content signals known for it; the trap rule that
-would drop it; its origin's state (next allowed time, the rest and the term that
+that decided, or why no file applies); page rules and content signals known for it;
+the trap rule that would drop it; its origin's state (next allowed time, the rest and the term that
 binds, backoff, breaker, stop, budget); what the store holds of it (last fetch,
 status, validators, next revisit and the rule behind that date).
 
