@@ -78,6 +78,16 @@ def test_a_job_is_live_while_its_heartbeat_or_its_frontier_lease_lasts(
         assert [j.owner for j in lst.jobs(running=False)] == ["h:1:a"]
         lst.forget_closed(now=10.0, keep=5.0)
         assert [j.owner for j in lst.jobs()] == ["h:2:b"]
+        # Gone without closing (no heartbeat, no lease): pruned; had it only stalled, its
+        # next poll puts its record back, with its acknowledgement.
+        r.delete("polite:alive:h:2:w2", "polite:{optout}:alive:h:2:b")
+        lst.forget_closed(now=10.0, keep=5.0)
+        assert lst.jobs() == []
+        record = lst.job_record("site", "t", "h:2:w3", 1.0)
+        assert lst.poll("h:2:b", 5.0, ack=(0, 1.0), job=record) == 0
+        assert [(j.owner, j.worker, j.version) for j in lst.jobs(running=True)] == [
+            ("h:2:b", "h:2:w3", 0)]
+        assert lst.live(lst.jobs()) == {"h:2:b"}
     finally:
         lst.close()
 

@@ -562,10 +562,7 @@ class Command(ScrapyCommand):
         ended: set[str] | None = None
         while True:
             running = optout.jobs(running=True)
-            alive = optout.live(running)
-            for job in running:
-                if job.owner not in alive:  # gone without closing: it sends nothing
-                    optout.closed(job.owner, time.time())
+            alive = optout.live(running)  # neither heartbeat nor lease: it sends nothing
             live = [j for j in running if j.owner in alive]
             late = [j for j in live if j.version < version]
             if ended is None:

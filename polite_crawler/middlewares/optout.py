@@ -85,6 +85,8 @@ class OptOutMiddleware:
         self._confirmed = time.monotonic()  # the list last read (Redis)
         self._sync_tried = 0.0
         self._registered = ""  # the frontier worker id the job is registered under
+        self._acked_at = 0.0
+        self._job: dict[str, Any] = {}  # the job's record in Redis
         self._down = False
         self.owner = process_owner()
         self._checked = time.monotonic()
@@ -106,10 +108,13 @@ class OptOutMiddleware:
         self.spider_name = spider.name
         if self.redis is not None:
             self._registered = self._worker()
-            self.redis.register(self.owner, spider.name, self.crawl_name, self._registered,
-                                version=self.version, now=self.clock(),
-                                alive_ttl=self.alive_ttl)
+            self._acked_at = self.clock()
+            self._job = self.redis.job_record(spider.name, self.crawl_name, self._registered,
+                                              self._acked_at)
             self.redis.forget_closed(self.clock(), keep)
+            self.redis.register(self.owner, spider.name, self.crawl_name, self._registered,
+                                version=self.version, now=self._acked_at,
+                                alive_ttl=self.alive_ttl)
             self._confirmed = time.monotonic()
         else:
             assert self.list is not None
@@ -184,20 +189,22 @@ class OptOutMiddleware:
         shared = getattr(self.ctx.frontier, "shared", None)
         return str(getattr(shared, "worker", "") or "")
 
-    def _ack_due(self) -> tuple[int, float] | None:
-        if self.acked >= self.version or self._busy():
-            return None
-        return self.version, self.clock()
+    def _ack_due(self) -> tuple[int, float]:
+        """The acknowledgement to send: the list's version once nothing of a refused
+        origin is in flight, else the last one (sent again: it keeps the record whole)."""
+        if self.acked < self.version and not self._busy():
+            return self.version, self.clock()
+        return self.acked, self._acked_at
 
-    def _poll_io(self, known: int, ack: tuple[int, float] | None,
+    def _poll_io(self, known: int, ack: tuple[int, float],
                  register: str | None) -> tuple[int, frozenset[str] | None]:
         """One poll (on a thread): heartbeat, acknowledgement, version; the list if moved."""
         assert self.redis is not None
         if register is not None:
+            self._job = {**self._job, "worker": register}
             self.redis.register(self.owner, self.spider_name, self.crawl_name, register,
-                                version=self.acked if ack is None else ack[0],
-                                now=self.clock(), alive_ttl=self.alive_ttl)
-        version = self.redis.poll(self.owner, self.alive_ttl, ack)
+                                version=ack[0], now=ack[1], alive_ttl=self.alive_ttl)
+        version = self.redis.poll(self.owner, self.alive_ttl, ack, self._job)
         if version == known:
             return version, None
         return self.redis.snapshot()
@@ -214,16 +221,16 @@ class OptOutMiddleware:
         d.addCallbacks(self._polled, self._poll_failed, callbackArgs=(ack, worker, sent))
 
     def _polled(self, result: tuple[int, frozenset[str] | None],
-                ack: tuple[int, float] | None, worker: str, sent: float) -> None:
+                ack: tuple[int, float], worker: str, sent: float) -> None:
         self._polling = False
         self._answered(result, ack, worker, sent)
 
     def _answered(self, result: tuple[int, frozenset[str] | None],
-                  ack: tuple[int, float] | None, worker: str, sent: float) -> None:
+                  ack: tuple[int, float], worker: str, sent: float) -> None:
         self._confirmed = max(self._confirmed, sent)
         self._registered = worker
-        if ack is not None:
-            self.acked = max(self.acked, ack[0])
+        if ack[0] > self.acked:
+            self.acked, self._acked_at = ack
         if self._down:
             self._down = False
             logger.info("The opt-out list in Redis answers again")

@@ -122,22 +122,28 @@ class RedisOptOutList:
                 return
 
     # --- jobs ------------------------------------------------------------------------
+    @staticmethod
+    def job_record(spider: str, crawl: str, worker: str, opened_at: float) -> dict[str, Any]:
+        return {"spider": spider, "crawl": crawl, "worker": worker, "opened_at": opened_at,
+                "closed_at": None}
+
     def register(self, owner: str, spider: str, crawl: str, worker: str, *, version: int,
                  now: float, alive_ttl: float) -> None:
         """A job opens (or its frontier worker id changed): it holds list ``version``."""
         pipe = self.r.pipeline(transaction=True)
-        pipe.hset(self.jobs_key, owner, json.dumps(
-            {"spider": spider, "crawl": crawl, "worker": worker, "opened_at": now,
-             "closed_at": None}))
+        pipe.hset(self.jobs_key, owner, json.dumps(self.job_record(spider, crawl, worker, now)))
         pipe.hset(self.acks_key, owner, json.dumps({"version": version, "at": now}))
         pipe.set(self.alive_key(owner), "1", px=max(int(alive_ttl * 1000), 1))
         pipe.execute()
 
-    def poll(self, owner: str, alive_ttl: float, ack: tuple[int, float] | None = None) -> int:
-        """The job's heartbeat, its acknowledgement if any; returns the list's version
-        (one round trip)."""
+    def poll(self, owner: str, alive_ttl: float, ack: tuple[int, float] | None = None,
+             job: dict[str, Any] | None = None) -> int:
+        """The job's heartbeat and acknowledgement (and its record, should it have been
+        pruned while the job stalled); returns the list's version. One round trip."""
         pipe = self.r.pipeline(transaction=False)
         pipe.set(self.alive_key(owner), "1", px=max(int(alive_ttl * 1000), 1))
+        if job is not None:
+            pipe.hsetnx(self.jobs_key, owner, json.dumps(job))
         if ack is not None:
             pipe.hset(self.acks_key, owner, json.dumps({"version": ack[0], "at": ack[1]}))
         pipe.get(self.version_key)
@@ -177,9 +183,13 @@ class RedisOptOutList:
         return sorted(out, key=lambda j: (j.opened_at, j.owner))
 
     def forget_closed(self, now: float, keep: float) -> None:
-        """Jobs closed more than ``keep`` seconds ago are forgotten."""
-        old = [j.owner for j in self.jobs(running=False)
-               if j.closed_at is not None and j.closed_at < now - keep]
+        """Jobs closed more than ``keep`` seconds ago are forgotten, and jobs gone without
+        closing (neither heartbeat nor frontier lease): one that was only stalled puts
+        its record back with its next poll."""
+        jobs = self.jobs()
+        live = self.live(jobs)
+        old = [j.owner for j in jobs if (j.closed_at is not None and j.closed_at < now - keep)
+               or (j.closed_at is None and j.owner not in live)]
         if old:
             self.r.hdel(self.jobs_key, *old)
             self.r.hdel(self.acks_key, *old)
