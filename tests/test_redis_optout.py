@@ -21,6 +21,7 @@ from polite_crawler.store.robots import RobotsBook
 from tests.commands_util import ROOT, env, scrapy
 from tests.pg import pg_server, pg_uri  # noqa: F401  (fixtures)
 from tests.redis_server import (  # noqa: F401  (fixtures)
+    redis_server,
     redis_server_session,
     redis_url,
 )
@@ -274,3 +275,97 @@ def test_explain_reads_the_opt_out_list_in_redis(redis_url: str, tmp_path: Path)
     assert d["optout"]["reason"] == "owner asked"
     d = scrapy_json("explain", f"{ORIGIN}/a", "--state-dir", str(tmp_path / "state"))
     assert d["optout"] is None
+
+
+# --- the middleware on the list in Redis (its synchronous read, as after a stall) -----------
+class Shared:
+    def __init__(self, worker: str) -> None:
+        self.worker = worker
+
+
+def redis_middleware(tmp_path: Path, redis_url: str, env: Any) -> Any:
+    from scrapy import Spider
+    from scrapy.utils.test import get_crawler
+
+    from polite_crawler.context import polite_context
+    from polite_crawler.middlewares.optout import OptOutMiddleware
+    from tests.test_middleware_optout import Scheduler
+
+    crawler = get_crawler(Spider, {"POLITE_STATE_DIR": str(tmp_path), "POLITE_CRAWL": "t",
+                                   "POLITE_FRONTIER": redis_url})
+    crawler.stats.open_spider()
+    scheduler = Scheduler(env)
+    scheduler.shared = Shared("h:1:w1")  # type: ignore[attr-defined]
+    polite_context(crawler).frontier = scheduler
+    mw = OptOutMiddleware(crawler)
+    mw.spider_name = "site"
+    mw._registered = "h:1:w1"
+    mw._job = mw.redis.job_record("site", "t", "h:1:w1", 0.0)
+    mw.redis.register(mw.owner, "site", "t", "h:1:w1", version=mw.version, now=0.0,
+                      alive_ttl=mw.alive_ttl)
+    return mw
+
+
+def test_the_middleware_acknowledges_once_nothing_listed_is_in_flight(
+        redis_url: str, tmp_path: Path) -> None:
+    from scrapy import Request
+    from scrapy.exceptions import IgnoreRequest
+
+    from tests.test_frontier_core import T0, A, B, Clock, Env
+    from tests.test_middleware_optout import request_for
+
+    clock = Clock()
+    env = Env(tmp_path, clock)
+    for origin in (A, B):
+        env.push(f"{origin}/1")
+    first = {d.origin: d for d in (env.f.pop(), env.f.pop()) if d is not None}
+    mw = redis_middleware(tmp_path, redis_url, env)
+    command = RedisOptOutList(redis_url)
+    try:
+        version = command.add(A, "asked", T0)
+        mw._confirmed = -1e9  # the list not confirmed lately: read before the request
+        mw.process_request(request_for(first[B], f"{B}/1"))
+        assert A in env.f.stopped and A in mw.refused
+        assert command.jobs()[0].version < version  # A's exchange is still out
+        with pytest.raises(IgnoreRequest):
+            mw.process_request(Request(f"{A}/other", meta={"polite_origin": A}))
+        env.f.settle(A, first[A].token, start=T0, end=T0 + 0.1)
+        mw._confirmed, mw._sync_tried = -1e9, -1e9
+        mw._confirm()
+        assert command.jobs()[0].version == version
+        # A lost lease: the worker comes back under a new id, registered and with the
+        # list read before its next request goes.
+        command.add(B, "asked too", T0)
+        mw.ctx.frontier.shared.worker = "h:1:w2"
+        mw._sync_tried = -1e9
+        with pytest.raises(IgnoreRequest):
+            mw.process_request(Request(f"{B}/2", meta={"polite_origin": B}))
+        assert command.jobs()[0].worker == "h:1:w2"
+    finally:
+        command.close()
+        mw.redis.close()
+        env.close()
+
+
+def test_the_middleware_with_redis_down_counts_and_goes_on(redis_server: Any,
+                                                          tmp_path: Path) -> None:
+    from scrapy import Request
+
+    from tests.test_frontier_core import Clock, Env
+
+    env = Env(tmp_path, Clock())
+    mw = redis_middleware(tmp_path, redis_server.url, env)
+    try:
+        redis_server.stop_process()
+        mw._confirmed = -1e9
+        mw.process_request(Request("http://127.0.0.3/x", meta={"polite_origin":
+                                                               "http://127.0.0.3"}))
+        assert mw.crawler.stats.get_value("polite/optout/unconfirmed") == 1
+        assert mw.crawler.stats.get_value("polite/optout/poll_failed") == 1
+        mw.process_request(Request("http://127.0.0.3/y", meta={"polite_origin":
+                                                               "http://127.0.0.3"}))
+        assert mw.crawler.stats.get_value("polite/optout/unconfirmed") == 2  # not asked again
+        assert mw.crawler.stats.get_value("polite/optout/poll_failed") == 1
+    finally:
+        mw.redis.close()
+        env.close()
