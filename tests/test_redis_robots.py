@@ -42,8 +42,18 @@ class Counts(dict[str, int]):
         self[key] = self.get(key, 0) + 1
 
 
+class CountingStore(RedisRobotsStore):
+    """The real Redis store, counting the reads it was asked for."""
+
+    loads = 0
+
+    def load(self, origin: str) -> Any:
+        self.loads += 1
+        return super().load(origin)
+
+
 def book(url: str, clock: Clock, counts: Any = None, **kw: Any) -> RobotsBook:
-    store = RedisRobotsStore(url, keep=kw.pop("keep", 30 * DAY), timeout=1.0)
+    store = CountingStore(url, keep=kw.pop("keep", 30 * DAY), timeout=1.0)
     return RobotsBook(store, "PoliteCrawler", ttl=DAY, retry_min=60.0, retry_max=3600.0,
                       clock=clock, count=counts if counts is not None else (lambda key: None))
 
@@ -170,9 +180,17 @@ def test_redis_down_an_origin_not_held_is_not_ready_and_waits(redis_server: Redi
     assert not a.allowed(OTHER + "/")
     assert a.retry_at(OTHER) == clock.now + STORE_RETRY
     assert counts["polite/robots/store_error/read"] == 1
+    # Another origin meanwhile: Redis is not asked (a dead one may take its whole
+    # timeout to fail, on the reactor); the origin waits the same way.
+    third = "http://127.0.0.4:8080"
+    loads = a.store.loads  # type: ignore[attr-defined]
+    assert not a.needs_fetch(third) and not a.ready(third)
+    assert a.store.loads == loads  # type: ignore[attr-defined]
+    assert a.retry_at(third) == clock.now + STORE_RETRY
+    assert counts["polite/robots/store_error/read"] == 2
     clock.now += STORE_RETRY
     assert not a.needs_fetch(OTHER)  # read again, failed again
-    assert counts["polite/robots/store_error/read"] == 2
+    assert counts["polite/robots/store_error/read"] == 3
     # A stale copy due for a fetch: Redis is asked first; down, so neither fetch nor use.
     clock.now += DAY
     assert not a.needs_fetch(ORIGIN)
@@ -195,6 +213,9 @@ def test_an_answer_redis_could_not_take_is_written_when_it_answers_again(
     assert counts["polite/robots/store_error/write"] == 1
     assert a.ready(ORIGIN) and not a.allowed(ORIGIN + "/private/")
     redis_server.start()
+    assert not a.needs_fetch(OTHER)  # Redis is not asked again before STORE_RETRY
+    assert counts["polite/robots/store_error/read"] == 1
+    clock.now += STORE_RETRY
     assert a.needs_fetch(OTHER)  # the first call that reaches Redis again writes it
     b = book(redis_server.url, clock)
     assert not b.needs_fetch(ORIGIN)

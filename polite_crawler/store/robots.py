@@ -208,6 +208,7 @@ class RobotsBook:
         self._entries: dict[str, _Entry] = {}
         self._unsaved: set[str] = set()  # answers the store failed to take
         self._down = False
+        self._store_retry_at = 0.0  # while down, the store is not asked before this
 
     @classmethod
     def from_settings(
@@ -405,6 +406,10 @@ class RobotsBook:
 
     def _reload(self, origin: str, now: float) -> _Entry:
         old = self._entries.get(origin)
+        if self._down and now < self._store_retry_at:
+            # Not asked again before its retry time: a store that does not answer may take
+            # its whole timeout to say so, and this runs on the reactor.
+            return self._unreadable(origin, old, now, None)
         try:
             stored = self.store.load(origin)
         except self.store.errors as exc:
@@ -429,11 +434,12 @@ class RobotsBook:
         return entry
 
     def _unreadable(self, origin: str, old: _Entry | None, now: float,
-                    exc: Exception) -> _Entry:
+                    exc: Exception | None) -> _Entry:
         """The store failed a read: nothing of the origin is fetched for a while (not
         even robots.txt, which another worker may hold a fresh copy of)."""
         self.count("polite/robots/store_error/read")
-        self._store_down(exc)
+        if exc is not None:
+            self._store_down(exc, now)
         if old is None:
             old = _Entry(RobotsState(origin), now)
             old.unknown = True
@@ -441,21 +447,26 @@ class RobotsBook:
         old.hold_until = now + STORE_RETRY
         return old
 
-    def _save(self, state: RobotsState) -> bool:
+    def _save(self, state: RobotsState, *, force: bool = False) -> bool:
+        # Kept in memory and in use here when the store fails; written at the origin's
+        # next reload, when the store answers again, or at close.
+        if self._down and not force and self.clock() < self._store_retry_at:
+            self.count("polite/robots/store_error/write")
+            self._unsaved.add(state.origin)
+            return False
         try:
             self.store.save(state)
         except self.store.errors as exc:
-            # Kept in memory and in use here; written at the origin's next reload, when
-            # the store answers again, or at close.
             self.count("polite/robots/store_error/write")
             self._unsaved.add(state.origin)
-            self._store_down(exc)
+            self._store_down(exc, self.clock())
             return False
         self._unsaved.discard(state.origin)
         self._store_ok()
         return True
 
-    def _store_down(self, exc: Exception) -> None:
+    def _store_down(self, exc: Exception, now: float) -> None:
+        self._store_retry_at = now + STORE_RETRY
         if self._down:
             return
         self._down = True
@@ -477,7 +488,7 @@ class RobotsBook:
             entry = self._entries.get(origin)
             if entry is None:
                 self._unsaved.discard(origin)
-            elif not self._save(entry.state):
+            elif not self._save(entry.state, force=True):
                 return
 
 
