@@ -286,3 +286,27 @@ def test_explain_reads_the_robots_txt_cache_in_redis(redis_url: str, tmp_path: P
                   "-s", "POLITE_FRONTIER=redis://127.0.0.1:1/0")
     assert done.returncode == 2
     assert "cannot read the" in done.stderr and "in Redis redis://127.0.0.1:1/0" in done.stderr
+
+
+def test_explain_reads_the_origin_state_in_redis(redis_url: str, redis_server_session: Any,
+                                                 tmp_path: Path) -> None:
+    import time
+
+    from polite_crawler.policy.rest import OriginState
+    from tests.commands_util import scrapy_json
+
+    (tmp_path / "state").mkdir()
+    now = time.time()
+    state = OriginState(ORIGIN, last_end=now, last_duration=0.5, last_rest=3.2,
+                        next_allowed=now + 30)
+    r = redis_server_session.client()
+    r.hset(f"polite:o:{{{ORIGIN}}}", mapping={"state": state.to_json(), "run": "t",
+                                             "owner": "h:1:w"})
+    r.set("polite:w:h:1:w", repr(now + 15))
+    d = scrapy_json("explain", f"{ORIGIN}/a", "--state-dir", str(tmp_path / "state"),
+                    "-s", f"POLITE_FRONTIER={redis_url}")
+    o = d["origin_state"]
+    assert o["known"] is True and o["may_start_now"] is False
+    assert o["lease"] == {"owner": "h:1:w", "until": now + 15}
+    d = scrapy_json("explain", f"{ORIGIN}/a", "--state-dir", str(tmp_path / "state"))
+    assert d["origin_state"]["known"] is False

@@ -1,13 +1,14 @@
 """``scrapy explain``: everything the crawler would do with a URL, and why.
 
 ``scrapy explain URL`` reads the shared state (origin store, robots.txt cache,
-page store, opt-out list; the robots.txt cache and the opt-out list in Redis when run
-with the crawl's ``-s POLITE_FRONTIER=redis://...``) and says: the canonical form and
-which rule changed it; the robots.txt decision (the group that applied and the line
-that decided, or why no file applies); page rules and content signals known for it;
-the trap rule that would drop it; its origin's state (next allowed time, the rest and the term that
-binds, backoff, breaker, stop, budget); what the store holds of it (last fetch,
-status, validators, next revisit and the rule behind that date).
+page store, opt-out list; the origin state, the robots.txt cache and the opt-out
+list in Redis when run with the crawl's ``-s POLITE_FRONTIER=redis://...``) and
+says: the canonical form and which rule changed it; the robots.txt decision (the
+group that applied and the line that decided, or why no file applies); page rules
+and content signals known for it; the trap rule that would drop it; its origin's
+state (next allowed time, the rest and the term that binds, backoff, breaker, stop,
+budget); what the store holds of it (last fetch, status, validators, next revisit
+and the rule behind that date).
 
 ``scrapy explain --robots FILE URL`` tests a robots.txt body against the crawler's
 own product token, offline. ``scrapy explain --status 429 --header "Retry-After: 120"``
@@ -248,6 +249,28 @@ def redis_optout(settings: BaseSettings, origin: str) -> dict[str, Any] | None:
     return {"reason": entry.reason, "since": entry.added_at} if entry else None
 
 
+def redis_origin_row(settings: BaseSettings, origin: str) -> tuple[Any, ...] | None:
+    """``(state JSON, crawl, owner, owner's lease end)`` of the origin's hash in Redis (the
+    frontier's ``polite:o:{ORIGIN}``, shared by every crawl), or None."""
+    from polite_crawler.frontier.redis_shared import PREFIX
+    from polite_crawler.store.redis_robots import redis_client, redis_errors
+
+    url = str(settings.get("POLITE_FRONTIER"))
+    r = redis_client(url, settings.getfloat("POLITE_REDIS_STATE_TIMEOUT", 2.0))
+    try:
+        state, run, owner = r.hmget(f"{PREFIX}:o:{{{origin}}}", "state", "run", "owner")
+        if not state:
+            return None
+        owner_text = bytes(owner).decode() if owner else ""
+        until = r.get(f"{PREFIX}:w:{owner_text}") if owner_text else None
+    except redis_errors() as exc:
+        raise CommandError(f"cannot read the origin state in Redis {url}: {exc}") from exc
+    finally:
+        r.close()
+    return (bytes(state).decode(), bytes(run or b"").decode(), owner_text or None,
+            float(until) if until else None)
+
+
 def stored_robots(conn: sqlite3.Connection | None, origin: str,
                   settings: BaseSettings) -> RobotsState | None:
     """The robots.txt cache's entry of ``origin``: in Redis when the frontier is there
@@ -320,7 +343,9 @@ def origin_state(conn: sqlite3.Connection | None, origin: str, settings: BaseSet
     from polite_crawler.frontier.scheduler import rest_params
 
     row = None
-    if conn is not None and has_table(conn, "polite_origin"):
+    if _on_redis(settings):
+        row = redis_origin_row(settings, origin)
+    elif conn is not None and has_table(conn, "polite_origin"):
         row = conn.execute("SELECT state, run_id, lease_owner, lease_until FROM polite_origin "
                            "WHERE origin=?", (origin,)).fetchone()
     params = rest_params(settings)
