@@ -8,9 +8,10 @@ the second starts once the first has read every robots.txt, so hosts move to it.
 frontier). Printed: robots.txt requests the test web saw per host, robots.txt cache
 commands per host, opt-out commands per worker-second, and every command per page.
 Also the opt-out middleware's request path with the list in Redis (no read due), in
-microseconds a request.
+microseconds a request, and ``scrapy forget`` on two live workers (``--runs``): the wait
+for both acknowledgements and the command's time.
 
-``python -m bench.redis_state [--hosts N] [--pages N]``
+``python -m bench.redis_state [--hosts N] [--pages N] [--runs N]``
 """
 
 from __future__ import annotations
@@ -133,11 +134,68 @@ def crawl(hosts: int, pages: int) -> dict[str, Any]:
             / max(sum(counts.values()), 1)}
 
 
+def forget_live(runs: int) -> list[dict[str, float]]:
+    """``scrapy forget`` against two live workers (each on its own state directory and
+    page store): the wait for both acknowledgements, and the whole command's time."""
+    import json
+
+    from polite_crawler.web.server import TestWeb
+    from tests.commands_util import env, scrapy
+    from tests.redis_server import RedisServer, redis_binary
+    from tests.test_commands_forget_live import wide_site
+
+    gone, kept = "127.0.0.1", "127.0.0.2"
+    out = []
+    for _ in range(runs):
+        server = RedisServer(str(redis_binary()), aof=False).start()
+        tmp = Path(tempfile.mkdtemp(prefix="polite-bench-"))
+        try:
+            with TestWeb({gone: wide_site(40, 0.15), kept: wide_site(80, 0.05)}) as web:
+                def cmd(name: str, web: Any = web, url: str = server.url,
+                        tmp: Path = tmp) -> list[str]:
+                    sets = {"POLITE_FRONTIER": url, "POLITE_CRAWL": "bench",
+                            "POLITE_STATE_DIR": str(tmp / name), "POLITE_REST_PAGE": "0.1",
+                            "POLITE_JITTER": "0", "POLITE_REDIS_LEASE_TTL": "2",
+                            "POLITE_REDIS_SYNC_INTERVAL": "0.1", "POLITE_CLOCK_SKEW": "0.05",
+                            "LOG_LEVEL": "WARNING", "LOG_FILE": str(tmp / f"{name}.log")}
+                    line = [sys.executable, "-m", "scrapy", "crawl", "site",
+                            "-a", f"url={web.url(gone)},{web.url(kept)}"]
+                    for k, v in sets.items():
+                        line += ["-s", f"{k}={v}"]
+                    return line
+
+                workers = [subprocess.Popen(cmd("a"), cwd=ROOT, env=env())]
+                try:
+                    while len([e for e in web.entries(gone) if e.path.startswith("/p")]) < 3:
+                        time.sleep(0.02)
+                    workers.append(subprocess.Popen(cmd("b"), cwd=ROOT, env=env()))
+                    time.sleep(3.0)  # the second worker is up and registered
+                    t0 = time.perf_counter()
+                    done = scrapy("forget", f"http://{gone}:{web.port}", "--json",
+                                  "-s", f"POLITE_FRONTIER={server.url}")
+                    total = time.perf_counter() - t0
+                    data = json.loads(done.stdout)
+                    for w in workers:
+                        w.wait(120)
+                finally:
+                    for w in workers:
+                        if w.poll() is None:
+                            w.kill()
+                            w.wait()
+            out.append({"ack_wait": data["ack_wait"], "command": total,
+                        "acknowledged": len(data["acknowledged"])})
+        finally:
+            server.stop()
+            shutil.rmtree(tmp, ignore_errors=True)
+    return out
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.redis_state")
     parser.add_argument("--hosts", type=int, default=20)
     parser.add_argument("--pages", type=int, default=10)
     parser.add_argument("--requests", type=int, default=20000)
+    parser.add_argument("--runs", type=int, default=3, help="forget runs on a live cluster")
     args = parser.parse_args(argv)
     from tests.redis_server import RedisServer, redis_binary
 
@@ -159,6 +217,13 @@ def main(argv: list[str]) -> int:
           f"{r['optout_cmds_per_worker_s']:.1f} commands per worker-second; all commands "
           f"{r['cmds_per_page']:.1f} per page, of which robots.txt cache and opt-out list "
           f"{100 * r['robots_optout_share']:.1f}%")
+    runs = forget_live(args.runs)
+    waits = sorted(x["ack_wait"] for x in runs)
+    print(f"forget on 2 live workers, {args.runs} runs: {[x['acknowledged'] for x in runs]} "
+          f"acknowledged, in median {waits[len(waits) // 2]:.3f} s (max {waits[-1]:.3f} s); "
+          f"the command took median "
+          f"{sorted(x['command'] for x in runs)[len(runs) // 2]:.2f} s (Python start-up "
+          "included)")
     return 0
 
 
