@@ -230,6 +230,9 @@ def test_forget_reaches_both_workers_before_it_returns(
         data = json.loads(done.stdout)
         assert len(data["acknowledged"]) == 2, data
         assert {j["crawl"] for j in data["acknowledged"]} == {"t"}
+        assert all(j["worker"] for j in data["acknowledged"])  # their frontier worker ids
+        assert "running jobs: 2 acknowledged" in scrapy(
+            "forget", gone, "-s", f"POLITE_FRONTIER={redis_url}").stdout  # again: a no-op
         codes = [w.wait(120) for w in workers]
         assert codes == [0, 0]
     finally:
