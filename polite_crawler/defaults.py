@@ -126,7 +126,8 @@ POLITE_DEFAULTS: dict[str, Any] = {
     "POLITE_DNS_LOOKUP": "",  # (name, port) -> [address]; empty: getaddrinfo (tests inject one)
     # --- the operator's side (issue 18) ------------------------------------
     # Seconds between two reads of the opt-out list's version by a running crawl
-    # (scrapy forget waits for every live crawl to acknowledge).
+    # (scrapy forget waits for every live crawl to acknowledge). With the frontier on
+    # Redis, also the period of the worker's heartbeat there (on a thread).
     "POLITE_OPTOUT_POLL": 0.2,
     # Access log rotation: a file this big goes on in <name>.2.jsonl, ... (0: never).
     "POLITE_ACCESS_LOG_MAX_BYTES": 100 * 1024 * 1024,
