@@ -454,6 +454,8 @@ class Command(ScrapyCommand):
         try:  # the state directory is this machine's; the cluster needs none
             state: Path | None = state_dir_of(settings, opts.state_dir)
         except CommandError:
+            if opts.state_dir:  # named on the command line: it must be there
+                raise
             state = None
         optout = RedisOptOutList(url, timeout=max(settings.getfloat(
             "POLITE_REDIS_STATE_TIMEOUT", 2.0), 5.0))
