@@ -64,6 +64,12 @@ POLITE_DEFAULTS: dict[str, Any] = {
     "POLITE_REDIS_LEASE_TTL": 15.0,  # seconds a worker's lease lives (its origins' hold)
     "POLITE_REDIS_SYNC_INTERVAL": 0.5,  # seconds between a worker's batches to Redis
     "POLITE_CLOCK_SKEW": 1.0,  # seconds added to a time another worker wrote
+    # Seconds a robots.txt cache or opt-out list call to Redis may take (they run on the
+    # reactor, rarely: a failure makes the origin wait, it does not block the crawl).
+    "POLITE_REDIS_STATE_TIMEOUT": 2.0,
+    # Seconds an origin's robots.txt entry stays in Redis after its last write (renewed
+    # by every answer; an origin asked about again after that fetches robots.txt anew).
+    "POLITE_ROBOTS_REDIS_KEEP": 30 * 86400.0,
     # --- robots.txt (issue 4) -----------------------------------------------
     "POLITE_ROBOTS_TTL": 24 * 3600.0,
     "POLITE_ROBOTS_MAX_BYTES": 512 * 1024,
@@ -120,7 +126,8 @@ POLITE_DEFAULTS: dict[str, Any] = {
     "POLITE_DNS_LOOKUP": "",  # (name, port) -> [address]; empty: getaddrinfo (tests inject one)
     # --- the operator's side (issue 18) ------------------------------------
     # Seconds between two reads of the opt-out list's version by a running crawl
-    # (scrapy forget waits for every live crawl to acknowledge).
+    # (scrapy forget waits for every live crawl to acknowledge). With the frontier on
+    # Redis, also the period of the worker's heartbeat there (on a thread).
     "POLITE_OPTOUT_POLL": 0.2,
     # Access log rotation: a file this big goes on in <name>.2.jsonl, ... (0: never).
     "POLITE_ACCESS_LOG_MAX_BYTES": 100 * 1024 * 1024,

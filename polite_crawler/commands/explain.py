@@ -1,12 +1,14 @@
 """``scrapy explain``: everything the crawler would do with a URL, and why.
 
 ``scrapy explain URL`` reads the shared state (origin store, robots.txt cache,
-page store, opt-out list) and says: the canonical form and which rule changed it;
-the robots.txt decision (the group that applied and the line that decided, or why
-no file applies); page rules and content signals known for it; the trap rule that
-would drop it; its origin's state (next allowed time, the rest and the term that
-binds, backoff, breaker, stop, budget); what the store holds of it (last fetch,
-status, validators, next revisit and the rule behind that date).
+page store, opt-out list; the origin state, the robots.txt cache and the opt-out
+list in Redis when run with the crawl's ``-s POLITE_FRONTIER=redis://...``) and
+says: the canonical form and which rule changed it; the robots.txt decision (the
+group that applied and the line that decided, or why no file applies); page rules
+and content signals known for it; the trap rule that would drop it; its origin's
+state (next allowed time, the rest and the term that binds, backoff, breaker, stop,
+budget); what the store holds of it (last fetch, status, validators, next revisit
+and the rule behind that date).
 
 ``scrapy explain --robots FILE URL`` tests a robots.txt body against the crawler's
 own product token, offline. ``scrapy explain --status 429 --header "Retry-After: 120"``
@@ -69,6 +71,8 @@ if TYPE_CHECKING:
     import sqlite3
 
     from scrapy.settings import BaseSettings
+
+    from polite_crawler.store.robots import RobotsState
 
 _ACTIONS = {
     Action.OK: "a success: the page is read, the origin rests as usual",
@@ -226,15 +230,75 @@ def _signals(signals: ContentSignals) -> dict[str, Any]:
     return {k: v for k, v in signals.as_dict().items() if v is not None}
 
 
+def _on_redis(settings: BaseSettings) -> bool:
+    return str(settings.get("POLITE_FRONTIER") or "").startswith(("redis://", "rediss://"))
+
+
+def redis_optout(settings: BaseSettings, origin: str) -> dict[str, Any] | None:
+    """The origin's entry on the opt-out list in Redis (the frontier's)."""
+    from polite_crawler.store.redis_optout import RedisOptOutList
+
+    url = str(settings.get("POLITE_FRONTIER"))
+    lst = RedisOptOutList(url, timeout=settings.getfloat("POLITE_REDIS_STATE_TIMEOUT", 2.0))
+    try:
+        entry = lst.get(origin)
+    except lst.errors as exc:
+        raise CommandError(f"cannot read the opt-out list in Redis {url}: {exc}") from exc
+    finally:
+        lst.close()
+    return {"reason": entry.reason, "since": entry.added_at} if entry else None
+
+
+def redis_origin_row(settings: BaseSettings, origin: str) -> tuple[Any, ...] | None:
+    """``(state JSON, crawl, owner, owner's lease end)`` of the origin's hash in Redis (the
+    frontier's ``polite:o:{ORIGIN}``, shared by every crawl), or None."""
+    from polite_crawler.frontier.redis_shared import PREFIX
+    from polite_crawler.store.redis_robots import redis_client, redis_errors
+
+    url = str(settings.get("POLITE_FRONTIER"))
+    r = redis_client(url, settings.getfloat("POLITE_REDIS_STATE_TIMEOUT", 2.0))
+    try:
+        state, run, owner = r.hmget(f"{PREFIX}:o:{{{origin}}}", "state", "run", "owner")
+        if not state:
+            return None
+        owner_text = bytes(owner).decode() if owner else ""
+        until = r.get(f"{PREFIX}:w:{owner_text}") if owner_text else None
+    except redis_errors() as exc:
+        raise CommandError(f"cannot read the origin state in Redis {url}: {exc}") from exc
+    finally:
+        r.close()
+    return (bytes(state).decode(), bytes(run or b"").decode(), owner_text or None,
+            float(until) if until else None)
+
+
+def stored_robots(conn: sqlite3.Connection | None, origin: str,
+                  settings: BaseSettings) -> RobotsState | None:
+    """The robots.txt cache's entry of ``origin``: in Redis when the frontier is there
+    (``-s POLITE_FRONTIER=redis://...``, as the crawl's), else in the origin store."""
+    from polite_crawler.store.robots import read_robots_state
+
+    url = str(settings.get("POLITE_FRONTIER") or "")
+    if _on_redis(settings):
+        from polite_crawler.store.redis_robots import RedisRobotsStore
+
+        store = RedisRobotsStore.from_settings(settings)
+        try:
+            return store.load(origin)
+        except store.errors as exc:
+            raise CommandError(f"cannot read the robots.txt cache in Redis {url}: "
+                               f"{exc}") from exc
+        finally:
+            store.close()
+    if conn is not None and has_table(conn, "robots_txt"):
+        return read_robots_state(conn, origin)
+    return None
+
+
 def robots_from_store(conn: sqlite3.Connection | None, origin: str, url: str,
                       settings: BaseSettings, now: float) -> dict[str, Any]:
     token = settings.get("POLITE_BOT_NAME") or "PoliteCrawler"
     ttl = settings.getfloat("POLITE_ROBOTS_TTL")
-    from polite_crawler.store.robots import read_robots_state
-
-    stored = None
-    if conn is not None and has_table(conn, "robots_txt"):
-        stored = read_robots_state(conn, origin)
+    stored = stored_robots(conn, origin, settings)
     if stored is None:
         return {"source": "none", "allowed": None,
                 "why": "no robots.txt read yet: the origin's first request will be its "
@@ -279,7 +343,9 @@ def origin_state(conn: sqlite3.Connection | None, origin: str, settings: BaseSet
     from polite_crawler.frontier.scheduler import rest_params
 
     row = None
-    if conn is not None and has_table(conn, "polite_origin"):
+    if _on_redis(settings):
+        row = redis_origin_row(settings, origin)
+    elif conn is not None and has_table(conn, "polite_origin"):
         row = conn.execute("SELECT state, run_id, lease_owner, lease_until FROM polite_origin "
                            "WHERE origin=?", (origin,)).fetchone()
     params = rest_params(settings)
@@ -465,7 +531,9 @@ def explain_url(settings: BaseSettings, url: str, opts: argparse.Namespace) -> d
         limits: TrapLimits = trap_limits(settings)
         trap = url_trap(canon, opts.depth, limits)
         optout = None
-        if conn is not None and has_table(conn, "polite_optout"):
+        if _on_redis(settings):
+            optout = redis_optout(settings, origin)
+        elif conn is not None and has_table(conn, "polite_optout"):
             row = conn.execute("SELECT reason, added_at FROM polite_optout WHERE origin=?",
                                (origin,)).fetchone()
             optout = {"reason": row[0], "since": row[1]} if row else None

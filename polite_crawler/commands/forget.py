@@ -17,6 +17,13 @@ its robots.txt copy, and its queued URLs in every job frontier it can find:
 A live job's own frontier is emptied of the origin by the job (it stops the origin);
 the others are edited here. The access logs are kept: they are the record that
 answers the owner's questions (``scrapy history``).
+
+With ``-s POLITE_FRONTIER=redis://...`` (the cluster's setting) the list is the one in
+Redis (:mod:`polite_crawler.store.redis_optout`), honoured by every worker on every
+machine; ``forget`` waits for every live worker's acknowledgement, deletes from the
+page store (``-s POLITE_STORE=postgresql://...``) and the robots.txt cache in Redis, and
+drops the origin's queued and claimed rows from every crawl's Redis frontier that
+queued it. No state directory is needed; given one, its trap memory is cleaned too.
 """
 
 from __future__ import annotations
@@ -247,6 +254,9 @@ class Command(ScrapyCommand):
     def _run(self, args: list[str], opts: argparse.Namespace) -> tuple[Any, str, int]:
         assert self.settings is not None
         settings = with_defaults(self.settings)
+        url = str(settings.get("POLITE_FRONTIER") or "")
+        if url.startswith(("redis://", "rediss://")):
+            return self._run_redis(settings, url, args, opts)
         state = state_dir_of(settings, opts.state_dir)
         db = origins_db(state)
         if opts.list:
@@ -436,9 +446,164 @@ class Command(ScrapyCommand):
         return data, "\n".join(lines), 0
 
 
+    # --- the cluster: the list in Redis (POLITE_FRONTIER=redis://...) -------------------
+    def _run_redis(self, settings: Any, url: str, args: list[str],
+                   opts: argparse.Namespace) -> tuple[Any, str, int]:
+        from polite_crawler.store.redis_optout import RedisOptOutList
+
+        try:  # the state directory is this machine's; the cluster needs none
+            state: Path | None = state_dir_of(settings, opts.state_dir)
+        except CommandError:
+            if opts.state_dir:  # named on the command line: it must be there
+                raise
+            state = None
+        optout = RedisOptOutList(url, timeout=max(settings.getfloat(
+            "POLITE_REDIS_STATE_TIMEOUT", 2.0), 5.0))
+        try:
+            try:
+                optout.r.ping()
+            except optout.errors as exc:
+                raise CommandError(f"cannot reach Redis at {url} ({exc}); nothing was "
+                                   "changed") from exc
+            try:
+                if opts.list:
+                    if args:
+                        raise CommandError("--list takes no origin")
+                    found = list(optout.entries().values())
+                    entries = [{"origin": e.origin, "reason": e.reason, "added_at": e.added_at}
+                               for e in found]
+                    lines = [f"{len(entries)} origins on the opt-out list in Redis {url}"]
+                    lines += [f"  {e.origin}  since {when(e.added_at)}"
+                              + (f"  ({e.reason})" if e.reason else "") for e in found]
+                    return {"optout": entries, "redis": url}, "\n".join(lines), 0
+                if len(args) != 1:
+                    raise CommandError("name one origin, e.g. scrapy forget https://example.org")
+                origin = parse_origin(args[0])
+                if opts.undo:
+                    return self._undo_redis(optout, settings, url, origin, opts)
+                return self._forget_redis(optout, settings, url, state, origin, opts)
+            except optout.errors as exc:
+                raise CommandError(f"Redis at {url} stopped answering ({exc}); run the same "
+                                   "command again") from exc
+        finally:
+            optout.close()
+
+    def _crawls(self, optout: Any, settings: Any, origin: str) -> list[str]:
+        named = [settings.get("POLITE_CRAWL") or "default"]
+        named += [j.crawl for j in optout.jobs() if j.crawl]
+        return list(optout.crawls_of(origin, named))
+
+    def _forget_redis(self, optout: Any, settings: Any, url: str, state: Path | None,  # noqa: PLR0917
+                      origin: str, opts: argparse.Namespace) -> tuple[Any, str, int]:
+        pg = str(settings.get("POLITE_STORE") or "").startswith(("postgresql://", "postgres://"))
+        if optout.get(origin) is None and not opts.force and not optout.known(origin) \
+                and not self._known_pages(settings, state, origin):
+            raise CommandError(f"{origin} is unknown here (no origin state or robots.txt copy "
+                               f"in Redis {url}, no page in the page store); check the "
+                               "spelling, or --force")
+        if pg or state is not None:
+            self._probe_locks(settings, state or Path("."), opts.lock_timeout)
+        now = time.time()
+        version = optout.add(origin, opts.reason, now)
+        waited = time.monotonic()
+        acked, late, ended = self._wait_for_redis_acks(optout, version, opts.wait)
+        waited = time.monotonic() - waited
+        removed: dict[str, Any] = {}
+        pages = page_store_backend(settings, state or Path("."), 30.0) \
+            if (pg or state is not None) else None
+        if pages is not None:
+            backend, where = pages
+            try:
+                counts = delete_from_page_store(backend, origin)
+                if acked:
+                    # A page a live worker had read before it acknowledged may still be in
+                    # its store's open batch: look again once that batch is committed.
+                    time.sleep(settings.getfloat("POLITE_STORE_FLUSH", 1.0) + 0.5)
+                    for key, n in delete_from_page_store(backend, origin).items():
+                        counts[key] = counts.get(key, 0) + n
+            finally:
+                backend.close()
+            removed["page_store"] = {"where": where, **counts}
+        from polite_crawler.store.redis_robots import robots_key
+
+        removed["robots_txt"] = int(optout.r.delete(robots_key(origin, optout.p)))
+        removed["trap_memory"] = forget_traps(state / TRAPS_DB, origin, opts.lock_timeout) \
+            if state is not None else 0
+        dropped = optout.drop_queued(origin, self._crawls(optout, settings, origin))
+        removed["frontiers"] = {f"{url} crawl {c}": n for c, n in dropped.items()}
+        optout.record_removed(origin, removed)
+        data = {"origin": origin, "reason": opts.reason, "version": version, "at": now,
+                "redis": url, "ack_wait": round(waited, 3),
+                "acknowledged": [_job(j) for j in acked], "ended_meanwhile": ended,
+                "not_acknowledged": [_job(j) for j in late], "removed": removed}
+        return data, _forget_text(data), 1 if late else 0
+
+    def _known_pages(self, settings: Any, state: Path | None, origin: str) -> bool:
+        if state is not None and origins_db(state, must_exist=False).is_file():
+            return self._known(settings, state, origins_db(state), origin)
+        if not str(settings.get("POLITE_STORE") or "").startswith(("postgresql://",
+                                                                   "postgres://")):
+            return False
+        pages = page_store_backend(settings, Path("."), 5.0)
+        if pages is None:
+            return False
+        backend = pages[0]
+        try:
+            return bool(backend.execute("SELECT 1 FROM pages WHERE origin = ? LIMIT 1",
+                                        (origin,)))
+        except Exception:  # no pages table yet
+            return False
+        finally:
+            backend.close()
+
+    @staticmethod
+    def _wait_for_redis_acks(optout: Any, version: int, wait: float
+                             ) -> tuple[list[Job], list[Job], list[str]]:
+        """Every live worker's acknowledgement of ``version``, or the deadline."""
+        deadline = time.monotonic() + max(wait, 0.0)
+        ended: set[str] | None = None
+        while True:
+            running = optout.jobs(running=True)
+            alive = optout.live(running)  # neither heartbeat nor lease: it sends nothing
+            live = [j for j in running if j.owner in alive]
+            late = [j for j in live if j.version < version]
+            if ended is None:
+                ended = {j.owner for j in late}
+            if not late or time.monotonic() >= deadline:
+                ended -= {j.owner for j in live}
+                return [j for j in live if j.version >= version], late, sorted(ended)
+            time.sleep(0.02)
+
+    def _undo_redis(self, optout: Any, settings: Any, url: str, origin: str,
+                    opts: argparse.Namespace) -> tuple[Any, str, int]:
+        if optout.get(origin) is None:
+            raise CommandError(f"{origin} is not on the opt-out list in Redis {url} "
+                               "(scrapy forget --list)")
+        version = optout.remove(origin, opts.reason, time.time())
+        running = optout.jobs(running=True)
+        alive = optout.live(running)
+        running = [j for j in running if j.owner in alive]
+        undone = optout.unstop(origin, self._crawls(optout, settings, origin), "opted_out")
+        frontiers = {f"{url} crawl {c}": 1 for c in undone}
+        data = {"origin": origin, "version": version, "undone": True, "redis": url,
+                "running_jobs_keep_it_stopped": [_job(j) for j in running],
+                "frontiers": frontiers}
+        lines = [f"{origin} is off the opt-out list in Redis (version {version}): future "
+                 "jobs may crawl it again; what was deleted stays deleted"]
+        if running:
+            lines.append(f"  {len(running)} running workers keep it stopped until they end")
+        for where in frontiers:
+            lines.append(f"  {where}: its stop for the opt-out forgotten (its workers may "
+                         "crawl it)")
+        return data, "\n".join(lines), 0
+
+
 def _job(job: Job) -> dict[str, Any]:
-    return {"owner": job.owner, "spider": job.spider, "frontier": job.queue_path,
-            "acknowledged": job.version}
+    out = {"owner": job.owner, "spider": job.spider, "frontier": job.queue_path,
+           "acknowledged": job.version}
+    if job.crawl is not None:
+        out.update(crawl=job.crawl, worker=job.worker)
+    return out
 
 
 def _forget_text(data: dict[str, Any]) -> str:

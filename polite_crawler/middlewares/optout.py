@@ -16,6 +16,16 @@ is in flight in its frontier; ``scrapy forget`` waits for every live job's
 acknowledgement before it returns, so after it returns no job sends a request to
 the origin. An answer of a refused origin that was in flight when the list changed
 never reaches the spider (nothing of it is stored).
+
+With ``POLITE_FRONTIER=redis://...`` the list is in Redis
+(:mod:`polite_crawler.store.redis_optout`), for every worker on every machine. The
+request path then reads nothing: every POLITE_OPTOUT_POLL a thread renews the job's
+heartbeat, sends its acknowledgement and reads the version (one round trip), and the
+list when the version moved; the reactor applies the answer. A request finds the list
+confirmed within half the heartbeat's TTL, and registered under the frontier's current
+worker id (a worker that lost its lease comes back under a new one), or the list is
+read there and then (one round trip, only after a stall or a lease loss); if Redis does
+not answer, the request goes on the list held (``polite/optout/unconfirmed``).
 """
 
 from __future__ import annotations
@@ -27,12 +37,14 @@ from typing import TYPE_CHECKING, Any
 from scrapy import signals
 from scrapy.exceptions import IgnoreRequest
 from scrapy.utils.asyncio import create_looping_call
+from twisted.internet.threads import deferToThread
 
 from polite_crawler.context import polite_context
 from polite_crawler.frontier.store import process_owner
 from polite_crawler.policy.urls import origin_of
 from polite_crawler.store.optout import OptOutList
 from polite_crawler.store.paths import origins_db_path
+from polite_crawler.store.redis_optout import RedisOptOutList
 
 if TYPE_CHECKING:
     from scrapy import Request, Spider
@@ -53,9 +65,29 @@ class OptOutMiddleware:
         self.clock = self.ctx.clock
         settings = crawler.settings
         self.poll = max(settings.getfloat("POLITE_OPTOUT_POLL", 0.2), 0.01)
-        self.list = OptOutList(origins_db_path(settings))
-        self.version, self.refused = self.list.snapshot()
+        url = str(settings.get("POLITE_FRONTIER") or "")
+        self.redis: RedisOptOutList | None = None
+        self.list: OptOutList | None = None
+        if url.startswith(("redis://", "rediss://")):
+            self.redis = RedisOptOutList(
+                url, timeout=settings.getfloat("POLITE_REDIS_STATE_TIMEOUT", 2.0))
+            self.crawl_name = settings.get("POLITE_CRAWL", "") or "default"
+            # As long as the frontier's lease, and many polls: a live job is never
+            # taken for gone by forget because one poll was late.
+            self.alive_ttl = max(settings.getfloat("POLITE_REDIS_LEASE_TTL", 15.0),
+                                 20 * self.poll, 1.0)
+            self.version, self.refused = self.redis.snapshot()
+        else:
+            self.list = OptOutList(origins_db_path(settings))
+            self.version, self.refused = self.list.snapshot()
         self.acked = self.version
+        self._polling = False
+        self._confirmed = time.monotonic()  # the list last read (Redis)
+        self._sync_tried = 0.0
+        self._registered = ""  # the frontier worker id the job is registered under
+        self._acked_at = 0.0
+        self._job: dict[str, Any] = {}  # the job's record in Redis
+        self._down = False
         self.owner = process_owner()
         self._checked = time.monotonic()
         self._loop: Any = None
@@ -72,9 +104,23 @@ class OptOutMiddleware:
         queue = getattr(frontier, "queue", None)
         path = getattr(queue, "path", None)
         keep_days = self.crawler.settings.getfloat("POLITE_ACCESS_LOG_KEEP_DAYS", 365.0)
-        self.list.register(self.owner, spider.name, str(path) if path else None, self.version,
-                           self.clock(), keep=(keep_days if keep_days > 0 else 36500) * 86400)
-        self._loop = create_looping_call(self._tick)
+        keep = (keep_days if keep_days > 0 else 36500) * 86400
+        self.spider_name = spider.name
+        if self.redis is not None:
+            self._registered = self._worker()
+            self._acked_at = self.clock()
+            self._job = self.redis.job_record(spider.name, self.crawl_name, self._registered,
+                                              self._acked_at)
+            self.redis.forget_closed(self.clock(), keep)
+            self.redis.register(self.owner, spider.name, self.crawl_name, self._registered,
+                                version=self.version, now=self._acked_at,
+                                alive_ttl=self.alive_ttl)
+            self._confirmed = time.monotonic()
+        else:
+            assert self.list is not None
+            self.list.register(self.owner, spider.name, str(path) if path else None,
+                               self.version, self.clock(), keep=keep)
+        self._loop = create_looping_call(self._tick if self.redis is None else self._tick_redis)
         self._loop.start(self.poll, now=False)
         if self.refused:
             logger.info("%(n)d origins are on the opt-out list and get no request",
@@ -83,11 +129,21 @@ class OptOutMiddleware:
     def spider_closed(self, spider: Spider) -> None:
         if self._loop is not None and self._loop.running:
             self._loop.stop()
+        if self.redis is not None:
+            try:
+                self.redis.closed(self.owner, self.clock())
+            except self.redis.errors as exc:  # its heartbeat runs out: forget stops waiting
+                logger.warning("Could not mark this job closed on the opt-out list in "
+                               "Redis: %(e)s", {"e": exc})
+            self.redis.close()
+            return
+        assert self.list is not None
         self.list.closed(self.owner, self.clock())
         self.list.close()
 
     # --- the list ----------------------------------------------------------------
     def _refresh(self) -> None:
+        assert self.list is not None
         if self.list.version() == self.version:
             return
         version, refused = self.list.snapshot()
@@ -105,13 +161,112 @@ class OptOutMiddleware:
     def _try_ack(self) -> None:
         if self.acked == self.version:
             return
-        frontier = getattr(self.ctx.frontier, "frontier", None)
-        if frontier is not None:
-            busy = [o for o in frontier.in_flight_origins() if o in self.refused]
-            if busy:
-                return  # the exchange ends (settled or released) before the next tick
+        if self._busy():
+            return  # the exchange ends (settled or released) before the next tick
+        assert self.list is not None
         self.list.ack(self.owner, self.version, self.clock())
         self.acked = self.version
+
+    def _busy(self) -> bool:
+        """Whether a refused origin has a request in flight in this job's frontier."""
+        frontier = getattr(self.ctx.frontier, "frontier", None)
+        if frontier is None:
+            return False
+        return any(o in self.refused for o in frontier.in_flight_origins())
+
+    def _apply(self, version: int, refused: frozenset[str] | None) -> None:
+        if refused is None or version <= self.version:
+            return
+        new = refused - self.refused
+        self.version, self.refused = version, refused
+        for origin in sorted(new):
+            self._stop(origin)
+        logger.info("Opt-out list version %(v)d: %(n)d origins refused (%(new)d new)",
+                    {"v": version, "n": len(refused), "new": len(new)})
+
+    # --- the list in Redis ---------------------------------------------------------
+    def _worker(self) -> str:
+        shared = getattr(self.ctx.frontier, "shared", None)
+        return str(getattr(shared, "worker", "") or "")
+
+    def _ack_due(self) -> tuple[int, float]:
+        """The acknowledgement to send: the list's version once nothing of a refused
+        origin is in flight, else the last one (sent again: it keeps the record whole)."""
+        if self.acked < self.version and not self._busy():
+            return self.version, self.clock()
+        return self.acked, self._acked_at
+
+    def _poll_io(self, known: int, ack: tuple[int, float],
+                 register: str | None) -> tuple[int, frozenset[str] | None]:
+        """One poll (on a thread): heartbeat, acknowledgement, version; the list if moved."""
+        assert self.redis is not None
+        if register is not None:
+            self._job = {**self._job, "worker": register}
+            self.redis.register(self.owner, self.spider_name, self.crawl_name, register,
+                                version=ack[0], now=ack[1], alive_ttl=self.alive_ttl)
+        version = self.redis.poll(self.owner, self.alive_ttl, ack, self._job)
+        if version == known:
+            return version, None
+        return self.redis.snapshot()
+
+    def _tick_redis(self) -> None:
+        if self._polling or self.redis is None:
+            return
+        self._polling = True
+        worker = self._worker()
+        ack = self._ack_due()
+        sent = time.monotonic()
+        d = deferToThread(self._poll_io, self.version, ack,
+                          worker if worker != self._registered else None)
+        d.addCallbacks(self._polled, self._poll_failed, callbackArgs=(ack, worker, sent))
+
+    def _polled(self, result: tuple[int, frozenset[str] | None],
+                ack: tuple[int, float], worker: str, sent: float) -> None:
+        self._polling = False
+        self._answered(result, ack, worker, sent)
+
+    def _answered(self, result: tuple[int, frozenset[str] | None],
+                  ack: tuple[int, float], worker: str, sent: float) -> None:
+        self._confirmed = max(self._confirmed, sent)
+        self._registered = worker
+        if ack[0] > self.acked:
+            self.acked, self._acked_at = ack
+        if self._down:
+            self._down = False
+            logger.info("The opt-out list in Redis answers again")
+        self._apply(*result)
+
+    def _poll_failed(self, failure: Any) -> None:
+        self._polling = False
+        self._failed(failure.getErrorMessage())
+
+    def _failed(self, error: str) -> None:
+        self._inc("polite/optout/poll_failed")
+        if not self._down:
+            self._down = True
+            logger.warning("The opt-out list in Redis does not answer (%(e)s); asking again "
+                           "every %(poll).1f s", {"e": error, "poll": self.poll})
+
+    def _confirm(self) -> None:
+        """Before a request: the list read lately, under the current worker id (Redis)."""
+        now = time.monotonic()
+        worker = self._worker()
+        if worker == self._registered and now - self._confirmed < self.alive_ttl / 2:
+            return
+        if now - self._sync_tried < 1.0:
+            self._inc("polite/optout/unconfirmed")
+            return
+        self._sync_tried = now
+        assert self.redis is not None
+        ack = self._ack_due()
+        try:
+            result = self._poll_io(self.version, ack,
+                                   worker if worker != self._registered else None)
+        except self.redis.errors as exc:
+            self._inc("polite/optout/unconfirmed")
+            self._failed(str(exc))
+            return
+        self._answered(result, ack, worker, now)
 
     def _stop(self, origin: str) -> None:
         scheduler = self.ctx.frontier
@@ -137,10 +292,13 @@ class OptOutMiddleware:
             return ""
 
     def process_request(self, request: Request) -> None:
-        now = time.monotonic()
-        if now - self._checked >= CHECK_INTERVAL:
-            self._checked = now
-            self._refresh()
+        if self.redis is not None:
+            self._confirm()
+        else:
+            now = time.monotonic()
+            if now - self._checked >= CHECK_INTERVAL:
+                self._checked = now
+                self._refresh()
         origin = self._origin(request)
         if origin not in self.refused:
             return

@@ -10,7 +10,8 @@ first request of every origin (``meta["polite_robots"] = True``,
 ``meta["polite_robots_origin"] = <origin>``) and gated by it. This middleware:
 
 * builds the :class:`~polite_crawler.store.robots.RobotsBook` (the durable
-  cache) and puts it on ``polite_context(crawler).robots`` for the frontier;
+  cache: the state directory's SQLite file, or Redis when ``POLITE_FRONTIER``
+  names it) and puts it on ``polite_context(crawler).robots`` for the frontier;
 * records every answer of a robots.txt request in the book, by RFC 9309
   section 2.3.1: 2xx parse, 4xx no restrictions, 429/5xx/network errors an
   outage (nothing is fetched from the origin; the last good copy, if any,
@@ -28,7 +29,8 @@ Stats: ``polite/robots/request_count``, ``polite/robots/outcome/<parse|allow_all
 unreachable>``, ``polite/robots/status/<code>``, ``polite/robots/error/<kind>``,
 ``polite/robots/redirect``, ``polite/robots/too_many_redirects``,
 ``polite/robots/truncated``, ``polite/robots/disallow_all``,
-``polite/robots/refused`` and ``polite/robots/refused_not_ready``.
+``polite/robots/refused``, ``polite/robots/refused_not_ready`` and
+``polite/robots/store_error/<read|write>`` (the Redis cache did not answer).
 """
 
 from __future__ import annotations
@@ -65,7 +67,7 @@ class RobotsTxtMiddleware:
         self.crawler = crawler
         self.ctx = polite_context(crawler)
         settings = crawler.settings
-        self.book = RobotsBook.from_settings(settings, clock=self.ctx.clock)
+        self.book = RobotsBook.from_settings(settings, clock=self.ctx.clock, count=self._inc)
         self.ctx.robots = self.book
         self.max_redirects = settings.getint("POLITE_ROBOTS_MAX_REDIRECTS", 5)
         crawler.signals.connect(self.spider_closed, signal=signals.spider_closed)

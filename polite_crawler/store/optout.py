@@ -14,6 +14,9 @@ shared by every job on the state directory. Four tables:
   ``forget`` waits until every live job has acknowledged the new version: a job
   acknowledges once it holds the new list and nothing of a refused origin is in
   flight, so when ``forget`` returns no request of that origin leaves any job.
+
+With the frontier on Redis the same list lives in Redis instead
+(:mod:`polite_crawler.store.redis_optout`), for every worker on every machine.
 """
 
 from __future__ import annotations
@@ -71,6 +74,8 @@ class Job:
     closed_at: float | None
     version: int
     acked_at: float
+    crawl: str | None = None  # with the frontier on Redis: POLITE_CRAWL of the job
+    worker: str | None = None  # and its frontier worker id (whose lease shows it alive)
 
 
 class OptOutList:

@@ -1,12 +1,19 @@
 """The robots.txt book: a durable cache of every origin's robots.txt and its fetch state.
 
 One table, ``robots_txt``, in the shared state database (:mod:`.paths`), so the
-cache survives restarts and is shared by every job on the same hosts. A copy is
-fresh for ``POLITE_ROBOTS_TTL`` (24 h, RFC 9309 section 2.4); the last good
-copy is kept through an outage and used until robots.txt can be read again.
+cache survives restarts and is shared by every job on the same hosts; with the
+frontier on Redis, one hash per origin in Redis instead
+(:mod:`polite_crawler.store.redis_robots`), shared by every worker on every
+machine. The rules are the same for both (this class; the store only loads and
+saves). A copy is fresh for ``POLITE_ROBOTS_TTL`` (24 h, RFC 9309 section 2.4);
+the last good copy is kept through an outage and used until robots.txt can be
+read again. A store that fails (Redis unreachable) fails safe: an origin this
+process holds no entry of is not ready (nothing of it is fetched, robots.txt
+neither) and asked again after :data:`STORE_RETRY`; an answer it could not write
+is used here and written when the store answers again.
 
 The frontier asks, synchronously and cheaply (an in-memory dict in front of
-SQLite):
+the store, read once per origin and again only before a fetch would be asked):
 
 * :meth:`RobotsBook.needs_fetch` -- should robots.txt be fetched now?
 * :meth:`RobotsBook.ready` -- may the origin's content be judged now?
@@ -19,11 +26,13 @@ The robots.txt middleware records answers with :meth:`RobotsBook.record_answer`,
 
 from __future__ import annotations
 
+import logging
+import os
 import sqlite3
 import threading
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from polite_crawler.policy.robots import (
     DEFAULT_MAX_BYTES,
@@ -43,6 +52,8 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from scrapy.settings import BaseSettings
+
+logger = logging.getLogger(__name__)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS robots_txt (
@@ -73,6 +84,8 @@ PENDING_TTL = 600.0
 # How often an entry this process holds is compared with the shared table
 # (another job may have fetched it) before the book asks for a fetch.
 _RELOAD_AFTER = 5.0
+# A store that failed (Redis unreachable) is asked again for an origin after this long.
+STORE_RETRY = 5.0
 
 
 @dataclass
@@ -102,60 +115,130 @@ class RobotsState:
 
 
 class _Entry:
-    __slots__ = ("loaded_at", "pending_until", "rules", "state")
+    __slots__ = ("hold_until", "loaded_at", "pending_until", "rules", "state", "unknown")
 
     def __init__(self, state: RobotsState, loaded_at: float) -> None:
         self.state = state
         self.rules: RobotsRules | None = None
         self.pending_until = 0.0
         self.loaded_at = loaded_at
+        self.hold_until = 0.0  # the store failed: neither fetch nor ask it again before
+        self.unknown = False  # a stand-in: the store could not be read
+
+
+class SQLiteRobotsStore:
+    """The book's storage in the shared state database (the embedded default)."""
+
+    # What a failing store raises, caught by the book (none: a local file's error is a bug).
+    errors: tuple[type[Exception], ...] = ()
+    # How long an entry the book holds is trusted before it asks for a fetch (another job
+    # on the state directory may have fetched it meanwhile).
+    reload_after = _RELOAD_AFTER
+
+    def __init__(self, db: Path | str | sqlite3.Connection) -> None:
+        self._own_conn = not isinstance(db, sqlite3.Connection)
+        self._conn = db if isinstance(db, sqlite3.Connection) else connect(db)
+        self._conn.execute(_SCHEMA)
+        self._lock = threading.RLock()
+
+    def load(self, origin: str) -> RobotsState | None:
+        with self._lock:
+            return read_robots_state(self._conn, origin)
+
+    def save(self, state: RobotsState) -> None:
+        values = (
+            state.url, state.kind, state.status, state.body, int(state.truncated),
+            state.fetched_at, state.failures, state.outage_since, state.retry_at,
+            state.last_error, state.checked_at,
+        )
+        with self._lock:
+            self._conn.execute(
+                f"INSERT OR REPLACE INTO robots_txt (origin, {', '.join(_COLUMNS)}) "
+                f"VALUES ({', '.join('?' * (len(_COLUMNS) + 1))})",
+                (state.origin, *values),
+            )
+
+    def close(self) -> None:
+        if self._own_conn:
+            self._conn.close()
+
+
+class RobotsStore(Protocol):
+    """Where a :class:`RobotsBook` keeps its entries (SQLite, or Redis for a cluster)."""
+
+    errors: tuple[type[Exception], ...]
+    reload_after: float
+
+    def load(self, origin: str) -> RobotsState | None: ...
+
+    def save(self, state: RobotsState) -> None: ...
+
+    def close(self) -> None: ...
 
 
 class RobotsBook:
     """The durable robots.txt cache of the crawl (see the module docstring).
 
-    ``clock`` returns wall-clock epoch seconds; tests inject their own.
+    ``db``: the SQLite origin store (a path or a connection), or any
+    :class:`RobotsStore` (:class:`~polite_crawler.store.redis_robots.RedisRobotsStore`
+    when the frontier is on Redis). ``clock`` returns wall-clock epoch seconds; tests
+    inject their own. ``count`` receives the book's stats (store failures).
     """
 
     def __init__(  # noqa: PLR0917
         self,
-        db: Path | str | sqlite3.Connection,
+        db: Path | str | sqlite3.Connection | RobotsStore,
         token: str,
         ttl: float = 24 * 3600.0,
         max_bytes: int = DEFAULT_MAX_BYTES,
         retry_min: float = 60.0,
         retry_max: float = 3600.0,
         clock: Callable[[], float] = time.time,
+        count: Callable[[str], None] = lambda key: None,
     ) -> None:
-        self._own_conn = not isinstance(db, sqlite3.Connection)
-        self._conn = db if isinstance(db, sqlite3.Connection) else connect(db)
-        self._conn.execute(_SCHEMA)
+        self.store: RobotsStore = SQLiteRobotsStore(db) if isinstance(
+            db, (str, os.PathLike, sqlite3.Connection)) else db
         self.token = token
         self.ttl = ttl
         self.max_bytes = max_bytes
         self.retry_min = retry_min
         self.retry_max = retry_max
         self.clock = clock
+        self.count = count
         self._entries: dict[str, _Entry] = {}
-        self._lock = threading.RLock()
+        self._unsaved: set[str] = set()  # answers the store failed to take
+        self._down = False
+        self._store_retry_at = 0.0  # while down, the store is not asked before this
 
     @classmethod
     def from_settings(
-        cls, settings: BaseSettings, clock: Callable[[], float] = time.time
+        cls, settings: BaseSettings, clock: Callable[[], float] = time.time,
+        count: Callable[[str], None] = lambda key: None,
     ) -> RobotsBook:
+        """The book of a crawl: in Redis when the frontier is (``POLITE_FRONTIER``), else
+        in the state directory's SQLite origin store."""
+        store: Path | RobotsStore
+        url = str(settings.get("POLITE_FRONTIER") or "")
+        if url.startswith(("redis://", "rediss://")):
+            from polite_crawler.store.redis_robots import RedisRobotsStore
+
+            store = RedisRobotsStore.from_settings(settings)
+        else:
+            store = origins_db_path(settings)
         return cls(
-            origins_db_path(settings),
+            store,
             settings.get("POLITE_BOT_NAME", "PoliteCrawler"),
             ttl=settings.getfloat("POLITE_ROBOTS_TTL", 24 * 3600.0),
             max_bytes=settings.getint("POLITE_ROBOTS_MAX_BYTES", DEFAULT_MAX_BYTES),
             retry_min=settings.getfloat("POLITE_ROBOTS_RETRY_MIN", 60.0),
             retry_max=settings.getfloat("POLITE_ROBOTS_RETRY_MAX", 3600.0),
             clock=clock,
+            count=count,
         )
 
     def close(self) -> None:
-        if self._own_conn:
-            self._conn.close()
+        self._flush(self.clock())
+        self.store.close()
 
     # --- the frontier's questions ------------------------------------------
 
@@ -167,7 +250,7 @@ class RobotsBook:
         """No copy, or a stale one, and not inside a retry wait or a pending redirect."""
         now = self.clock()
         entry = self._entry(origin)
-        if self._needs_fetch(entry, now) and now - entry.loaded_at >= _RELOAD_AFTER:
+        if self._needs_fetch(entry, now) and now - entry.loaded_at >= self.store.reload_after:
             entry = self._reload(origin, now)  # another job may have fetched it meanwhile
         return self._needs_fetch(entry, now)
 
@@ -191,8 +274,9 @@ class RobotsBook:
         it is 0: the answer may come any moment, so the frontier checks again
         soon rather than at the redirect's give-up time.
         """
-        state = self._entry(origin).state
-        at = state.retry_at
+        entry = self._entry(origin)
+        state = entry.state
+        at = max(state.retry_at, entry.hold_until)
         if state.has_copy and not state.in_outage and state.fetched_at is not None:
             at = max(at, state.fetched_at + self.ttl)
         return at
@@ -266,7 +350,8 @@ class RobotsBook:
             checked_at=now,
         )
         entry.rules = None
-        entry.pending_until = 0.0
+        entry.pending_until = entry.hold_until = 0.0
+        entry.unknown = False
         entry.loaded_at = now
         self._save(entry.state)
         return outcome
@@ -309,42 +394,102 @@ class RobotsBook:
 
     def _needs_fetch(self, entry: _Entry, now: float) -> bool:
         state = entry.state
-        if now < entry.pending_until or now < state.retry_at:
+        if now < entry.pending_until or now < entry.hold_until or now < state.retry_at:
             return False
         return not self._fresh(state, now)
 
     def _entry(self, origin: str) -> _Entry:
         entry = self._entries.get(origin)
-        if entry is None:
+        if entry is None or (entry.unknown and self.clock() >= entry.hold_until):
             entry = self._reload(origin, self.clock())
         return entry
 
     def _reload(self, origin: str, now: float) -> _Entry:
-        with self._lock:
-            stored = read_robots_state(self._conn, origin)
         old = self._entries.get(origin)
+        if self._down and now < self._store_retry_at:
+            # Not asked again before its retry time: a store that does not answer may take
+            # its whole timeout to say so, and this runs on the reactor.
+            return self._unreadable(origin, old, now, None)
+        try:
+            stored = self.store.load(origin)
+        except self.store.errors as exc:
+            return self._unreadable(origin, old, now, exc)
+        self._store_ok()
+        if old is not None and origin in self._unsaved and (
+                stored is None or (stored.checked_at or 0.0) <= (old.state.checked_at or 0.0)):
+            # This process's answer never reached the store: it is the newest one.
+            if self._save(old.state):
+                old.loaded_at = now
+            return old
         state = RobotsState(origin) if stored is None else stored
-        if old is not None and stored is not None and old.state.checked_at == state.checked_at:
+        if old is not None and not old.unknown and stored is not None \
+                and old.state.checked_at == state.checked_at:
             old.loaded_at = now
             return old
         entry = _Entry(state, now)
         if old is not None:
             entry.pending_until = old.pending_until
+        self._unsaved.discard(origin)
         self._entries[origin] = entry
         return entry
 
-    def _save(self, state: RobotsState) -> None:
-        values = (
-            state.url, state.kind, state.status, state.body, int(state.truncated),
-            state.fetched_at, state.failures, state.outage_since, state.retry_at,
-            state.last_error, state.checked_at,
-        )
-        with self._lock:
-            self._conn.execute(
-                f"INSERT OR REPLACE INTO robots_txt (origin, {', '.join(_COLUMNS)}) "
-                f"VALUES ({', '.join('?' * (len(_COLUMNS) + 1))})",
-                (state.origin, *values),
-            )
+    def _unreadable(self, origin: str, old: _Entry | None, now: float,
+                    exc: Exception | None) -> _Entry:
+        """The store failed a read: nothing of the origin is fetched for a while (not
+        even robots.txt, which another worker may hold a fresh copy of)."""
+        self.count("polite/robots/store_error/read")
+        if exc is not None:
+            self._store_down(exc, now)
+        if old is None:
+            old = _Entry(RobotsState(origin), now)
+            old.unknown = True
+            self._entries[origin] = old
+        old.hold_until = now + STORE_RETRY
+        return old
+
+    def _save(self, state: RobotsState, *, force: bool = False) -> bool:
+        # Kept in memory and in use here when the store fails; written at the origin's
+        # next reload, when the store answers again, or at close.
+        if self._down and not force and self.clock() < self._store_retry_at:
+            self.count("polite/robots/store_error/write")
+            self._unsaved.add(state.origin)
+            return False
+        try:
+            self.store.save(state)
+        except self.store.errors as exc:
+            self.count("polite/robots/store_error/write")
+            self._unsaved.add(state.origin)
+            self._store_down(exc, self.clock())
+            return False
+        self._unsaved.discard(state.origin)
+        self._store_ok()
+        return True
+
+    def _store_down(self, exc: Exception, now: float) -> None:
+        self._store_retry_at = now + STORE_RETRY
+        if self._down:
+            return
+        self._down = True
+        logger.warning(
+            "The robots.txt cache is unreachable (%(e)s): origins whose robots.txt this "
+            "process does not hold get no request until it answers again (asked again "
+            "every %(retry).0f s)", {"e": exc, "retry": STORE_RETRY})
+
+    def _store_ok(self) -> None:
+        if not self._down:
+            return
+        self._down = False
+        logger.info("The robots.txt cache answers again")
+        self._flush(self.clock())
+
+    def _flush(self, now: float) -> None:
+        """Write the answers the store failed to take (as long as it takes them)."""
+        for origin in sorted(self._unsaved):
+            entry = self._entries.get(origin)
+            if entry is None:
+                self._unsaved.discard(origin)
+            elif not self._save(entry.state, force=True):
+                return
 
 
 def read_robots_state(conn: Any, origin: str) -> RobotsState | None:
@@ -373,4 +518,7 @@ def _state_from_row(origin: str, row: Any) -> RobotsState:
     )
 
 
-__all__ = ["KIND_ALLOW_ALL", "KIND_RULES", "RobotsBook", "RobotsState", "read_robots_state"]
+__all__ = [
+    "KIND_ALLOW_ALL", "KIND_RULES", "RobotsBook", "RobotsState", "RobotsStore",
+    "SQLiteRobotsStore", "read_robots_state",
+]
