@@ -252,17 +252,17 @@ def redis_optout(settings: BaseSettings, origin: str) -> dict[str, Any] | None:
 def redis_origin_row(settings: BaseSettings, origin: str) -> tuple[Any, ...] | None:
     """``(state JSON, crawl, owner, owner's lease end)`` of the origin's hash in Redis (the
     frontier's ``polite:o:{ORIGIN}``, shared by every crawl), or None."""
-    from polite_crawler.frontier.redis_shared import PREFIX
+    from polite_crawler.frontier.redis_shared import origin_key, until_key
     from polite_crawler.store.redis_robots import redis_client, redis_errors
 
     url = str(settings.get("POLITE_FRONTIER"))
     r = redis_client(url, settings.getfloat("POLITE_REDIS_STATE_TIMEOUT", 2.0))
     try:
-        state, run, owner = r.hmget(f"{PREFIX}:o:{{{origin}}}", "state", "run", "owner")
+        state, run, owner = r.hmget(origin_key(origin), "state", "run", "owner")
         if not state:
             return None
         owner_text = bytes(owner).decode() if owner else ""
-        until = r.get(f"{PREFIX}:w:{owner_text}") if owner_text else None
+        until = r.get(until_key(owner_text)) if owner_text else None
     except redis_errors() as exc:
         raise CommandError(f"cannot read the origin state in Redis {url}: {exc}") from exc
     finally:

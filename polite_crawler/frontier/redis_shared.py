@@ -202,34 +202,34 @@ class RedisShared:
 
     # --- keys ------------------------------------------------------------------
     def okey(self, origin: str) -> str:
-        return f"{self.p}:o:{{{origin}}}"
+        return origin_key(origin, self.p)
 
     def qkey(self, origin: str) -> str:
-        return f"{self.p}:q:{{{origin}}}:{self.crawl}"
+        return queue_key(origin, self.crawl, self.p)
 
     def fkey(self, origin: str) -> str:
-        return f"{self.p}:f:{{{origin}}}:{self.crawl}"
+        return claimed_key(origin, self.crawl, self.p)
 
     def skey(self, origin: str) -> str:
-        return f"{self.p}:s:{{{origin}}}:{self.crawl}"
+        return seen_key(origin, self.crawl, self.p)
 
     @property
     def active_key(self) -> str:
-        return f"{self.p}:active:{self.crawl}"
+        return active_key(self.crawl, self.p)
 
     @property
     def free_key(self) -> str:
-        return f"{self.p}:free:{self.crawl}"
+        return free_key(self.crawl, self.p)
 
     @property
     def workers_key(self) -> str:
         return f"{self.p}:workers:{self.crawl}"
 
     def alive_key(self, worker: str) -> str:
-        return f"{self.p}:alive:{worker}"
+        return alive_key(worker, self.p)
 
     def until_key(self, worker: str) -> str:
-        return f"{self.p}:w:{worker}"
+        return until_key(worker, self.p)
 
     # --- the worker's own lease --------------------------------------------------
     def register(self, now: float, ttl: float) -> None:
@@ -439,6 +439,39 @@ class RedisShared:
 
     def close(self) -> None:
         self.r.close()
+
+
+# The key names, for every module that reads or writes the frontier's keys.
+def origin_key(origin: str, prefix: str = PREFIX) -> str:
+    return f"{prefix}:o:{{{origin}}}"
+
+
+def queue_key(origin: str, crawl: str, prefix: str = PREFIX) -> str:
+    return f"{prefix}:q:{{{origin}}}:{crawl}"
+
+
+def claimed_key(origin: str, crawl: str, prefix: str = PREFIX) -> str:
+    return f"{prefix}:f:{{{origin}}}:{crawl}"
+
+
+def seen_key(origin: str, crawl: str, prefix: str = PREFIX) -> str:
+    return f"{prefix}:s:{{{origin}}}:{crawl}"
+
+
+def active_key(crawl: str, prefix: str = PREFIX) -> str:
+    return f"{prefix}:active:{crawl}"
+
+
+def free_key(crawl: str, prefix: str = PREFIX) -> str:
+    return f"{prefix}:free:{crawl}"
+
+
+def alive_key(worker: str, prefix: str = PREFIX) -> str:
+    return f"{prefix}:alive:{worker}"
+
+
+def until_key(worker: str, prefix: str = PREFIX) -> str:
+    return f"{prefix}:w:{worker}"
 
 
 def template_id(data: bytes) -> int:

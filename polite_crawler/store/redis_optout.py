@@ -26,7 +26,15 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from polite_crawler.frontier.redis_shared import PREFIX
+from polite_crawler.frontier.redis_shared import (
+    PREFIX,
+    active_key,
+    alive_key,
+    claimed_key,
+    free_key,
+    origin_key,
+    queue_key,
+)
 from polite_crawler.store.optout import Job, OptOut
 from polite_crawler.store.redis_robots import TIMEOUT, redis_client, redis_errors
 
@@ -59,7 +67,7 @@ class RedisOptOutList:
 
     def worker_key(self, worker: str) -> str:
         """The frontier worker's lease (``RedisShared.alive_key``)."""
-        return f"{self.p}:alive:{worker}"
+        return alive_key(worker, self.p)
 
     # --- reading -------------------------------------------------------------------
     def version(self) -> int:
@@ -218,7 +226,7 @@ class RedisOptOutList:
         return sorted(c for c in found if c)
 
     def _okey(self, origin: str) -> str:
-        return f"{self.p}:o:{{{origin}}}"
+        return origin_key(origin, self.p)
 
     def drop_queued(self, origin: str, crawls: list[str]) -> dict[str, int]:
         """Delete the origin's queued and claimed rows in each crawl's frontier and take it
@@ -226,16 +234,16 @@ class RedisOptOutList:
         in other slots). Returns rows deleted per crawl."""
         out: dict[str, int] = {}
         for crawl in crawls:
-            q = f"{self.p}:q:{{{origin}}}:{crawl}"
-            f = f"{self.p}:f:{{{origin}}}:{crawl}"
+            q = queue_key(origin, crawl, self.p)
+            f = claimed_key(origin, crawl, self.p)
             pipe = self.r.pipeline(transaction=True)
             pipe.zcard(q)
             pipe.hlen(f)
             pipe.delete(q, f)
             queued, claimed, _ = pipe.execute()
             pipe = self.r.pipeline(transaction=False)
-            pipe.srem(f"{self.p}:active:{crawl}", origin)
-            pipe.srem(f"{self.p}:free:{crawl}", origin)
+            pipe.srem(active_key(crawl, self.p), origin)
+            pipe.srem(free_key(crawl, self.p), origin)
             pipe.execute()
             out[crawl] = int(queued) + int(claimed)
         return out
