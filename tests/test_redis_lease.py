@@ -192,6 +192,23 @@ def test_an_origin_given_back_and_popped_in_one_batch_stays_free(redis_url):
     assert seeder.r.smembers(seeder.free_key) == {origins[0].encode()}
 
 
+def test_a_url_row_template_is_read_with_the_claim_not_at_dispatch(two):
+    """The batch that claims URL rows reads the templates the worker does not know: the
+    dispatch needs no Redis (an outage then dropped the row as unrestorable)."""
+    import redis
+
+    a, _ca, b, _cb = two
+    tid = a.queue.template_id(b"a template")
+    a.push(ORIGIN, 0, ORIGIN + "/1", b"u%d\0" % tid)
+    a.run_batch()  # pushed, template written, origin taken by A
+    a.run_batch(closing=True)  # given back
+    b.run_batch()  # B takes it
+    b.run_batch()  # and claims the row, reading its template
+    assert b.queue.head(ORIGIN) is not None
+    b.shared.r = redis.Redis(port=1)  # Redis unreachable from here on
+    assert b.queue.template(tid) == b"a template"
+
+
 def test_memory_per_queued_url(redis_url):
     """Not a benchmark: a bound that fails if the row form grows (figures in the report)."""
     import redis

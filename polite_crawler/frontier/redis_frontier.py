@@ -34,6 +34,7 @@ from polite_crawler.frontier.redis_shared import (
     SyncResult,
     Taken,
     parse_row,
+    row_template,
     template_id,
 )
 from polite_crawler.frontier.store import Lease, Row
@@ -83,7 +84,8 @@ class RedisQueue:
         self.pushes: dict[str, list[tuple[int | None, int, bytes]]] = {}
         self.pushed_n = 0
         self.seen: dict[str, list[int]] = {}
-        self.templates: dict[int, bytes] = {}
+        self.templates: dict[int, bytes] = {}  # new templates, for the next batch
+        self.known: dict[int, bytes] = {}  # every template this worker has seen
         self.stops: dict[str, str] = {}
         self.drops: list[str] = []
         self.done_out: dict[str, list[tuple[bytes, bytes]]] = {}
@@ -187,10 +189,19 @@ class RedisQueue:
     def template_id(self, data: bytes) -> int:
         tid = template_id(data)
         self.templates[tid] = data
+        self.known[tid] = data
         return tid
 
     def template(self, tid: int) -> bytes | None:
-        return self.templates.get(tid) or self.shared.template(tid)
+        """A URL row's template: the batch that claimed the row read every template this
+        worker did not know (no Redis call on the reactor, and none that an outage of
+        Redis could fail, dropping the row)."""
+        found = self.known.get(tid)
+        if found is None:
+            found = self.shared.template(tid)
+            if found is not None:
+                self.known[tid] = found
+        return found
 
     # The seen set: decided in Redis when the row is pushed (one script per origin).
     # Fingerprints admitted wait here for their push, in the same reactor call; what is
@@ -275,6 +286,7 @@ class Plan:
     want: list[str]  # origins to try first (transient work waits for them)
     owned: set[str]
     sample: bool = True  # also look for origins of dead workers
+    known: frozenset[int] = frozenset()  # template ids this worker holds
 
 
 @dataclass
@@ -287,6 +299,7 @@ class Outcome:
     active: int
     workers: int
     still_active: list[str]
+    templates: dict[int, bytes] = field(default_factory=dict)  # read for claimed rows
 
 
 def execute(shared: RedisShared, plan: Plan, ttl: float) -> Outcome:
@@ -294,6 +307,9 @@ def execute(shared: RedisShared, plan: Plan, ttl: float) -> Outcome:
     renewed, pushed, results, active, workers = shared.batch(
         now=plan.now, ttl=ttl, pushes=plan.pushes, seen=plan.seen, templates=plan.templates,
         stops=plan.stops, drops=plan.drops, owned=plan.syncs)
+    wanted = {tid for r in results for raw in r.rows
+              if (tid := row_template(raw)) is not None and tid not in plan.known}
+    templates = shared.templates(sorted(wanted))
     empty = [r.origin for r in results if r.status in (1, 2) and r.queued == 0
              and r.claimed_total == 0]
     still = shared.drop_empty(empty)
@@ -314,7 +330,7 @@ def execute(shared: RedisShared, plan: Plan, ttl: float) -> Outcome:
             sampled = shared.candidates(min(plan.room, 50))
             cands += [o for o in sampled if o not in plan.owned and o not in cands]
         taken = shared.take(cands[:max(plan.room, len(plan.want))])
-    return Outcome(plan, renewed, pushed, results, taken, active, workers, still)
+    return Outcome(plan, renewed, pushed, results, taken, active, workers, still, templates)
 
 
 class RedisFrontier(Frontier):
@@ -443,7 +459,7 @@ class RedisFrontier(Frontier):
         if sample:
             self._sampled = now
         return Plan(now, pushes, pushed_n, seen, templates, stops, drops, syncs, room, want,
-                    set(q.own), sample)
+                    set(q.own), sample, frozenset(q.known))
 
     def unplan(self, plan: Plan) -> None:
         """A batch that failed: what it carried waits for the next one."""
@@ -469,7 +485,12 @@ class RedisFrontier(Frontier):
 
     def run_batch(self, *, closing: bool = False) -> Outcome:
         """Plan, execute and apply on the calling thread (tests, the idle check, close)."""
-        outcome = execute(self.shared, self.plan(closing=closing), self.ttl)
+        plan = self.plan(closing=closing)
+        try:
+            outcome = execute(self.shared, plan, self.ttl)
+        except Exception:
+            self.unplan(plan)  # what it carried goes with the next batch
+            raise
         self.apply(outcome)
         return outcome
 
@@ -481,6 +502,7 @@ class RedisFrontier(Frontier):
             self._lose_all()
             return
         self.origin_store.valid_until = plan.now + self.ttl - self.margin
+        q.known.update(out.templates)
         dups = sum(d for _a, d in out.pushed.values())
         if dups:
             self.count("polite/frontier/duplicate", dups)

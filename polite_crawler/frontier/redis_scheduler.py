@@ -151,11 +151,17 @@ class RedisFrontierScheduler(FrontierScheduler):
             return
         if self._busy:
             raise DontCloseSpider
-        f.run_batch()  # at idle only: the outbox goes out, the active count comes back
-        # The engine is idle only once its start URLs are all through: with this
-        # batch, they are in Redis (the same list in every worker).
-        if not f.shared.seeded():
-            f.shared.mark_seeded()
+        try:
+            f.run_batch()  # at idle only: the outbox goes out, the active count comes back
+            # The engine is idle only once its start URLs are all through: with this
+            # batch, they are in Redis (the same list in every worker).
+            if not f.shared.seeded():
+                f.shared.mark_seeded()
+        except Exception as exc:  # Redis down: the crawl is not known to be over; stay
+            self._count("polite/redis/batch_failed", 1)
+            logger.warning("Redis does not answer the idle check (%(e)s); waiting",
+                           {"e": exc})
+            raise DontCloseSpider from exc
         if f.pending or f.outbox or f.in_flight_origins() or f.active > 0 \
                 or not f.shared.seeded():
             raise DontCloseSpider

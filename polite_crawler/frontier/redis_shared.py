@@ -411,6 +411,13 @@ class RedisShared:
         return out
 
     # --- templates, seeding, completion --------------------------------------------
+    def templates(self, tids: list[int]) -> dict[int, bytes]:
+        """The stored templates of ``tids`` (one HMGET; those missing are left out)."""
+        if not tids:
+            return {}
+        found = self.r.hmget(f"{self.p}:tpl:{self.crawl}", [str(t) for t in tids])
+        return {t: bytes(v) for t, v in zip(tids, found, strict=True) if v is not None}
+
     def template(self, tid: int) -> bytes | None:
         found = self.r.hget(f"{self.p}:tpl:{self.crawl}", str(tid))
         return bytes(found) if found is not None else None
@@ -439,6 +446,17 @@ class RedisShared:
 
     def close(self) -> None:
         self.r.close()
+
+
+def row_template(raw: bytes) -> int | None:
+    """The template id of a URL row (``b"u" + digits + ...`` after the row's URL line),
+    or None for a row that carries a whole request."""
+    nl = raw.find(b"\n")
+    if nl < 0 or raw[nl + 1:nl + 2] != b"u":
+        return None
+    body = raw[nl + 2:nl + 24]
+    digits = len(body) - len(body.lstrip(b"0123456789"))
+    return int(body[:digits]) if digits else None
 
 
 # The key names, for every module that reads or writes the frontier's keys.
