@@ -209,6 +209,31 @@ def test_a_url_row_template_is_read_with_the_claim_not_at_dispatch(two):
     assert b.queue.template(tid) == b"a template"
 
 
+def test_a_dead_workers_origins_are_all_taken_over_in_one_batch(redis_url):
+    """Origins of a worker whose lease ran out come from its owned set, all of them at
+    once (the random sample of the active set found at most 50 a batch)."""
+    ca = Clock(1000.0)
+    a = worker(redis_url, "A", ca)
+    origins = [f"http://10.0.4.{i}" for i in range(120)]
+    for o in origins:
+        a.push(o, 0, o + "/", b"data")
+    for _ in range(3):
+        a.run_batch()
+    assert len(a.owned()) == 120
+    a.shared.r.delete("polite:alive:A")  # A dies; its lease is gone
+    cb = Clock(1000.0 + TTL + 1)
+    b = worker(redis_url, "B", cb)
+    b.run_batch()  # learns the crawl's size (120 active origins, one live worker)
+    b._sampled = 0.0  # the next batch looks for dead workers' origins (every TTL / 3)
+    b.run_batch()
+    assert sorted(b.owned()) == sorted(origins)
+    assert b.shared.r.scard(b.shared.owned_key("B")) == 120
+    assert not b.shared.r.exists(b.shared.owned_key("A"))
+    b._sampled = 0.0
+    b.run_batch()  # A's empty set: A leaves the registry
+    assert b.shared.r.zscore(b.shared.workers_key, "A") is None
+
+
 def test_memory_per_queued_url(redis_url):
     """Not a benchmark: a bound that fails if the row form grows (figures in the report)."""
     import redis

@@ -327,6 +327,9 @@ def execute(shared: RedisShared, plan: Plan, ttl: float) -> Outcome:
             # One this worker gave back in this very batch goes back for another worker.
             shared.make_free([o for o in popped if o in plan.owned])
         if len(cands) < plan.room and plan.sample:
+            dead = shared.dead_owned(plan.room - len(cands), plan.now, ttl)
+            cands += [o for o in dead if o not in plan.owned and o not in cands]
+        if len(cands) < plan.room and plan.sample:
             sampled = shared.candidates(min(plan.room, 50))
             cands += [o for o in sampled if o not in plan.owned and o not in cands]
         taken = shared.take(cands[:max(plan.room, len(plan.want))])

@@ -228,6 +228,9 @@ class RedisShared:
     def alive_key(self, worker: str) -> str:
         return alive_key(worker, self.p)
 
+    def owned_key(self, worker: str) -> str:
+        return owned_key(worker, self.crawl, self.p)
+
     def until_key(self, worker: str) -> str:
         return until_key(worker, self.p)
 
@@ -249,7 +252,7 @@ class RedisShared:
     def resign(self) -> None:
         """The worker leaves (it gave every origin back): its lease ends now."""
         pipe = self.r.pipeline(transaction=False)
-        pipe.delete(self.alive_key(self.worker))
+        pipe.delete(self.alive_key(self.worker), self.owned_key(self.worker))
         pipe.set(self.until_key(self.worker), "0", ex=86400)
         pipe.zrem(self.workers_key, self.worker)
         pipe.execute()
@@ -333,6 +336,9 @@ class RedisShared:
             pipe.sadd(self.active_key, *added_origins)
         if unowned:
             pipe.sadd(self.free_key, *unowned)
+        left = [r.origin for r in results if r.status != 1]
+        if left:
+            pipe.srem(self.owned_key(self.worker), *left)
         pipe.scard(self.active_key)
         pipe.zcount(self.workers_key, now - ttl, "+inf")
         counts = pipe.execute()
@@ -408,6 +414,27 @@ class RedisShared:
             out.append(Taken(o, bytes(res[1]).decode(), bytes(res[2]).decode(), int(res[3]),
                              int(res[4]), bytes(res[5]).decode(), last,
                              dead.get(w, 0.0) if last else 0.0))
+        if out:
+            self.r.sadd(self.owned_key(self.worker), *[t.origin for t in out])
+        return out
+
+    def dead_owned(self, n: int, now: float, ttl: float) -> list[str]:
+        """Up to ``n`` origins held by workers whose lease is gone (from each worker's
+        ``owned`` set, a hint the take script checks): a dead worker's share is taken
+        over in a few batches, not found one random sample of the active set at a time.
+        A dead worker whose set is empty leaves the registry."""
+        out: list[str] = []
+        stale = self.r.zrangebyscore(self.workers_key, "-inf", now - ttl)
+        for raw in stale:
+            w = bytes(raw).decode("utf-8")
+            if w == self.worker or self.r.exists(self.alive_key(w)):
+                continue
+            got = self.r.spop(self.owned_key(w), n - len(out)) or []
+            if not got:
+                self.r.zrem(self.workers_key, w)
+            out += [bytes(o).decode("utf-8") for o in got]
+            if len(out) >= n:
+                break
         return out
 
     # --- templates, seeding, completion --------------------------------------------
@@ -486,6 +513,10 @@ def free_key(crawl: str, prefix: str = PREFIX) -> str:
 
 def alive_key(worker: str, prefix: str = PREFIX) -> str:
     return f"{prefix}:alive:{worker}"
+
+
+def owned_key(worker: str, crawl: str, prefix: str = PREFIX) -> str:
+    return f"{prefix}:owned:{crawl}:{worker}"
 
 
 def until_key(worker: str, prefix: str = PREFIX) -> str:
