@@ -178,3 +178,51 @@ def test_kill_9_loses_no_url_a_sitemap_listed(web_factory, tmp_path):
     assert max(fetched.values()) <= 2
     # A resumed job reads no sitemap again: what it listed is in the queue already.
     assert len(web.entries(path="/sitemap.xml")) == sitemaps_before
+
+
+def held_links_site(arrived: threading.Event | None = None) -> Site:
+    """A start page linking to a page its sitemap does not list; the sitemap is slow."""
+    site = sitemap_site(3, "/s0")
+    site.routes["/"] = page("/", "start", ["/unlisted"])
+    site.routes["/unlisted"] = page("/unlisted", "a page only a link leads to", [])
+    sitemap = site.routes["/sitemap.xml"]
+
+    def slow_sitemap(req: Req) -> Resp:
+        if arrived is not None:
+            arrived.set()
+        resp = sitemap(req)
+        return Resp(resp.status, resp.body, content_type="application/xml", delay=1.0)
+
+    site.routes["/sitemap.xml"] = slow_sitemap
+    return site
+
+
+@pytest.mark.slow
+def test_kill_9_while_a_pages_links_are_held_loses_none_of_them(web_factory, tmp_path):
+    # The start page's links wait in the spider until the sitemap is read; a kill -9
+    # while the sitemap is on its way, then a restart: the start page is still queued
+    # (its row held), is fetched again, and the page only it links to is crawled.
+    arrived = threading.Event()
+    sites = {h: held_links_site() for h in HOSTS}
+    sites[HOSTS[0]] = held_links_site(arrived)
+    web = web_factory(sites)
+    cmd = crawl_cmd(web, tmp_path)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    first = subprocess.Popen(cmd, cwd=ROOT, env=env)
+    try:
+        assert arrived.wait(60), "the crawl never asked for the sitemap"
+        time.sleep(0.2)
+        os.kill(first.pid, signal.SIGKILL)
+    finally:
+        first.wait()
+    assert (HOSTS[0], "/") in {(e.host, e.path) for e in web.entries()}
+    assert not web.entries(host=HOSTS[0], path="/unlisted")
+
+    second = subprocess.run(cmd, cwd=ROOT, env=env, timeout=120, check=False)
+    assert second.returncode == 0
+    entries = web.entries()
+    assert overlaps(entries) == []
+    fetched = Counter((e.host, e.path) for e in content(entries))
+    want = {(h, p) for h in HOSTS for p in ["/", "/unlisted", "/s0", "/s1", "/s2"]}
+    assert set(fetched) == want
+    assert max(fetched.values()) <= 2

@@ -117,6 +117,7 @@ class Frontier:
         self.stopped: dict[str, str] = dict(queue.stopped())
         self.pending = 0  # queued rows plus transient objects, over origins not stopped
         self._settled_rows: dict[int, float] = {}  # row id -> settle time, until done
+        self._held: dict[str, list[tuple[int, float]]] = {}  # key -> (row, since): see hold
         self._floor_warned = False
         self._opened = clock()
         self._public_params, raised = floor_params(config.params)
@@ -410,6 +411,27 @@ class Frontier:
         self.queue.delete(row_id)
         self.queue.commit()
 
+    def hold(self, row_id: int | None, key: str) -> None:
+        """The spider is finished with the row's response but keeps some of what it made
+        of it in memory (a page's links, held until its origin's sitemaps are read): the
+        row stays until :meth:`release_held` of ``key``, so a crash keeps the page queued
+        (fetched again, conditionally) rather than losing its links."""
+        if row_id is None:
+            return
+        self._settled_rows.pop(row_id, None)
+        self._held.setdefault(key, []).append((row_id, self.clock()))
+
+    def release_held(self, key: str) -> None:
+        """What the spider kept for ``key`` is queued now: the rows held for it go."""
+        for row_id, _since in self._held.pop(key, []):
+            self.done(row_id)
+
+    def _done_all(self) -> None:
+        for row_id in list(self._settled_rows):
+            self.done(row_id)
+        for key in list(self._held):
+            self.release_held(key)
+
     # --- stopping --------------------------------------------------------------
     def stop(self, origin: str, reason: str) -> None:
         """Nothing more from the origin this run: its queue is dropped."""
@@ -428,6 +450,7 @@ class Frontier:
         )
 
     def _drop_all(self, origin: str, rec: _Origin, reason: str) -> int:
+        self.release_held(origin)  # nothing more of the origin: what was held goes too
         n = self.queue.drop_origin(origin)
         self.pending -= rec.queued + len(rec.transient)
         rec.queued = 0
@@ -444,6 +467,12 @@ class Frontier:
         for row_id, since in list(self._settled_rows.items()):
             if now - since > DONE_GRACE:
                 self.done(row_id)
+        for key, rows in list(self._held.items()):
+            if rows and now - rows[0][1] > DONE_GRACE:
+                # Never released (a sitemap the frontier dropped, say): the rows go, so
+                # a crawl is not kept open by what its spider forgot.
+                self.count("polite/frontier/hold_expired", len(rows))
+                self.release_held(key)
         busy = []
         for origin, rec in self._origins.items():
             if rec.in_flight is None:
@@ -462,8 +491,7 @@ class Frontier:
     def close(self, finished: bool) -> None:
         """Store everything; a finished crawl has no request left in flight."""
         if finished:
-            for row_id in list(self._settled_rows):
-                self.done(row_id)
+            self._done_all()
         self.queue.commit()
         self.origin_store.release_all()
 

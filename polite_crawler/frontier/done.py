@@ -3,7 +3,9 @@
 A queued request's row is removed only once everything the spider made of its
 response has been queued, in the same transaction (:meth:`Frontier.done`). So a
 ``kill -9`` at any moment either loses neither the page nor its links, or keeps the
-page queued to be fetched again; never a page's links without the page.
+page queued to be fetched again; never a page's links without the page. Links a
+spider holds in memory (the site spider's, until the origin's sitemaps are read)
+keep the page's row until the spider releases them (``release_held``).
 
 The middleware sits outermost (lowest order): when its input is exhausted, every
 request the callback yielded has reached the scheduler.
@@ -49,7 +51,16 @@ class FrontierDoneMiddleware:
     def _done(self, response: Response) -> None:
         request = response.request
         frontier = self.ctx.frontier
-        if request is not None and frontier is not None:
+        if request is None or frontier is None:
+            return
+        # A spider that still holds links of the origin (the site spider, until the
+        # origin's sitemaps are read) has not queued everything it made of the page:
+        # the row stays until the spider releases the origin.
+        origin = request.meta.get("polite_origin")
+        keep = getattr(self.crawler.spider, "polite_keep_origin", None)
+        if origin and callable(keep) and hasattr(frontier, "hold") and keep(origin):
+            frontier.hold(request, origin)
+        else:
             frontier.done(request)
 
     def process_spider_input(self, response: Response) -> None:

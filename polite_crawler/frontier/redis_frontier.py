@@ -619,8 +619,7 @@ class RedisFrontier(Frontier):
     # --- upkeep ----------------------------------------------------------------------
     def close(self, finished: bool) -> None:
         if finished:
-            for row_id in list(self._settled_rows):
-                self.done(row_id)
+            self._done_all()
         for _ in range(3):
             self.run_batch(closing=True)
             if not self.queue.own:

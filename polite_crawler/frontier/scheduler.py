@@ -519,6 +519,19 @@ class FrontierScheduler:
             self.frontier.done(row)
             request.meta.pop("polite_row", None)
 
+    def hold(self, request: Request, key: str) -> None:
+        """The spider keeps part of what it made of the request's response in memory
+        until ``key`` is released: the row stays (see :meth:`Frontier.hold`)."""
+        row = request.meta.get("polite_row")
+        if self.frontier is not None and row is not None:
+            self._memory.pop(row, None)
+            self.frontier.hold(row, key)
+            request.meta.pop("polite_row", None)
+
+    def release_held(self, key: str) -> None:
+        if self.frontier is not None:
+            self.frontier.release_held(key)
+
     def stop(self, origin: str, reason: str) -> None:
         if self.frontier is not None:
             self.frontier.stop(origin, reason)

@@ -390,6 +390,11 @@ class SiteSpider(scrapy.Spider):
                                                 canonical_form=True)
             out.extend(requests)
             self._queued_on_finish += queued
+        # The held links are in the frontier now (in bulk: ``out`` is empty then): the
+        # pages they came from may leave the queue (FrontierDoneMiddleware held them).
+        frontier = self._bulk()
+        if frontier is not None and hasattr(frontier, "release_held"):
+            frontier.release_held(origin)
         return out
 
     def _sitemap_answered(self, url: str) -> list[scrapy.Request]:
