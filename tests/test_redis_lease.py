@@ -234,6 +234,34 @@ def test_a_dead_workers_origins_are_all_taken_over_in_one_batch(redis_url):
     assert b.shared.r.zscore(b.shared.workers_key, "A") is None
 
 
+def test_the_robots_txt_entry_of_an_origin_taken_is_read_in_the_batch(redis_url):
+    """A worker taking an origin reads its robots.txt entry with the take, off the
+    reactor: judging the origin's URLs then needs no Redis."""
+    import redis
+
+    from polite_crawler.store.redis_robots import RedisRobotsStore
+    from polite_crawler.store.robots import RobotsBook
+
+    c = Clock(1000.0)
+    book_a = RobotsBook(RedisRobotsStore(redis_url), "PoliteCrawler", clock=c)
+    book_a.record_answer(ORIGIN, 200, b"User-agent: *\nDisallow: /private\n")
+    a = worker(redis_url, "A", c)
+    push(a, "/1")
+    a.run_batch()
+    a.run_batch(closing=True)  # A gives the origin back
+    book_b = RobotsBook(RedisRobotsStore(redis_url), "PoliteCrawler", clock=c)
+    b = worker(redis_url, "B", c)
+    b._robots = lambda: book_b
+    b.run_batch()
+    assert b.owned() == [ORIGIN]
+    assert book_b.cached(ORIGIN)
+    book_b.store.r = redis.Redis(port=1)  # type: ignore[attr-defined]  (unreachable)
+    assert not book_b.needs_fetch(ORIGIN)
+    assert book_b.ready(ORIGIN)
+    assert not book_b.allowed(ORIGIN + "/private")
+    assert book_b.allowed(ORIGIN + "/1")
+
+
 def test_memory_per_queued_url(redis_url):
     """Not a benchmark: a bound that fails if the row form grows (figures in the report)."""
     import redis

@@ -287,6 +287,7 @@ class Plan:
     owned: set[str]
     sample: bool = True  # also look for origins of dead workers
     known: frozenset[int] = frozenset()  # template ids this worker holds
+    robots: bool = False  # read the robots.txt entries of the origins taken
 
 
 @dataclass
@@ -300,6 +301,7 @@ class Outcome:
     workers: int
     still_active: list[str]
     templates: dict[int, bytes] = field(default_factory=dict)  # read for claimed rows
+    robots: dict[str, Any] = field(default_factory=dict)  # origin taken -> RobotsState|None
 
 
 def execute(shared: RedisShared, plan: Plan, ttl: float) -> Outcome:
@@ -333,7 +335,13 @@ def execute(shared: RedisShared, plan: Plan, ttl: float) -> Outcome:
             sampled = shared.candidates(min(plan.room, 50))
             cands += [o for o in sampled if o not in plan.owned and o not in cands]
         taken = shared.take(cands[:max(plan.room, len(plan.want))])
-    return Outcome(plan, renewed, pushed, results, taken, active, workers, still, templates)
+    robots: dict[str, Any] = {}
+    if plan.robots and taken:
+        from polite_crawler.store.redis_robots import load_many
+
+        robots = load_many(shared.r, [t.origin for t in taken], shared.p)
+    return Outcome(plan, renewed, pushed, results, taken, active, workers, still, templates,
+                   robots)
 
 
 class RedisFrontier(Frontier):
@@ -462,7 +470,7 @@ class RedisFrontier(Frontier):
         if sample:
             self._sampled = now
         return Plan(now, pushes, pushed_n, seen, templates, stops, drops, syncs, room, want,
-                    set(q.own), sample, frozenset(q.known))
+                    set(q.own), sample, frozenset(q.known), self._robots_remote())
 
     def unplan(self, plan: Plan) -> None:
         """A batch that failed: what it carried waits for the next one."""
@@ -551,6 +559,15 @@ class RedisFrontier(Frontier):
             self._set_queued(res.origin, len(own.buffer) + own.remote)
         for t in out.taken:
             self._adopt(t, plan.now)
+        if out.robots:
+            book = self._robots()
+            if book is not None:
+                book.preload(out.robots, trust=max(2 * self.interval, 1.0))
+
+    def _robots_remote(self) -> bool:
+        """Whether the robots.txt book keeps its entries in Redis (read in the batch)."""
+        book = self._robots()
+        return bool(getattr(getattr(book, "store", None), "remote", False))
 
     def _set_queued(self, origin: str, n: int) -> None:
         rec = self._get(origin)

@@ -301,6 +301,11 @@ class FrontierScheduler:
         """robots.txt's answer where the origin's copy is usable now; True until it is."""
         found = rules.get(origin, rules)
         if found is rules:
+            if getattr(getattr(robots, "store", None), "remote", False) \
+                    and not robots.cached(origin):
+                # Not read here (a round trip on the reactor): the owner's take batch
+                # reads it, and the dispatch judges the URL.
+                return True
             found = rules[origin] = robots.rules(origin) if robots.ready(origin) else None
             if found is None and robots.ready(origin):
                 found = rules[origin] = True  # a copy that allows everything (a 4xx)

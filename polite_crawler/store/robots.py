@@ -115,7 +115,8 @@ class RobotsState:
 
 
 class _Entry:
-    __slots__ = ("hold_until", "loaded_at", "pending_until", "rules", "state", "unknown")
+    __slots__ = ("hold_until", "loaded_at", "pending_until", "rules", "state", "trust",
+                 "unknown")
 
     def __init__(self, state: RobotsState, loaded_at: float) -> None:
         self.state = state
@@ -124,6 +125,7 @@ class _Entry:
         self.loaded_at = loaded_at
         self.hold_until = 0.0  # the store failed: neither fetch nor ask it again before
         self.unknown = False  # a stand-in: the store could not be read
+        self.trust = 0.0  # read just now by someone else (preload): no re-read before
 
 
 class SQLiteRobotsStore:
@@ -250,9 +252,30 @@ class RobotsBook:
         """No copy, or a stale one, and not inside a retry wait or a pending redirect."""
         now = self.clock()
         entry = self._entry(origin)
-        if self._needs_fetch(entry, now) and now - entry.loaded_at >= self.store.reload_after:
+        if self._needs_fetch(entry, now) and now - entry.loaded_at >= max(
+                self.store.reload_after, entry.trust):
             entry = self._reload(origin, now)  # another job may have fetched it meanwhile
         return self._needs_fetch(entry, now)
+
+    def cached(self, origin: str) -> bool:
+        """Whether this process holds an entry for ``origin`` (asking costs no store read)."""
+        entry = self._entries.get(origin)
+        return entry is not None and not entry.unknown
+
+    def preload(self, found: dict[str, RobotsState | None], trust: float = 1.0) -> None:
+        """Entries read off the reactor by the caller (the Redis frontier reads those of
+        the origins it takes, in its batch): installed where this process holds none, and
+        not read again for ``trust`` seconds before a fetch is asked for."""
+        now = self.clock()
+        for origin, stored in found.items():
+            old = self._entries.get(origin)
+            if (old is not None and not old.unknown) or origin in self._unsaved:
+                continue  # what this process holds is as new; the usual rules apply
+            entry = _Entry(RobotsState(origin) if stored is None else stored, now)
+            entry.trust = trust
+            if old is not None:
+                entry.pending_until = old.pending_until
+            self._entries[origin] = entry
 
     def ready(self, origin: str) -> bool:
         """May content of ``origin`` be judged now?
