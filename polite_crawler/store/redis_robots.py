@@ -14,9 +14,11 @@ for None). A write replaces the hash in one ``MULTI`` and gives the key a Redis 
 nobody asked about for that long is forgotten (its copy was stale long ago), one in an
 outage is written at every retry and keeps its last good copy.
 
-The book reads an origin's hash once when it first needs it and again only before it
-would ask for a fetch; it writes once per robots.txt answer. Both run on the calling
-(reactor) thread with short socket timeouts (``POLITE_REDIS_STATE_TIMEOUT``); their
+The Redis frontier reads the hashes of the origins a worker takes in its batch, on its
+thread (:func:`load_many`, :meth:`RobotsBook.preload`). The book itself reads an
+origin's hash when it needs one it does not hold, and again before it would ask for a
+fetch; it writes once per robots.txt answer. Those run on the calling (reactor) thread
+with short socket timeouts (``POLITE_REDIS_STATE_TIMEOUT``); their
 errors (:attr:`RedisRobotsStore.errors`) make the book fail safe.
 """
 
