@@ -204,6 +204,23 @@ def is_live(job: Job) -> bool:
     return job.closed_at is None and owner_alive(job.owner) is not False
 
 
+
+def _delete_pages(settings: Any, pages: tuple[Any, str], origin: str,
+                  acked: bool) -> dict[str, Any]:
+    """Delete the origin's pages from the page store; with live jobs acknowledged, look
+    again once their stores' open batches are committed (a page a job read before it
+    acknowledged may still be in one)."""
+    backend, where = pages
+    try:
+        counts = delete_from_page_store(backend, origin)
+        if acked:
+            time.sleep(settings.getfloat("POLITE_STORE_FLUSH", 1.0) + 0.5)
+            for key, n in delete_from_page_store(backend, origin).items():
+                counts[key] = counts.get(key, 0) + n
+    finally:
+        backend.close()
+    return {"where": where, **counts}
+
 class Command(ScrapyCommand):
     requires_project = False
     _ended: set[str] = set()
@@ -363,18 +380,7 @@ class Command(ScrapyCommand):
         removed: dict[str, Any] = {}
         pages = page_store_backend(settings, state, 30.0)
         if pages is not None:
-            backend, where = pages
-            try:
-                counts = delete_from_page_store(backend, origin)
-                if acked:
-                    # A page a live job had read before it acknowledged may still be in its
-                    # store's open batch: look again once that batch is committed.
-                    time.sleep(settings.getfloat("POLITE_STORE_FLUSH", 1.0) + 0.5)
-                    for key, n in delete_from_page_store(backend, origin).items():
-                        counts[key] = counts.get(key, 0) + n
-            finally:
-                backend.close()
-            removed["page_store"] = {"where": where, **counts}
+            removed["page_store"] = _delete_pages(settings, pages, origin, bool(acked))
         robots = optout.conn.execute("DELETE FROM robots_txt WHERE origin=?", (origin,)) \
             if has_table(optout.conn, "robots_txt") else None
         removed["robots_txt"] = robots.rowcount if robots is not None else 0
@@ -512,18 +518,7 @@ class Command(ScrapyCommand):
         pages = page_store_backend(settings, state or Path("."), 30.0) \
             if (pg or state is not None) else None
         if pages is not None:
-            backend, where = pages
-            try:
-                counts = delete_from_page_store(backend, origin)
-                if acked:
-                    # A page a live worker had read before it acknowledged may still be in
-                    # its store's open batch: look again once that batch is committed.
-                    time.sleep(settings.getfloat("POLITE_STORE_FLUSH", 1.0) + 0.5)
-                    for key, n in delete_from_page_store(backend, origin).items():
-                        counts[key] = counts.get(key, 0) + n
-            finally:
-                backend.close()
-            removed["page_store"] = {"where": where, **counts}
+            removed["page_store"] = _delete_pages(settings, pages, origin, bool(acked))
         from polite_crawler.store.redis_robots import robots_key
 
         removed["robots_txt"] = int(optout.r.delete(robots_key(origin, optout.p)))
