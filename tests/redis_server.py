@@ -100,8 +100,7 @@ class RedisServer:
         return redis.Redis.from_url(self.url)
 
 
-@pytest.fixture(scope="session")
-def redis_server_session() -> Iterator[RedisServer]:
+def _serve() -> Iterator[RedisServer]:
     binary = redis_binary()
     if binary is None:
         pytest.skip("redis-server not installed (make system-deps)")
@@ -111,6 +110,11 @@ def redis_server_session() -> Iterator[RedisServer]:
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def redis_server_session() -> Iterator[RedisServer]:
+    yield from _serve()
 
 
 @pytest.fixture
@@ -123,12 +127,4 @@ def redis_url(redis_server_session: RedisServer) -> str:
 @pytest.fixture
 def redis_server() -> Iterator[RedisServer]:
     """A server of this test's own (for tests that restart or kill it)."""
-    binary = redis_binary()
-    if binary is None:
-        pytest.skip("redis-server not installed (make system-deps)")
-    pytest.importorskip("redis", reason="the redis client is not installed (extra 'redis')")
-    server = RedisServer(binary).start()
-    try:
-        yield server
-    finally:
-        server.stop()
+    yield from _serve()
