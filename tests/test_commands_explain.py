@@ -43,6 +43,19 @@ def test_robots_decision_names_the_group_and_the_line():
     assert d["allowed"] is True and d["matched"] is None
 
 
+def test_robots_decision_quotes_the_line_of_a_group_that_lists_us():
+    # Issue 24: "User-agent: OtherBot, PoliteCrawler" is our group; the deciding line is
+    # found among its rules whatever the item's place in the list.
+    body = (b"User-agent: *\nAllow: /\n\nUser-agent: OtherBot, PoliteCrawler/1.0\n"
+            b"Crawl-delay: 3\nDisallow: /\n")
+    d = robots_decision(body, "PoliteCrawler", "https://e.org/page", 512 * 1024)
+    assert d["allowed"] is False and d["group"] == "the group for PoliteCrawler"
+    assert d["deciding"] == {"line": 6, "text": "Disallow: /", "rule": "disallow"}
+    assert d["crawl_delay"] == 3.0
+    d = robots_decision(body, "SomeBot", "https://e.org/page", 512 * 1024)
+    assert d["allowed"] is True and d["deciding"]["line"] == 2
+
+
 def test_canonical_changes_name_the_rules():
     canon, changes = canonical_changes(
         "HTTP://Example.ORG:80/a/./b/../c?b=2&a=1&utm_source=x&PHPSESSID=3&ref=9#top", ["ref"])

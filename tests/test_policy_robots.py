@@ -15,6 +15,7 @@ from polite_crawler.policy.robots import (
     ContentSignals,
     Outcome,
     RobotsRules,
+    agent_tokens,
     clip_robots,
     decode_robots,
     fetch_outcome,
@@ -22,7 +23,6 @@ from polite_crawler.policy.robots import (
     parse_meta_robots,
     parse_signal_list,
     parse_x_robots_tag,
-    product_token_of,
     redirect_outcome,
     retry_delay,
     signals_from_headers,
@@ -108,8 +108,8 @@ def test_rfc9309_2_2_1_product_token_of_a_user_agent_string() -> None:
     assert not allowed(text, "/foo", "ExampleBot")
     assert not allowed(text, "/foo", "examplebot")
     assert allowed(text, "/foo", "OtherBot")
-    assert product_token_of("ExampleBot/1.1") == "examplebot"
-    assert product_token_of("  *  ") == "*"
+    assert agent_tokens("ExampleBot/1.1") == ("examplebot",)
+    assert agent_tokens("  *  ") == ("*",)
 
 
 def test_rfc9309_2_2_1_matching_groups_are_combined() -> None:
@@ -394,36 +394,53 @@ def test_issue15_content_signal_belongs_to_its_whole_group() -> None:
 
 @pytest.mark.parametrize(
     "name", ["PoliteCrawler2", "PoliteCrawler.beta", "PoliteCrawler's", "PoliteCrawler!",
-             "PoliteCrawler:x", "PoliteCrawler_x", "PoliteCrawler-", "PoliteCrawler*"],
+             "PoliteCrawler:x", "PoliteCrawler*", "PoliteCrawler, OtherBot",
+             "OtherBot, PoliteCrawler", "OtherBot PoliteCrawler/1.0", "OtherBot,politecrawler",
+             "PoliteCrawler", "politecrawler", "PoliteCrawler/1.0", "PoliteCrawler/",
+             "PoliteCrawler (+https://example.com/bot)", "PoliteCrawler\tcomment"],
 )
-def test_issue15_another_bots_name_starting_with_our_token_is_not_ours(name: str) -> None:
-    # Failed before the fix (the value was cut to its leading letters).
-    text = f"User-agent: {name}\nAllow: /\n\nUser-agent: *\nDisallow: /\n"
+def test_issue24_a_value_names_us_when_one_of_its_items_cut_at_a_non_token_character_does(
+        name: str) -> None:
+    # Failed before the fix for the lists and for "PoliteCrawler2" ... "PoliteCrawler*"
+    # (issue 15 read them as other bots' names; Google's parser cuts the value at its
+    # first non-token character, crawler-commons splits the list).
+    text = f"User-agent: {name}\nDisallow: /\n\nUser-agent: *\nAllow: /\n"
     rules = RobotsRules.parse(text, TOKEN)
-    assert rules.matched == "*"
+    assert rules.matched == "token"
     assert not rules.allowed(BASE + "/page")
-    assert product_token_of(name) != TOKEN.lower()
+    assert TOKEN.lower() in agent_tokens(name)
 
 
 @pytest.mark.parametrize(
-    "name", ["PoliteCrawler", "politecrawler", "PoliteCrawler/1.0", "PoliteCrawler/",
-             "PoliteCrawler (+https://example.com/bot)", "PoliteCrawler\tcomment"],
+    "name", ["OtherBot", "PoliteCrawler_x", "PoliteCrawler-", "Polite", "polite crawler",
+             "xPoliteCrawler", "(PoliteCrawler)", "Mozilla/5.0;PoliteCrawler"],
 )
-def test_issue15_our_token_followed_by_end_slash_or_space_is_ours(name: str) -> None:
-    text = f"User-agent: {name}\nAllow: /\n\nUser-agent: *\nDisallow: /\n"
+def test_issue24_a_value_none_of_whose_items_is_our_token_is_another_bots(name: str) -> None:
+    text = f"User-agent: {name}\nDisallow: /\n\nUser-agent: *\nAllow: /\n"
+    rules = RobotsRules.parse(text, TOKEN)
+    assert rules.matched == "*"
+    assert rules.allowed(BASE + "/page")
+    assert TOKEN.lower() not in agent_tokens(name)
+
+
+def test_issue24_groups_naming_us_in_a_list_are_merged_and_the_star_group_stays_out() -> None:
+    text = ("User-agent: *\nDisallow: /star\n\nUser-agent: OtherBot, PoliteCrawler\n"
+            "Disallow: /a\n\nUser-agent: PoliteCrawler/2.0\nDisallow: /b\n")
     rules = RobotsRules.parse(text, TOKEN)
     assert rules.matched == "token"
-    assert rules.allowed(BASE + "/page")
+    assert not rules.allowed(BASE + "/a") and not rules.allowed(BASE + "/b")
+    assert rules.allowed(BASE + "/star")
+    other = RobotsRules.parse(text, "OtherBot")
+    assert not other.allowed(BASE + "/a") and other.allowed(BASE + "/b")
+    assert rules.rule_lines == [(5, "disallow", "/a"), (8, "disallow", "/b")]
 
 
-def test_issue15_real_names_with_digits_are_whole_tokens() -> None:
-    # Names met in real files (the issue): never cut to their letters.
-    assert product_token_of("MJ12bot") == "mj12bot"
-    assert product_token_of("Iron33/1.0.2") == "iron33"
-    assert product_token_of("k2spider") == "k2spider"
-    text = "User-agent: MJ\nDisallow: /\n"
-    assert RobotsRules.parse("User-agent: MJ12bot\nDisallow: /\n", "MJ").allowed(BASE + "/")
-    assert not RobotsRules.parse(text, "MJ").allowed(BASE + "/")
+def test_issue24_names_with_digits_name_their_leading_letters() -> None:
+    # As in Google's parser: "MJ12bot" names "MJ" (issue 15 kept it whole).
+    assert agent_tokens("MJ12bot") == ("mj",)
+    assert agent_tokens("Iron33/1.0.2") == ("iron",)
+    assert not RobotsRules.parse("User-agent: MJ12bot\nDisallow: /\n", "MJ").allowed(BASE + "/")
+    assert RobotsRules.parse("User-agent: MJ12bot\nDisallow: /\n", "MJbot").allowed(BASE + "/")
 
 
 def test_fix_query_escapes_match_their_characters() -> None:

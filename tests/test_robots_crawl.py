@@ -317,6 +317,27 @@ async def test_bom_crlf_garbage_utf16_and_token_group(
         assert set(paths(web, host)) == {ROBOTS, SITEMAP, *CONTENT}, host
 
 
+@pytest_twisted.ensureDeferred
+async def test_a_group_whose_agent_list_names_us_stops_everything(
+    web_factory: type[TestWeb], tmp_path: Path
+) -> None:
+    # Issue 24: before the fix the list was read as another bot's name and the whole
+    # site was crawled under "*".
+    answers = {
+        "127.0.0.67": text("User-agent: PoliteCrawler, OtherBot\nDisallow: /\n\n"
+                           "User-agent: *\nAllow: /\n"),
+        "127.0.0.68": text("User-agent: *\nAllow: /\n\nUser-agent: OtherBot politecrawler\n"
+                           "Disallow: /\n"),
+        "127.0.0.69": text("User-agent: PoliteCrawler2\nDisallow: /\n"),
+    }
+    web = web_factory({h: site(r) for h, r in answers.items()})
+    result = await crawl(web, list(answers), tmp_path)
+    for host in answers:
+        assert paths(web, host) == [ROBOTS], host
+    assert result.stats["polite/robots/outcome/parse"] == 3
+    assert not result.items
+
+
 # ---------------------------------------------------------------------------
 # Crawl-delay, the durable cache, refresh and outage with a cached copy
 

@@ -18,7 +18,6 @@ prints the verdict on such an answer and the wait it sets.
 from __future__ import annotations
 
 import random
-import re
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -44,7 +43,6 @@ from polite_crawler.policy.revisit import GROW, SHRINK, Decision, Known, decide
 from polite_crawler.policy.robots import (
     ContentSignals,
     RobotsRules,
-    decode_robots,
     fetch_outcome,
 )
 from polite_crawler.policy.traps import TrapLimits, url_trap
@@ -148,62 +146,21 @@ def canonical_changes(url: str, strip: list[str]) -> tuple[str, list[str]]:
 
 # --- robots.txt -------------------------------------------------------------------------
 
-_AGENT = re.compile(r"^\s*user[\s-]?agent\s*:?\s*(.*)$", re.IGNORECASE)
-_RULE = re.compile(r"^\s*(allow|disallow)\s*:?\s*(.*)$", re.IGNORECASE)
-
-
-def _token(value: str) -> str:
-    value = value.strip()
-    if value.startswith("*"):
-        return "*"
-    m = re.match(r"[A-Za-z_-]*", value)
-    return m.group(0).lower() if m else ""
-
-
-def rule_lines(text: str) -> list[tuple[int, str, str, list[str]]]:
-    """(line number, 'allow'|'disallow', value, agents of its group) for every rule line."""
-    out: list[tuple[int, str, str, list[str]]] = []
-    agents: list[str] = []
-    in_rules = False
-    for n, raw in enumerate(re.split(r"\r\n|\r|\n", text), start=1):
-        line = raw.split("#", 1)[0]
-        m = _AGENT.match(line)
-        if m:
-            if in_rules:
-                agents, in_rules = [], False
-            agents.append(_token(m.group(1)))
-            continue
-        r = _RULE.match(line)
-        if r and agents:
-            in_rules = True
-            value = r.group(2).strip()
-            if value:
-                out.append((n, r.group(1).lower(), value, list(agents)))
-        elif line.strip() and agents and ":" in line and not line.lower().lstrip().startswith(
-                ("sitemap", "site-map")):
-            in_rules = True  # crawl-delay, content-signal: part of the group
-    return out
-
-
 def robots_decision(body: bytes, token: str, url: str, max_bytes: int) -> dict[str, Any]:
     """The robots.txt decision on ``url``: group, deciding line, crawl-delay, signals.
 
-    Built on :class:`RobotsRules` (which decides) and a line scan of the same text
-    (which finds the line to quote): each rule line of the chosen group is tried
-    on its own; the longest match decides, Allow winning a tie (RFC 9309 2.2.2).
+    Built on :class:`RobotsRules`, which decides and keeps the line number of each rule
+    of the group it chose: each is tried on its own; the longest match decides, Allow
+    winning a tie (RFC 9309 2.2.2).
     """
     rules = RobotsRules.parse(body, token, max_bytes)
-    text, truncated = decode_robots(body, max_bytes)
     allowed = rules.allowed(url)
     group = {"token": f"the group for {token}", "*": "the * group",
              None: f"no group names {token} or *: no restrictions"}[rules.matched]
-    want = token.lower() if rules.matched == "token" else "*"
     deciding: dict[str, Any] | None = None
     if rules.matched is not None:
         best: tuple[int, int, int, str, str] | None = None
-        for n, kind, value, agents in rule_lines(text):
-            if want not in agents:
-                continue
+        for n, kind, value in rules.rule_lines:
             probe = RobotsRules(token, "*", [("disallow", value)], None, [], [])
             if probe.allowed(url):
                 continue  # the pattern does not match this URL
@@ -223,7 +180,7 @@ def robots_decision(body: bytes, token: str, url: str, max_bytes: int) -> dict[s
     signals = rules.signals(url)
     return {"allowed": allowed, "group": group, "matched": rules.matched, "deciding": deciding,
             "why": reason, "crawl_delay": rules.crawl_delay, "sitemaps": list(rules.sitemaps),
-            "signals": _signals(signals), "truncated": truncated or rules.truncated}
+            "signals": _signals(signals), "truncated": rules.truncated}
 
 
 def _signals(signals: ContentSignals) -> dict[str, Any]:

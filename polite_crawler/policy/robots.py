@@ -7,10 +7,14 @@ there:
 
 * a ``User-agent`` value is matched as a whole (``PoliteCrawler/1.0`` never
   matches) and as a substring of the bot's name (``User-agent: polite`` matches
-  ``PoliteCrawler``); RFC 9309 section 2.2.1 matches the product token, the
-  value's leading letters, ``-`` and ``_``, exactly and
-  case-insensitively, and only when the token ends the value or is followed by
-  ``/`` or whitespace (``PoliteCrawler2`` is another bot);
+  ``PoliteCrawler``); RFC 9309 section 2.2.1 matches the product token exactly
+  and case-insensitively. Here a value names a token when any of its comma- or
+  whitespace-separated items, cut at its first character that is not a letter,
+  ``_`` or ``-``, equals it (:func:`agent_tokens`): ``PoliteCrawler/1.0``,
+  ``politecrawler``, ``PoliteCrawler, OtherBot`` and ``PoliteCrawler2`` all
+  name ``PoliteCrawler``. Google's reference parser cuts the value the same way
+  (at its first non-token character) and crawler-commons splits agent lists:
+  a site owner who lists us in either form means us;
 * a line it does not know (``Foo: bar``, ``Crawl-delay``) ends the run of
   ``User-agent`` lines of a group; in RFC 9309 section 2.2 only a rule does
   (section 2.2.4: other records "MUST NOT interfere" with the defined ones);
@@ -43,11 +47,15 @@ DEFAULT_MAX_BYTES = 512 * 1024
 DEFAULT_MAX_REDIRECTS = 5
 
 _EOL = re.compile(r"\r\n|\r|\n")
-# RFC 9309 section 2.2.1: a product token is letters, "-" and "_". A value names
-# that token only when the token is followed by the end of the value, "/" (a
-# version) or whitespace (a comment): "PoliteCrawler2", "PoliteCrawler.beta"
-# and "PoliteCrawler's" are other bots' names.
-_PRODUCT_TOKEN = re.compile(r"([A-Za-z_-]+)(?=$|[/\s])")
+# RFC 9309 section 2.2.1: a product token is letters, "-" and "_". A User-agent
+# value is a list of names (commas or whitespace between them); each names the
+# token it starts with, up to its first other character.
+_AGENT_ITEMS = re.compile(r"[,\s]+")
+_PRODUCT_TOKEN = re.compile(r"[A-Za-z_-]*")
+# A crawler name with digits is no product token (ours never has one: policy.identity
+# refuses it), but published test suites use such names ("crawler2"): for them an
+# item is read up to its first character that is not a letter, digit, "_" or "-".
+_NAME_WITH_DIGITS = re.compile(r"[A-Za-z0-9_-]*")
 _UTF8_BOM = b"\xef\xbb\xbf"
 
 # Directive names, lower case, with the misspellings Google's parser accepts.
@@ -355,8 +363,9 @@ def _path_of(url: str) -> str:
 
 @dataclass
 class _Group:
-    agents: list[str] = field(default_factory=list)
+    agents: list[str] = field(default_factory=list)  # the User-agent values, as written
     rules: list[tuple[str, str]] = field(default_factory=list)  # ("allow"|"disallow", value)
+    lines: list[int] = field(default_factory=list)  # the line number of each rule
     crawl_delay: float | None = None
     signals: list[str] = field(default_factory=list)
     has_rule: bool = False
@@ -382,23 +391,27 @@ def _split_line(line: str) -> tuple[str, str] | None:
     return None
 
 
-def product_token_of(value: str) -> str:
-    """The product token a ``User-agent`` value names (RFC 9309 section 2.2.1).
+def agent_tokens(value: str, cut: re.Pattern[str] = _PRODUCT_TOKEN) -> tuple[str, ...]:
+    """The product tokens a ``User-agent`` value names, lower case (``*`` for the star).
 
-    >>> product_token_of("PoliteCrawler/1.0 (+https://e.org)"), product_token_of("* ignored")
-    ('politecrawler', '*')
-    >>> product_token_of("PoliteCrawler2"), product_token_of("PoliteCrawler.beta")
-    ('politecrawler2', 'politecrawler.beta')
+    Its comma- or whitespace-separated items, each cut at its first character that
+    is not a letter, ``_`` or ``-`` (RFC 9309 section 2.2.1's product token); an
+    item that is ``*`` is the star.
+
+    >>> agent_tokens("PoliteCrawler/1.0 (+https://e.org)")
+    ('politecrawler',)
+    >>> agent_tokens("PoliteCrawler, OtherBot"), agent_tokens("PoliteCrawler2")
+    (('politecrawler', 'otherbot'), ('politecrawler',))
+    >>> agent_tokens("* ignored"), agent_tokens("One,Two  Three")
+    (('*', 'ignored'), ('one', 'two', 'three'))
     """
-    value = value.strip()
-    if value == "*" or (value.startswith("*") and value[1:2].isspace()):
-        return "*"
-    match = _PRODUCT_TOKEN.match(value)
-    if match:
-        return match.group(1).lower()
-    # Another bot's name (or garbage): kept whole up to its first "/" or space,
-    # so it never equals a product token, which has none of its characters.
-    return re.split(r"[/\s]", value, maxsplit=1)[0].lower()
+    out: list[str] = []
+    for item in _AGENT_ITEMS.split(value.strip()):
+        match = cut.match(item)
+        token = "*" if item == "*" else match.group(0).lower() if match else ""
+        if token and token not in out:
+            out.append(token)
+    return tuple(out)
 
 
 def _parse_groups(text: str) -> tuple[list[_Group], list[str], list[str]]:
@@ -407,7 +420,7 @@ def _parse_groups(text: str) -> tuple[list[_Group], list[str], list[str]]:
     sitemaps: list[str] = []
     global_signals: list[str] = []
     current: _Group | None = None
-    for raw in _EOL.split(text):
+    for number, raw in enumerate(_EOL.split(text), start=1):
         parsed = _split_line(raw)
         if parsed is None:
             continue
@@ -418,7 +431,7 @@ def _parse_groups(text: str) -> tuple[list[_Group], list[str], list[str]]:
             if current is None or current.has_rule:
                 current = _Group()
                 groups.append(current)
-            current.agents.append(product_token_of(value))
+            current.agents.append(value)
         elif key in _SITEMAP:
             if value:
                 sitemaps.append(value)  # not part of any group (section 2.2.4)
@@ -433,6 +446,7 @@ def _parse_groups(text: str) -> tuple[list[_Group], list[str], list[str]]:
             current.has_rule = True
             if value:
                 current.rules.append(("allow" if key in _ALLOW else "disallow", value))
+                current.lines.append(number)
         elif key in _CRAWL_DELAY:
             # Not in RFC 9309's grammar: an "other record" (section 2.2.4), which
             # "MUST NOT interfere" with the defined ones, so it does not end the
@@ -488,19 +502,22 @@ class RobotsRules:
         sitemaps: list[str],
         signal_rules: list[_SignalRule],
         truncated: bool = False,
+        lines: list[int] | None = None,
     ) -> None:
         self.token = token
         self.matched = matched  # "token", "*" or None (no group applies: allow all)
         self.rules = rules
+        # (line number, "allow"|"disallow", value) of every rule, when parsed from a file
+        self.rule_lines = [(n, k, v) for n, (k, v) in zip(lines or (), rules, strict=False)]
         self.crawl_delay = crawl_delay
         self.sitemaps = sitemaps
         self.truncated = truncated
         self._signal_rules = signal_rules
-        lines = ["User-agent: *"]
-        lines.extend(
+        group = ["User-agent: *"]
+        group.extend(
             f"{'Allow' if k == 'allow' else 'Disallow'}: {_normalise(v)}" for k, v in rules
         )
-        self._protego = Protego.parse("\n".join(lines))
+        self._protego = Protego.parse("\n".join(group))
 
     @classmethod
     def parse(
@@ -508,9 +525,9 @@ class RobotsRules:
     ) -> RobotsRules:
         """Parse a robots.txt (bytes as fetched, or text) for the product ``token``.
 
-        The group whose user-agent names ``token`` applies (several such groups
-        are combined, section 2.2.1); else the ``*`` groups; else none (allow
-        all). Only that one group applies: rules of other groups never mix in.
+        The groups whose user-agent lines name ``token`` (:func:`agent_tokens`)
+        apply, combined (section 2.2.1); else the ``*`` groups; else none (allow
+        all). Rules of other groups never mix in.
         """
         truncated = False
         if isinstance(content, bytes):
@@ -521,16 +538,19 @@ class RobotsRules:
                 text, truncated = decode_robots(text.encode("utf-8", "replace"), max_bytes)
         groups, sitemaps, global_signals = _parse_groups(text)
         own = token.lower()
-        chosen = [g for g in groups if own in g.agents]
+        cut = _PRODUCT_TOKEN if _PRODUCT_TOKEN.fullmatch(token) else _NAME_WITH_DIGITS
+        chosen = [g for g in groups if any(own in agent_tokens(v, cut) for v in g.agents)]
         matched: str | None = "token"
         if not chosen:
-            chosen = [g for g in groups if "*" in g.agents]
+            chosen = [g for g in groups if any("*" in agent_tokens(v) for v in g.agents)]
             matched = "*" if chosen else None
         rules: list[tuple[str, str]] = []
+        lines: list[int] = []
         delays: list[float] = []
         signal_rules = [r for r in map(_signal_rule, global_signals) if r is not None]
         for group in chosen:
             rules.extend(group.rules)
+            lines.extend(group.lines)
             if group.crawl_delay is not None:
                 delays.append(group.crawl_delay)
             for value in group.signals:
@@ -538,7 +558,7 @@ class RobotsRules:
                 if rule is not None:
                     signal_rules.append(rule)
         return cls(token, matched, rules, max(delays) if delays else None, sitemaps,
-                   signal_rules, truncated)
+                   signal_rules, truncated, lines)
 
     @classmethod
     def allow_all(cls, token: str) -> RobotsRules:
@@ -682,6 +702,7 @@ __all__ = [
     "Outcome",
     "PageRules",
     "RobotsRules",
+    "agent_tokens",
     "clip_robots",
     "decode_robots",
     "fetch_outcome",
@@ -689,7 +710,6 @@ __all__ = [
     "parse_meta_robots",
     "parse_signal_list",
     "parse_x_robots_tag",
-    "product_token_of",
     "redirect_outcome",
     "retry_delay",
     "signals_from_headers",
