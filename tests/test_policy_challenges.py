@@ -197,6 +197,21 @@ def test_markers_beyond_the_head_are_not_searched() -> None:
     assert detect_challenge(200, {}, body[-BODY_HEAD_BYTES:]) == "imperva"
 
 
+def test_issue24_the_verdict_reads_the_whole_head_of_a_whole_body() -> None:
+    # Callers hand classify_response the body as received; it cuts it, once.
+    import gzip
+
+    for at in (5_000, 10_000, BODY_HEAD_BYTES - len(CF_CHALLENGE)):
+        body = b"<style>" + b"x" * at + b"</style>" + CF_CHALLENGE
+        assert classify_response(200, {}, body, 0.0).label == \
+            "stop_origin:challenge:cloudflare", at
+        zipped = {"content-encoding": "gzip"}
+        assert classify_response(200, zipped, gzip.compress(body), 0.0).action is \
+            Action.STOP_ORIGIN, at
+    body = b"<style>" + b"x" * BODY_HEAD_BYTES + b"</style>" + CF_CHALLENGE
+    assert classify_response(200, {}, body, 0.0).action is Action.OK
+
+
 def test_table_is_extensible() -> None:
     acme = ChallengeRule("acme", (sig(rb"acme-shield", statuses=frozenset({403})),))
     extra = (*CHALLENGE_RULES, acme)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import email.utils
 import itertools
+import random
 import time
 import zlib
 from typing import Any
@@ -12,7 +13,9 @@ from typing import Any
 import pytest_twisted
 
 from polite_crawler.extensions.accesslog import read_access_log
+from polite_crawler.spiders.site import SiteSpider
 from polite_crawler.web.server import LogEntry, Req, Resp, Site, TestWeb, page
+from tests.crawl import run_crawl
 from tests.fetch import fetch
 from tests.test_accesslog import assert_agrees
 
@@ -295,6 +298,71 @@ async def test_challenge_on_robots_txt_stops(web_factory, tmp_path) -> None:
     web = web_factory({"127.0.0.1": _Challenged()})
     await fetch([web.url("127.0.0.1", f"/p{n}") for n in range(3)], _settings(tmp_path))
     assert [e.path for e in web.entries("127.0.0.1")] == ["/robots.txt"]
+
+
+def late_challenge(style_bytes: int = 10_000) -> bytes:
+    """A 200 challenge page whose markers come after ``style_bytes`` of inline style:
+    the title "Just a moment...", a challenge form and ``cf-chl`` markers, no header.
+    The style rules are pseudo-random, so gzip does not bring the markers forward."""
+    rnd = random.Random(24)
+    rules: list[bytes] = []
+    while sum(map(len, rules)) < style_bytes:
+        rules.append(b".c%x{color:#%06x;margin:%dpx %dpx}" % (
+            rnd.getrandbits(48), rnd.getrandbits(24), rnd.randrange(99), rnd.randrange(99)))
+    return (b"<!DOCTYPE html><html lang=\"en-US\"><head><meta charset=\"utf-8\"><style>"
+            + b"".join(rules) + b"</style><title>Just a moment...</title></head><body>"
+            b"<form id=\"challenge-form\" action=\"/p0?__cf_chl_f_tk=3d1b2e\" method=\"POST\">"
+            b"<input type=\"hidden\" name=\"md\" value=\"x\"></form>"
+            b"<script>window._cf_chl_opt={cvId:'3',cType:'managed'};</script>"
+            b"<a href=\"/p1\">p1</a><a href=\"/p2\">p2</a></body></html>")
+
+
+@pytest_twisted.ensureDeferred
+async def test_issue24_challenge_markers_after_the_first_4_kib_stop_the_origin(
+        web_factory, tmp_path) -> None:
+    # Failed before the fix: the gate handed the verdict the body's first 4096 bytes, so
+    # a challenge after 10 KB of style was answered with more requests, page after page.
+    late = late_challenge()
+    assert late.index(b"Just a moment") > 10_000
+    zipped = late_challenge(24_000)
+    assert len(zlib.compress(zipped)) > 2 * 4096  # compressed too, the markers come late
+    latest = late_challenge(30_000)  # markers near the end of the 32 KiB searched
+
+    class _RobotsChallenged(Site):
+        def handle(self, req: Req) -> Resp:
+            return Resp(200, late, gzip_ok=False)
+
+    hosts = {
+        "127.0.0.31": _site(Resp(200, late, gzip_ok=False)),
+        "127.0.0.32": _site(Resp(200, zipped)),  # gzip on the wire: the gate decodes it
+        "127.0.0.33": _site(Resp(200, latest, gzip_ok=False)),
+        "127.0.0.34": _RobotsChallenged(),  # robots.txt itself is the challenge
+        "127.0.0.35": _site(Resp(200, page("fine"))),
+    }
+    web = web_factory(hosts)
+    urls = [web.url(h, f"/p{n}") for n in range(4) for h in hosts]
+    result = await fetch(urls, _settings(tmp_path))
+    for host in ("127.0.0.31", "127.0.0.32", "127.0.0.33"):
+        assert [e.path for e in web.entries(host)] == ["/robots.txt", "/p0"], host
+    assert [e.status for e in web.entries("127.0.0.32", "/p0")] == [200]
+    assert web.entries("127.0.0.32", "/p0")[0].bytes_sent < len(zipped)  # it was gzipped
+    assert [e.path for e in web.entries("127.0.0.34")] == ["/robots.txt"]
+    assert len(_content(web, "127.0.0.35")) == 4
+    assert result.stats["polite/verdicts/challenge:cloudflare"] == 4
+    lines = read_access_log(next(tmp_path.glob("access-*.jsonl")))
+    verdicts = {x["url"]: x["verdict"] for x in lines}
+    for host in ("127.0.0.31", "127.0.0.32", "127.0.0.33"):
+        assert verdicts[web.url(host, "/p0")] == "stop_origin:challenge:cloudflare"
+    # A sitemap answered with the challenge (the site spider asks for it beside the start
+    # page): nothing after it.
+    host = "127.0.0.36"
+    web = web_factory({host: Site({
+        "/robots.txt": Resp(200, b"User-agent: *\nAllow: /\nSitemap: /sm.xml\n",
+                            content_type="text/plain"),
+        "/sm.xml": Resp(200, late, gzip_ok=False),
+        "/": page("home", "welcome", ["/a"]), "/a": page("a", "a page")})})
+    await run_crawl(SiteSpider, _settings(tmp_path / "site"), url=web.url(host))
+    assert [e.path for e in web.entries(host)] == ["/robots.txt", "/", "/sm.xml"]
 
 
 # --- issue 15: a failure that is a property of the answer -------------------------------

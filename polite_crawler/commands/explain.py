@@ -526,7 +526,7 @@ def explain_status(settings: BaseSettings, status: int, headers: list[str], body
     if body:
         if not Path(body).is_file():
             raise CommandError(f"--body {body}: no such file")
-        head = Path(body).read_bytes()[:4096]
+        head = Path(body).read_bytes()  # the policy reads the head challenges are sought in
     now = time.time()
     params = VerdictParams.from_settings(settings)
     verdict = classify_response(status, parsed, head, now, params=params)

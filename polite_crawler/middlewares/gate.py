@@ -58,8 +58,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-BODY_HEAD = 4096
-
 
 class GateMiddleware:
     def __init__(self, crawler: Crawler) -> None:
@@ -109,8 +107,10 @@ class GateMiddleware:
             return response
         end = self.clock()
         origin = request.meta.get("polite_origin", "")
+        # The whole body: the policy reads as much of it as challenge markers are
+        # searched in (policy.challenges.BODY_HEAD_BYTES, decoded), no more.
         verdict = classify_response(
-            response.status, text_headers(response.headers), response.body[:BODY_HEAD], end,
+            response.status, text_headers(response.headers), response.body, end,
             params=self._params_for(origin),
         )
         self._inc(f"polite/verdicts/{verdict.reason}")

@@ -219,9 +219,11 @@ def classify_response(
     *,
     params: VerdictParams = DEFAULT_PARAMS,
 ) -> Verdict:
-    """Verdict for a response; ``headers`` lower-case names; ``body_head`` the body's
-    first bytes (:data:`.challenges.BODY_HEAD_BYTES` are searched), decoded or not: a
-    body still in its content coding (the gate sees it before decompression) is
+    """Verdict for a response; ``headers`` lower-case names; ``body_head`` the body as
+    received, whole or cut no shorter than :data:`.challenges.BODY_HEAD_BYTES`: its
+    first that many bytes, decoded, are searched for challenge markers, and the cut
+    is made here, once, for every caller (the gate, the render handler, ``explain``).
+    A body still in its content coding (the gate sees it before decompression) is
     decoded here, up to that many bytes.
 
     >>> v = classify_response(429, {"retry-after": "7"}, b"", now=0.0)

@@ -67,7 +67,6 @@ from polite_crawler.defaults import POLITE_DEFAULTS as _DEFAULT
 from polite_crawler.handlers import GuardedHTTPDownloadHandler
 from polite_crawler.middlewares.addresses import address_policy
 from polite_crawler.middlewares.identity import identity_from_settings
-from polite_crawler.policy.challenges import BODY_HEAD_BYTES
 from polite_crawler.policy.codings import ACCEPT_ENCODING, decode_capped, split_encodings
 from polite_crawler.policy.render import (
     SubrequestRules,
@@ -509,8 +508,8 @@ class RenderDownloadHandler(ScrapyPlaywrightDownloadHandler):  # type: ignore[mi
         # An answer that speaks for the origin (a stop, a challenge, a wait): the render
         # stops sending, and its exchange answers the gate with it, not with the page.
         if render.refusal is None and ends_render(classify_response(
-                response.status, text_headers(response.headers),
-                response.body[:BODY_HEAD_BYTES], self.ctx.clock())):
+                response.status, text_headers(response.headers), response.body,
+                self.ctx.clock())):
             render.refusal = response
             render.refused.set()
             logger.info("%(url)s answered %(status)d during the render of %(page)s: the "
