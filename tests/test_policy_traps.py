@@ -179,3 +179,80 @@ def test_trap_memory_of_paths_expires() -> None:
     assert mem.path_remembered("http://e.org/shop?c=7", 105.0) == "query_variants"
     assert mem.path_remembered("http://e.org/shop", 105.0) is None  # the plain path is a page
     assert mem.path_remembered("http://e.org/shop?c=7", 111.0) is None
+
+
+# --- issue 24: session tokens in paths ----------------------------------------------
+
+TOKENS = ["3f9c0a17be42d865", "77ab01c9e3d2f456", "c0ffee12ab34cd56", "9e8d7c6b5a4f3e2d"]
+
+
+@pytest.mark.parametrize(("segment", "token"), [
+    ("3f9c0a17be42d865", True),  # 16 hex, a session id
+    ("550e8400e29b41d4a716446655440000", True),  # a UUID's hex
+    ("da39a3ee5e6b4b0d3255bfef95601890afd80709", True),  # a git hash
+    ("a3F9kQ2mZ7xW4pL0", True),  # base64url
+    ("dGhpcyBpcyBhIHRva2Vu0A==", True),  # base64, padded
+    ("3f9c0a17be4", False),  # 11 hex: too short
+    ("123456789012345", False),  # a plain number: an id, not a minted token
+    ("deadbeefcafebabe", False),  # hex letters only: a word as much as a token
+    ("aaaaaaaaaaaaaaa1", False),  # low entropy
+    ("2024-05-01", False),
+    ("my-first-post-2024", False),  # a slug
+    ("InternationalBusiness", False),  # CamelCase words, no digit
+    ("page-3", False),
+])
+def test_token_segments(segment: str, token: bool) -> None:
+    assert traps.is_token(segment) is token
+
+
+def test_token_split_generalises_the_first_token_segment() -> None:
+    split = traps.token_split
+    assert split(f"http://e.org/s/{TOKENS[0]}/page-3") == \
+        ("http://e.org/s/{id}/", TOKENS[0], "page-3")
+    assert split(f"http://e.org/{TOKENS[0]}/a/b?x=1") == \
+        ("http://e.org/{id}/", TOKENS[0], "a/b?x=1")
+    assert split(f"http://e.org:8080/c/{TOKENS[1]}") == \
+        ("http://e.org:8080/c/{id}/", TOKENS[1], "")
+    assert split("http://e.org/2024/05/01/post-title") is None
+    assert split("http://e.org/") is None and split("not a url") is None
+
+
+def test_session_tokens_judge_a_page_that_comes_again_under_another_token() -> None:
+    st = traps.SessionTokens()
+    page = {n: " ".join(random.Random(n).choice(WORDS) for _ in range(60)) for n in (1, 2, 3)}
+    assert st.observe(f"http://e.org/s/{TOKENS[0]}/page-1", page[1]) is None
+    assert st.observe(f"http://e.org/s/{TOKENS[1]}/page-2", page[2]) is None
+    assert st.observe(f"http://e.org/s/{TOKENS[2]}/page-3", page[3]) is None
+    # page-1 again, under another token, nothing new: the token is a session id
+    assert st.observe(f"http://e.org/s/{TOKENS[3]}/page-1", page[1]) == "http://e.org/s/{id}/"
+    # the same token again is the same URL, not a trap
+    st = traps.SessionTokens()
+    assert st.observe(f"http://e.org/s/{TOKENS[0]}/page-1", page[1]) is None
+    assert st.observe(f"http://e.org/s/{TOKENS[0]}/page-1", page[1]) is None
+
+
+def test_session_tokens_leave_hashes_of_distinct_pages_alone() -> None:
+    st = traps.SessionTokens()
+    for n, sha in enumerate(TOKENS):
+        text = " ".join(random.Random(f"diff{n}").choice(WORDS) + str(n) for _ in range(80))
+        # a commit page (the hash ends the path) and its diff (a rest that repeats)
+        assert st.observe(f"http://e.org/commit/{sha}", text) is None
+        assert st.observe(f"http://e.org/commit/{sha}/diff", text + " diff") is None
+    # two commits with the same (empty) text: the hash names the commit, no trap
+    assert st.observe(f"http://e.org/commit/{TOKENS[0]}", "") is None
+    assert st.observe(f"http://e.org/commit/{TOKENS[1]}", "") is None
+
+
+def test_trap_memory_of_templates_covers_every_token_and_expires() -> None:
+    mem = traps.TrapMemory(ttl=10.0)
+    assert mem.remembered(f"http://e.org/s/{TOKENS[0]}/page-1", 100.0) is None
+    assert mem.add_template("http://e.org/s/{id}/", "session_token", 100.0)
+    assert not mem.add_template("http://e.org/s/{id}/", "session_token", 101.0)
+    for url in (f"http://e.org/s/{TOKENS[1]}/page-9", f"http://e.org/s/{TOKENS[2]}",
+                f"http://e.org/s/{TOKENS[3]}/a/b?c=1"):
+        assert mem.remembered(url, 105.0) == "session_token", url
+    # another prefix, another origin, no token: not covered
+    for url in (f"http://e.org/t/{TOKENS[1]}/page-9", f"http://f.org/s/{TOKENS[1]}/page-9",
+                "http://e.org/s/page-9"):
+        assert mem.remembered(url, 105.0) is None, url
+    assert mem.remembered(f"http://e.org/s/{TOKENS[1]}/page-9", 111.0) is None  # expired

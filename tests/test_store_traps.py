@@ -47,3 +47,19 @@ def test_book_is_durable_and_forgets_what_expired(tmp_path: Any) -> None:
     assert later.remembered(f"{E}/b", 1200.0) is None
     assert later.count() == 0  # expired rows are deleted when read
     later.close()
+
+
+def test_book_keeps_session_token_templates(tmp_path: Any) -> None:
+    # Issue 24: the template outlives the crawl that learnt it, for every token.
+    path = tmp_path / "polite-traps.sqlite3"
+    book = TrapBook(path, ttl=100.0)
+    assert book.remember_template(f"{E}/s/{{id}}/", "session_token", 1000.0).result() == 1
+    assert book.remember_template(f"{E}/s/{{id}}/", "session_token", 1001.0).result() == 0
+    book.close()
+    again = TrapBook(path, ttl=100.0)
+    assert again.remembered(f"{E}/s/0123456789abcdef/page-4", 1050.0) == "session_token"
+    assert again.remembered(f"{E}/page-4", 1050.0) is None
+    again.close()
+    from polite_crawler.store.traps import forget_traps
+
+    assert forget_traps(path, E, timeout=1.0) == 1  # keyed by its origin

@@ -13,6 +13,13 @@ the trap rules of :class:`polite_crawler.middlewares.traps.TrapMiddleware`, 70):
 - a URL remembered as a trap page is dropped (``polite/traps/remembered/<reason>``);
   the conditional-request middleware refuses it too, for requests that did not
   come from a callback (start URLs);
+- session tokens in paths (:class:`polite_crawler.policy.traps.SessionTokens`):
+  every page under a token-like path segment that reaches a callback is observed;
+  one fetched again under another token (the same rest of the path) that brings no
+  new text reveals the trap, and its template (``http://host/s/{id}/``) is
+  remembered: every URL under it, whatever its token, is then a remembered trap
+  page (``polite/traps/remembered/session_token``), here, in the ``site`` spider's
+  bulk link check and in the conditional-request middleware alike;
 - query variants (:class:`polite_crawler.policy.traps.QueryVariants`): every
   query page that reaches a callback is observed (its novelty for its path);
   the conditional-request middleware asks :func:`query_variants` before a
@@ -21,7 +28,7 @@ the trap rules of :class:`polite_crawler.middlewares.traps.TrapMiddleware`, 70):
   POLITE_QUERY_VARIANTS_MIN_SHARE of them brought new text
   (``polite/traps/query_variants``); its trail is remembered as a trap.
 
-Stats: ``polite/traps/learned/<reason>`` (trap pages remembered).
+Stats: ``polite/traps/learned/<reason>`` (trap pages, or a template, remembered).
 """
 
 from __future__ import annotations
@@ -40,9 +47,12 @@ from polite_crawler.policy.traps import (
     DEPTH as DEPTH_RULE,
 )
 from polite_crawler.policy.traps import (
+    SESSION_TOKEN,
     QueryLimits,
     QueryVariants,
+    SessionTokens,
     extend_trail,
+    token_split,
     trap_pages,
 )
 from polite_crawler.policy.urls import URLError, canonicalize
@@ -57,6 +67,7 @@ logger = logging.getLogger(__name__)
 
 TRAIL = "polite_trap_trail"
 _QUERIES = "_polite_query_variants"
+_TOKENS = "_polite_session_tokens"
 # Rules whose refusal on a trail reveals a trap (depth only along one path's queries:
 # a deep hierarchy of real pages is not a trap).
 _LEARN = frozenset({"repeated_segment", "url_length", "query_params"})
@@ -83,6 +94,17 @@ def query_variants(crawler: Crawler) -> QueryVariants:
         setattr(crawler, _QUERIES, found)
     queries: QueryVariants = found
     return queries
+
+
+def session_tokens(crawler: Crawler) -> SessionTokens:
+    """The crawl's session-token judge (one per crawler)."""
+    found = getattr(crawler, _TOKENS, None)
+    if found is None:
+        found = SessionTokens(min_novelty=crawler.settings.getfloat(
+            "POLITE_YIELD_MIN_NOVELTY", _DEFAULT["POLITE_YIELD_MIN_NOVELTY"]))
+        setattr(crawler, _TOKENS, found)
+    tokens: SessionTokens = found
+    return tokens
 
 
 def learn(crawler: Crawler, trail: tuple[str, ...] | list[str], refused: str, reason: str,
@@ -125,6 +147,7 @@ class TrapMemoryMiddleware(BaseSpiderMiddleware):
         self.strip_params = s.getlist("POLITE_STRIP_PARAMS")
         self.book = trap_book(crawler)
         self.queries = query_variants(crawler)
+        self.tokens = session_tokens(crawler)
 
     def _inc(self, key: str) -> None:
         if self.crawler.stats is not None:
@@ -139,11 +162,21 @@ class TrapMemoryMiddleware(BaseSpiderMiddleware):
     def process_spider_input(self, response: Response) -> None:
         if response.meta.get(DISCOVERY) or not isinstance(response, HtmlResponse):
             return
-        if "?" not in response.url:
+        query = "?" in response.url
+        if not query and token_split(response.url) is None:
             return
         canon = self._canonical(response.url)
-        if canon is not None:
+        if canon is None:
+            return
+        if query:
             self.queries.observe(canon, *yield_text(response))
+        template = self.tokens.observe(canon, *yield_text(response))
+        if template is not None:
+            self.book.remember_template(template, SESSION_TOKEN, self.ctx.clock())
+            self._inc(f"polite/traps/learned/{SESSION_TOKEN}")
+            logger.info("Trap (%(reason)s): %(url)s came again under another token with "
+                        "nothing new; every URL of %(template)s is remembered as a trap",
+                        {"reason": SESSION_TOKEN, "url": canon, "template": template})
 
     def get_processed_request(self, request: Request, response: Response | None) -> Request | None:
         if response is None or request.meta.get(DISCOVERY):

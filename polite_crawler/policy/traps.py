@@ -18,6 +18,25 @@ any other link starts none. When a URL rule refuses a link, the pages of its
 trail after the first (the trap's entry, reached by an ordinary link, stays a
 page like any other) and the refused URL are the trap (:func:`trap_pages`).
 
+Session tokens in paths (issue 24)
+----------------------------------
+A site that mints a new session token in every link's path
+(``/s/3f9c0a17be42d865/page-3``) has no end of URLs, and no URL comes back: a
+memory of URLs never helps a recrawl. A path segment that looks like a token
+(:func:`is_token`: 12 or more hex digits, or 16 or more base64 characters,
+mixing letters and digits, of high entropy) is generalised in the URL's
+*template* (:func:`token_split`: ``http://e.org/s/{id}/``, everything under the
+token). :class:`SessionTokens` judges the trap: a page fetched under one token
+whose rest of the path (``page-3``) was fetched under another, and which
+brings no new text (the yield monitor's novelty, against the template's own
+recent pages), shows that the token does not name the page. Only then is the
+template remembered (:meth:`TrapMemory.add_template`), and every URL under it is
+a remembered trap page, whatever its token. Ordinary paths with a hash or a
+date in them (``/commit/<sha>``, ``/2024/05/01/post``) are never generalised
+unless their pages were judged so: a commit page is its own resource (the hash
+ends the path, so nothing "comes back" under another), and pages of distinct
+text are new content.
+
 Query variants (issue 15, faceted navigation)
 ---------------------------------------------
 :class:`QueryVariants`: the distinct query strings fetched per origin and path,
@@ -50,6 +69,7 @@ its URLs look like.
 
 from __future__ import annotations
 
+import math
 import re
 from collections import Counter, OrderedDict, deque
 from dataclasses import dataclass, field
@@ -64,6 +84,7 @@ URL_LENGTH = "url_length"
 QUERY_PARAMS = "query_params"
 LOW_YIELD = "low_yield"
 QUERY_VARIANTS = "query_variants"
+SESSION_TOKEN = "session_token"
 
 
 @dataclass(frozen=True)
@@ -305,15 +326,142 @@ def query_path(url: str) -> str | None:
     return f"{pq[0]}{pq[1]}?" if pq is not None and pq[2] else None
 
 
+# --- session tokens in paths ---------------------------------------------------------
+
+TOKEN_PLACEHOLDER = "{id}"
+_HEX_TOKEN = re.compile(r"[0-9a-fA-F]{12,}")
+_B64_TOKEN = re.compile(r"[A-Za-z0-9+_-]{16,}={0,2}")
+_MIN_TOKEN_ENTROPY = 2.5  # bits per character; a random 12-hex token has about 3.1
+
+
+def _entropy(text: str) -> float:
+    n = len(text)
+    return -sum(c / n * math.log2(c / n) for c in Counter(text).values())
+
+
+def is_token(segment: str) -> bool:
+    """Whether a path segment looks like a minted token (a session id, a hash).
+
+    12 or more hex digits with letters and digits among them, or 16 or more
+    base64 characters with upper case, lower case and digits; of high entropy
+    either way. Words, slugs, dates and plain numbers are not.
+
+    >>> [is_token(s) for s in ("3f9c0a17be42d865", "a3F9kQ2mZ7xW4pL0", "2024-05-01")]
+    [True, True, False]
+    >>> [is_token(s) for s in ("123456789012345", "my-first-post-2024", "aaaaaaaaaaa1")]
+    [False, False, False]
+    """
+    if _HEX_TOKEN.fullmatch(segment):
+        mixed = not segment.isdigit() and any(c.isdigit() for c in segment)
+    elif _B64_TOKEN.fullmatch(segment):
+        mixed = (any(c.isdigit() for c in segment) and any(c.islower() for c in segment)
+                 and any(c.isupper() for c in segment))
+    else:
+        return False
+    return mixed and _entropy(segment.rstrip("=")) >= _MIN_TOKEN_ENTROPY
+
+
+def token_split(url: str) -> tuple[str, str, str] | None:
+    """``(template, token, rest)`` of a URL with a token segment in its path, else None.
+
+    The template is the origin and the path up to the first token segment, the
+    token replaced by :data:`TOKEN_PLACEHOLDER`; ``rest`` is what follows it (path
+    and query), the page as the site names it under that token.
+
+    >>> token_split("http://e.org/s/3f9c0a17be42d865/page-3?x=1")
+    ('http://e.org/s/{id}/', '3f9c0a17be42d865', 'page-3?x=1')
+    >>> token_split("http://e.org/2024/05/01/post") is None
+    True
+    """
+    try:
+        path, query = path_and_query(url)
+    except ValueError:
+        return None
+    if len(path) < 13:  # "/" and the shortest token
+        return None
+    segments = path.split("/")
+    for i, segment in enumerate(segments):
+        if len(segment) >= 12 and is_token(segment):
+            head = url[: url.find("/", url.find("://") + 3)] if "://" in url else ""
+            template = f"{head}{'/'.join(segments[:i])}/{TOKEN_PLACEHOLDER}/"
+            rest = "/".join(segments[i + 1:]) + (f"?{query}" if query else "")
+            return template, segment, rest
+    return None
+
+
+@dataclass
+class _TemplatePages:
+    tokens: dict[str, set[str]] = field(default_factory=dict)  # rest -> tokens it came under
+
+
+class SessionTokens:
+    """Judges session-token traps from the pages fetched (see the module's notes).
+
+    >>> st = SessionTokens()
+    >>> text = "the same catalogue page with the same products listed in the same order"
+    >>> st.observe("http://e.org/s/3f9c0a17be42d865/page-1", text) is None
+    True
+    >>> st.observe("http://e.org/s/77ab01c9e3d2f456/page-1", text)
+    'http://e.org/s/{id}/'
+    """
+
+    _MAX_TOKENS = 4  # tokens kept per rest: two already tell
+    _MAX_RESTS = 256  # rests kept per template
+
+    def __init__(self, min_novelty: float = 0.2, max_templates: int = 10_000) -> None:
+        self.max_templates = max_templates
+        self._templates: OrderedDict[str, _TemplatePages] = OrderedDict()
+        self._yield = YieldMonitor(YieldLimits(window=1 << 30, min_share=0.0,
+                                               min_novelty=min_novelty,
+                                               max_origins=max_templates))
+
+    def observe(self, url: str, text: str, read: Words | None = None) -> str | None:
+        """Record a fetched page; the template to remember as a trap, or None."""
+        split = token_split(url)
+        if split is None:
+            return None
+        template, token, rest = split
+        state = self._templates.pop(template, None) or _TemplatePages()
+        self._templates[template] = state
+        if len(self._templates) > self.max_templates:
+            self._templates.popitem(last=False)
+        verdict = self._yield.observe(template, text, read)
+        if not rest:
+            return None  # the token ends the path: it names the resource (a commit, a file)
+        seen = state.tokens.get(rest)
+        if seen is None:
+            if len(state.tokens) >= self._MAX_RESTS:
+                state.tokens.pop(next(iter(state.tokens)))
+            seen = state.tokens[rest] = set()
+        again = bool(seen - {token})
+        if len(seen) < self._MAX_TOKENS:
+            seen.add(token)
+        return template if again and not verdict.productive else None
+
+
 @dataclass
 class TrapMemory:
-    """URLs judged trap pages, per origin, each with its reason and its expiry; and
-    paths whose query strings were judged a trap (:func:`query_path` keys): of those,
-    only URLs the store already knows are revisited."""
+    """URLs judged trap pages, per origin, each with its reason and its expiry; paths
+    whose query strings were judged a trap (:func:`query_path` keys): of those, only
+    URLs the store already knows are revisited; and templates of session-token traps
+    (:func:`token_split` keys): every URL under one is a trap page."""
 
     ttl: float = 30 * 24 * 3600.0
     _urls: dict[str, tuple[str, float]] = field(default_factory=dict)
     _paths: dict[str, tuple[str, float]] = field(default_factory=dict)
+    _templates: dict[str, tuple[str, float]] = field(default_factory=dict)
+
+    def add_template(self, key: str, reason: str, now: float,
+                     expires_at: float | None = None) -> bool:
+        """Remember a session-token template; False when it was already remembered."""
+        return self._put(self._templates, key, reason, now, expires_at)
+
+    def template_remembered(self, url: str, now: float) -> str | None:
+        """The reason ``url``'s session-token template was judged a trap, or None."""
+        if not self._templates:
+            return None
+        split = token_split(url)
+        return None if split is None else self._look(self._templates, split[0], now)
 
     def path_remembered(self, url: str, now: float) -> str | None:
         """The reason new query strings of ``url``'s path were judged a trap, or None."""
@@ -324,8 +472,9 @@ class TrapMemory:
         return self._put(self._paths, key, reason, now, expires_at)
 
     def remembered(self, url: str, now: float) -> str | None:
-        """The reason ``url`` was judged a trap, while that is remembered, else None."""
-        return self._look(self._urls, url, now)
+        """The reason ``url`` was judged a trap (itself, or its session-token template),
+        while that is remembered, else None."""
+        return self._look(self._urls, url, now) or self.template_remembered(url, now)
 
     def add(self, url: str, reason: str, now: float, expires_at: float | None = None) -> bool:
         """Remember one trap page; False when it was already remembered."""

@@ -1,10 +1,12 @@
 """Trap memory: what a crawl judged a trap, per origin, kept for the next crawls.
 
 One SQLite file in the shared state directory (``polite-traps.sqlite3``): one
-row per URL judged a trap page, with its origin, the reason (the trap rule that
-revealed it), when it was judged and when the memory expires
-(POLITE_TRAP_MEMORY seconds later). Every crawl loads the rows that have not
-expired into a :class:`polite_crawler.policy.traps.TrapMemory` when the spider
+row per URL judged a trap page (kind ``url``), per path whose new query strings
+are a trap (``path``) and per session-token template (``template``:
+``http://host/s/{id}/``, every URL under it a trap page, whatever its token), with
+its origin, the reason (the trap rule that revealed it), when it was judged and
+when the memory expires (POLITE_TRAP_MEMORY seconds later). Every crawl loads the
+rows that have not expired into a :class:`polite_crawler.policy.traps.TrapMemory` when the spider
 opens (on a thread); a new judgement is written at once, on a thread of its own (the
 reactor never waits for the disk), so a crash does not lose it.
 """
@@ -35,9 +37,11 @@ _ATTR = "_polite_trap_book"
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS trap_pages (
-    url        TEXT PRIMARY KEY,   -- canonical form; for kind 'path': scheme://host/path?
+    url        TEXT PRIMARY KEY,   -- canonical form; for kind 'path': scheme://host/path?;
+                                   -- for kind 'template': scheme://host/prefix/{id}/
     origin     TEXT NOT NULL,
-    kind       TEXT NOT NULL DEFAULT 'url',  -- 'url': a trap page; 'path': its new queries
+    kind       TEXT NOT NULL DEFAULT 'url',  -- 'url': a trap page; 'path': its new queries;
+                                             -- 'template': every URL under a session token
     reason     TEXT NOT NULL,      -- the trap rule that revealed it
     judged_at  REAL NOT NULL,
     expires_at REAL NOT NULL
@@ -69,6 +73,8 @@ class TrapBook:
         for url, kind, reason, expires in rows:
             if kind == "path":
                 self.memory.add_path(url, reason, now, expires_at=float(expires))
+            elif kind == "template":
+                self.memory.add_template(url, reason, now, expires_at=float(expires))
             else:
                 self.memory.add(url, reason, now, expires_at=float(expires))
         self._loaded = True
@@ -98,10 +104,18 @@ class TrapBook:
 
     def remember_path(self, key: str, reason: str, now: float) -> Future[int]:
         """Remember that new query strings of a path (a :func:`query_path` key) are a trap."""
+        return self._remember_key("path", key, reason, now)
+
+    def remember_template(self, key: str, reason: str, now: float) -> Future[int]:
+        """Remember a session-token template (a :func:`token_split` key) as a trap."""
+        return self._remember_key("template", key, reason, now)
+
+    def _remember_key(self, kind: str, key: str, reason: str, now: float) -> Future[int]:
         self.remembered("", now)
+        add = self.memory.add_path if kind == "path" else self.memory.add_template
         rows = []
-        if self.memory.add_path(key, reason, now):
-            rows.append((key, origin_of(key.rstrip("?")), "path", reason, now,
+        if add(key, reason, now):
+            rows.append((key, origin_of(key.rstrip("?")), kind, reason, now,
                          now + self.memory.ttl))
         return self._pool.submit(self._write, rows)
 

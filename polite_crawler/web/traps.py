@@ -14,6 +14,10 @@
   of six options; every listing links every two-filter combination).
 - :class:`CatalogueSite`: query pages that are genuinely distinct (``/item?id=N``),
   which a crawl must fetch whole.
+- :class:`SessionTrapSite`: ordinary pages beside a catalogue whose every link
+  carries a new session token in its path (``/s/<16 hex>/page-N``).
+- :class:`HashPathSite`: an ordinary site whose paths hold git hashes and dates
+  (commits, their diffs, dated posts), every page its own text: no trap.
 
 Each site has ``real``: the paths a crawl must find, each fetched once.
 """
@@ -375,4 +379,102 @@ class CatalogueSite(Site):
             if 1 <= i <= self.items:
                 return Resp(200, page(f"Item {i}", prose(f"cat-item-{i}", 160),
                                       [f"/catalogue?page={(i - 1) // self.per_page + 1}"]))
+        return Resp(404, b"<html><body>Not found</body></html>")
+
+
+_tokens = random.Random(24)
+_ALLOW_ALL = Resp(200, b"User-agent: *\nAllow: /\n", content_type="text/plain")
+
+
+def _validated(title: str, text: str, links: list[str]) -> Resp:
+    """A :func:`page` with an ETag (so a recrawl can revalidate it)."""
+    body = page(title, text, links)
+    return Resp(200, body, etag=etag_for(body))
+
+
+def session_token() -> str:
+    """A fresh 16-hex session token (letters and digits, as a server mints them)."""
+    while True:
+        token = f"{_tokens.getrandbits(64):016x}"
+        if not token.isdigit() and not token.isalpha():
+            return token
+
+
+class SessionTrapSite(Site):
+    """Ordinary pages beside a session-id trap (issue 24).
+
+    The home page links its ordinary pages and ``/s/<token>/page-1``; every page
+    under ``/s/`` links the next page, the first page and home, each link with a
+    token minted for it. Page N has the same text whatever its token, so the space
+    of URLs has no end and none comes back. Ordinary pages carry an ETag.
+    """
+
+    def __init__(self, pages: int = 6, seed: str = "session") -> None:
+        super().__init__()
+        self.seed = seed
+        self.news = [f"/news/{i}" for i in range(1, pages + 1)]
+        self.real = ["/", "/about", *self.news]
+
+    @staticmethod
+    def is_trap(path: str) -> bool:
+        return path.startswith("/s/")
+
+    def handle(self, req: Req) -> Resp:
+        path = req.path.split("?", 1)[0]
+        if path == "/robots.txt":
+            return _ALLOW_ALL
+        if path == "/":
+            return _validated("Home", prose(f"{self.seed}-home"),
+                              ["/about", *self.news, f"/s/{session_token()}/page-1"])
+        if path in self.real:
+            return _validated(f"Page {path}", prose(f"{self.seed}{path}"), ["/"])
+        parts = path.split("/")
+        if len(parts) == 4 and parts[1] == "s" and parts[3].startswith("page-") \
+                and parts[3][5:].isdigit():
+            n = int(parts[3][5:])
+            return _validated(f"Catalogue page {n}", prose(f"{self.seed}-catalogue-{n}"), [
+                f"/s/{session_token()}/page-{n + 1}", f"/s/{session_token()}/page-1", "/"])
+        return Resp(404, b"<html><body>Not found</body></html>")
+
+
+class HashPathSite(Site):
+    """An ordinary site with git hashes and dates in its paths (issue 24's counter-case).
+
+    ``/log`` lists ``commits`` commits ``/commit/<40 hex>``; each links its parent
+    and its diff ``/commit/<sha>/diff``; ``/blog`` lists posts
+    ``/2024/05/<day>/post-<n>`` and day archives ``/archive/2024-05-<day>``. Every
+    page has text of its own and an ETag: everything is crawled, every time.
+    """
+
+    def __init__(self, commits: int = 6, posts: int = 5) -> None:
+        super().__init__()
+        rnd = random.Random(40)
+        self.shas = [f"{rnd.getrandbits(160):040x}" for _ in range(commits)]
+        self.posts = [f"/2024/05/{n + 10:02d}/post-{n}" for n in range(posts)]
+        self.archives = [f"/archive/2024-05-{n + 10:02d}" for n in range(posts)]
+        self.real = ["/", "/log", "/blog", *[f"/commit/{s}" for s in self.shas],
+                     *[f"/commit/{s}/diff" for s in self.shas], *self.posts, *self.archives]
+
+    def handle(self, req: Req) -> Resp:
+        path = req.path.split("?", 1)[0]
+        if path == "/robots.txt":
+            return _ALLOW_ALL
+        if path == "/":
+            return _validated("Code and notes", prose("hash-home"), ["/log", "/blog"])
+        if path == "/log":
+            return _validated("Log", prose("hash-log", 20),
+                              [f"/commit/{self.shas[0]}", "/"])
+        if path == "/blog":
+            return _validated("Blog", prose("hash-blog", 20), [*self.posts, *self.archives])
+        if path.startswith("/commit/"):
+            sha, _, tail = path[len("/commit/"):].partition("/")
+            if sha in self.shas and tail in ("", "diff"):
+                i = self.shas.index(sha)
+                links = [f"/commit/{sha}/diff", "/log"]
+                if i + 1 < len(self.shas):
+                    links.append(f"/commit/{self.shas[i + 1]}")
+                what = "diff" if tail else "commit"
+                return _validated(f"{what} {sha[:8]}", prose(f"hash-{what}-{sha}", 120), links)
+        if path in self.posts or path in self.archives:
+            return _validated(path, prose(f"hash{path}", 120), ["/blog", "/"])
         return Resp(404, b"<html><body>Not found</body></html>")
