@@ -6,8 +6,12 @@ robots.txt naming a sitemap index (a plain and a gzipped sitemap) and an RSS
 feed, exact-duplicate (print), rel=canonical (AMP) and near-duplicate (reprint)
 aliases, a page refusing AI input, a noindex page, a no-store page,
 ``max-age=86400`` pages and a calendar trap; ETag and Last-Modified on every
-answer. Three crawls with one state directory (each in its own process, each
-with a fresh JOBDIR, ``-a recrawl=all`` for the revisits):
+answer. Beside them (unless ``--no-traps``) a
+:class:`polite_crawler.web.traps.SessionTrapSite` (ordinary pages and a catalogue
+that mints a new session token in every link's path) and a
+:class:`polite_crawler.web.traps.HashPathSite` (git hashes and dates in ordinary
+paths, to be crawled whole). Three crawls with one state directory (each in its
+own process, each with a fresh JOBDIR, ``-a recrawl=all`` for the revisits):
 
 1. the first crawl;
 2. the same sites, unchanged;
@@ -17,9 +21,12 @@ Figures come from the sites' own request log and what they answered: body
 bytes on the wire (gzip when the crawler asks for it, as it does; robots.txt,
 sitemaps and feeds included), requests without validators for a URL that had
 them, requests for a URL still fresh by its max-age, requests for calendar
-pages other than the one the home page links (the trap).
+pages other than the one the home page links (the trap), requests under a
+session token (the session trap), and the ordinary pages of the hash-path site
+that were not requested (``missed``: must stay 0).
 
     .venv/bin/python -m bench.recrawl_bytes [--hosts 3] [--articles 40] [--changed 0.1]
+                                            [--no-traps]
 """
 
 from __future__ import annotations
@@ -60,20 +67,28 @@ def main(argv: list[str]) -> int:
     if argv[:1] == ["--crawl"]:
         return crawl_main(argv[1:])
     from polite_crawler.web.recrawl import RecrawlSite
-    from polite_crawler.web.server import TestWeb
+    from polite_crawler.web.server import Site, TestWeb
+    from polite_crawler.web.traps import HashPathSite, SessionTrapSite
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--hosts", type=int, default=3)
     ap.add_argument("--articles", type=int, default=40)
     ap.add_argument("--changed", type=float, default=0.1)
+    ap.add_argument("--no-traps", action="store_true",
+                    help="the article sites only (no session-trap and hash-path sites)")
     a = ap.parse_args(argv)
     hosts = [f"127.0.9.{i + 1}" for i in range(a.hosts)]
     sites = {h: RecrawlSite(articles=a.articles, seed=f"bench{i}") for i, h in enumerate(hosts)}
+    others: dict[str, Site] = {}
+    if not a.no_traps:
+        others = {"127.0.9.101": SessionTrapSite(), "127.0.9.102": HashPathSite()}
+    hashes = others.get("127.0.9.102")
     answered: dict[tuple[str, str], dict[str, str]] = {}
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    with TestWeb(sites) as web, tempfile.TemporaryDirectory(prefix="recrawl-") as tmp:
+    with TestWeb({**sites, **others}) as web, \
+            tempfile.TemporaryDirectory(prefix="recrawl-") as tmp:
         urls = Path(tmp) / "urls.txt"
-        urls.write_text("".join(web.url(h) + "\n" for h in hosts))
+        urls.write_text("".join(web.url(h) + "\n" for h in [*hosts, *others]))
 
         def crawl(n: int, recrawl: str = "") -> dict[str, Any]:
             start = len(web.log)
@@ -97,6 +112,10 @@ def main(argv: list[str]) -> int:
                                      and "if-modified-since" not in e.headers for e in log),
                 "fresh": sum("max-age" in had(e, "cache-control") for e in log),
                 "trap": sum(RecrawlSite.is_trap(e.path) for e in log),
+                "session": sum(SessionTrapSite.is_trap(e.path) for e in log
+                               if e.host == "127.0.9.101"),
+                "missed": 0 if hashes is None else len(set(hashes.real) - {
+                    e.path for e in log if e.host == "127.0.9.102"}),
             }
             for host, site in sites.items():
                 answered.update({(host, p): h for p, h in site.answered.items()})
@@ -113,17 +132,20 @@ def main(argv: list[str]) -> int:
                 changed += 1
         third = crawl(3, "all")
 
-    print(f"{a.hosts} sites x {a.articles} articles (+ aliases, sitemaps, feed, trap); "
-          f"{changed} articles changed before crawl 3")
+    print(f"{a.hosts} sites x {a.articles} articles (+ aliases, sitemaps, feed, trap)"
+          + ("" if a.no_traps else ", a session-trap site, a hash-path site")
+          + f"; {changed} articles changed before crawl 3")
     print(f"{'crawl':<18}{'requests':>9}{'200':>6}{'304':>6}{'uncond.':>8}{'fresh':>6}"
-          f"{'trap':>6}{'body bytes':>12}{'% of 1':>8}{'wall s':>8}")
+          f"{'trap':>6}{'session':>8}{'missed':>7}{'body bytes':>12}{'% of 1':>8}{'wall s':>8}")
     for name, r in (("1 first", first), ("2 unchanged", second), ("3 10 % changed", third)):
         share = 100.0 * r["bytes"] / first["bytes"]
         print(f"{name:<18}{r['requests']:>9}{r['s200']:>6}{r['s304']:>6}"
-              f"{r['unconditional']:>8}{r['fresh']:>6}{r['trap']:>6}"
-              f"{r['bytes']:>12}{share:>7.2f}%{r['wall']:>8.1f}")
+              f"{r['unconditional']:>8}{r['fresh']:>6}{r['trap']:>6}{r['session']:>8}"
+              f"{r['missed']:>7}{r['bytes']:>12}{share:>7.2f}%{r['wall']:>8.1f}")
     print("uncond.: requests without validators for a URL that had them; fresh: requests "
-          "for a URL\nits max-age said was fresh; trap: calendar pages past the linked one.")
+          "for a URL\nits max-age said was fresh; trap: calendar pages past the linked one; "
+          "session: requests\nunder a session token; missed: pages of the hash-path site "
+          "not requested.")
     return 0
 
 
