@@ -56,6 +56,16 @@ def test_robots_decision_quotes_the_line_of_a_group_that_lists_us():
     assert d["allowed"] is True and d["deciding"]["line"] == 2
 
 
+def test_explain_robots_offline_with_an_agent_list(tmp_path):
+    robots = tmp_path / "robots.txt"
+    robots.write_bytes(b"User-agent: *\nAllow: /\n\nUser-agent: PoliteCrawler, OtherBot\n"
+                       b"Disallow: /\n")
+    done = scrapy("explain", "--robots", str(robots), "https://e.org/page")
+    assert done.returncode == 0, done.stderr
+    assert "disallowed: line 5 (Disallow: /) is the longest match" in done.stdout
+    assert "group: the group for PoliteCrawler" in done.stdout
+
+
 def test_canonical_changes_name_the_rules():
     canon, changes = canonical_changes(
         "HTTP://Example.ORG:80/a/./b/../c?b=2&a=1&utm_source=x&PHPSESSID=3&ref=9#top", ["ref"])
