@@ -27,6 +27,7 @@ import logging
 import os
 import socket
 import time
+import weakref
 from bisect import bisect_left
 from typing import TYPE_CHECKING, Any
 
@@ -94,7 +95,8 @@ STAT_LABELLED: dict[str, tuple[str, str, str, tuple[str, ...]]] = {
                                "Origins stopped for the run, by reason (402, 403, challenge, "
                                "breaker, parked, ...)", ("402", "403", "breaker")),
     "polite_pages_stored": ("polite/pages/stored/", "outcome",
-                            "Pages written to the page store, by outcome", ()),
+                            "Pages written to the page store, by outcome",
+                            ("new", "changed", "unchanged")),
 }
 # robots.txt outcomes: stats key -> label.
 ROBOTS_OUTCOMES = {
@@ -277,6 +279,7 @@ class Metrics:
         self.scrape_cpu = 0.0  # CPU seconds spent serving them
         self.last_scrape: float | None = None  # ctx.clock() at the last one
         self.listening: Any = None
+        self._channels: weakref.WeakSet[Any] = weakref.WeakSet()
         self.cluster: ClusterFigures | None = None
         self._cluster_loop: Any = None
         self._refreshing = False
@@ -295,12 +298,23 @@ class Metrics:
     # --- the endpoint -------------------------------------------------------------
     def spider_opened(self, spider: Spider) -> None:
         from twisted.internet import reactor
+        from twisted.web.http import HTTPChannel
         from twisted.web.server import Site
 
         root: Any = Resource()  # type: ignore[no-untyped-call]
         root.putChild(b"metrics", _MetricsPage(self))
         site: Any = Site(root)  # type: ignore[no-untyped-call]
         site.noisy = False
+        site.protocol = HTTPChannel  # HTTP/1.1 (Prometheus's), no HTTP/2 negotiation
+        # The connections Prometheus keeps open are closed with the endpoint.
+        build = site.buildProtocol
+
+        def build_protocol(addr: Any) -> Any:
+            channel = build(addr)
+            self._channels.add(channel)
+            return channel
+
+        site.buildProtocol = build_protocol
         tcp: Any = reactor
         self.listening = tcp.listenTCP(self.port, site, interface=self.host)
         self.port = self.listening.getHost().port
@@ -352,7 +366,12 @@ class Metrics:
                 logger.debug("Metrics: could not give the cluster lock up", exc_info=True)
         if self.listening is not None:
             listening, self.listening = self.listening, None
-            await listening.stopListening()
+            from scrapy.utils.defer import maybe_deferred_to_future
+
+            await maybe_deferred_to_future(listening.stopListening())
+            for channel in list(self._channels):  # a kept-alive scrape connection
+                if getattr(channel, "transport", None) is not None:
+                    channel.transport.loseConnection()
 
     def render(self) -> bytes:
         """The exposition, OpenMetrics text (what ``/metrics`` serves)."""
@@ -402,8 +421,10 @@ class Metrics:
         for status, n in sorted(rec.retry_after.items()):
             fam.add_metric([*ids, status], n)
         yield fam
+        redis = getattr(self.ctx.frontier, "shared", None) is not None
         for name, (key, doc, unit) in STAT_COUNTERS.items():
-            yield counter(name, doc, float(stats.get(key, 0) or 0), unit)
+            if redis or not name.startswith("polite_redis_"):  # the Redis frontier's own
+                yield counter(name, doc, float(stats.get(key, 0) or 0), unit)
         labelled = {name: dict.fromkeys(seed, 0.0)
                     for name, (_p, _l, _d, seed) in STAT_LABELLED.items()}
         robots = dict.fromkeys(ROBOTS_OUTCOMES.values(), 0.0)
