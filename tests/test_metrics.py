@@ -177,6 +177,7 @@ def _get(url: str) -> tuple[int, str, str]:
 async def test_the_endpoint_is_served_by_the_reactor(tmp_path: Path) -> None:
     """GET /metrics on the listening port, from the reactor: OpenMetrics, its content type;
     any other path is 404; the port is closed when the engine stops."""
+    from scrapy.utils.defer import deferred_from_coro
     from twisted.internet.threads import deferToThread
 
     m = _metrics(tmp_path)
@@ -189,7 +190,8 @@ async def test_the_endpoint_is_served_by_the_reactor(tmp_path: Path) -> None:
     assert "polite_requests_total{" in body and body.endswith("# EOF\n")
     code, _t, _b = await deferToThread(_get, f"http://127.0.0.1:{m.port}/")
     assert code == 404
+    assert m.scrape_cpu > 0  # the endpoint's own cost, timed on the reactor thread
     assert m.scrapes == 1
-    await m.engine_stopped()
+    await deferred_from_coro(m.engine_stopped())  # as Scrapy runs it: an asyncio task
     with socket.socket() as s:
         assert s.connect_ex(("127.0.0.1", m.port)) != 0  # nothing listens any more

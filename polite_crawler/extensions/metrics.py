@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 from scrapy import signals
 from scrapy.exceptions import NotConfigured
 from twisted.web.resource import Resource
+from twisted.web.server import Request
 
 from polite_crawler.context import polite_context
 from polite_crawler.frontier.core import frontier_snapshot
@@ -276,7 +277,8 @@ class Metrics:
         self.recorder = Recorder()
         self.ctx.metrics = self.recorder
         self.scrapes = 0  # scrapes served (tests, the bench)
-        self.scrape_cpu = 0.0  # CPU seconds spent serving them
+        # CPU seconds of the reactor thread serving them (request read to response written)
+        self.scrape_cpu = 0.0
         self.last_scrape: float | None = None  # ctx.clock() at the last one
         self.listening: Any = None
         self._channels: weakref.WeakSet[Any] = weakref.WeakSet()
@@ -299,13 +301,15 @@ class Metrics:
     def spider_opened(self, spider: Spider) -> None:
         from twisted.internet import reactor
         from twisted.web.http import HTTPChannel
-        from twisted.web.server import Site
+        from twisted.web.server import Site as WebSite
 
         root: Any = Resource()  # type: ignore[no-untyped-call]
         root.putChild(b"metrics", _MetricsPage(self))
-        site: Any = Site(root)  # type: ignore[no-untyped-call]
+        site: Any = WebSite(root)  # type: ignore[no-untyped-call]
         site.noisy = False
         site.protocol = HTTPChannel  # HTTP/1.1 (Prometheus's), no HTTP/2 negotiation
+        site.requestFactory = _TimedRequest
+        site.polite_metrics = self
         # The connections Prometheus keeps open are closed with the endpoint.
         build = site.buildProtocol
 
@@ -377,11 +381,9 @@ class Metrics:
         """The exposition, OpenMetrics text (what ``/metrics`` serves)."""
         from prometheus_client.openmetrics.exposition import generate_latest
 
-        cpu = time.process_time()
         body = generate_latest(self.registry)  # type: ignore[no-untyped-call]
         self.scrapes += 1
         self.last_scrape = self.ctx.clock()
-        self.scrape_cpu += time.process_time() - cpu
         return bytes(body)
 
     # --- the families (prometheus_client's collector interface) -------------------------
@@ -470,6 +472,9 @@ class Metrics:
         cpu = time.process_time()
         yield counter("polite_cpu_seconds", "CPU seconds of the worker process (all threads)",
                       cpu, "seconds")
+        yield counter("polite_metrics_scrape_cpu_seconds", "CPU seconds this endpoint spent "
+                      "serving scrapes (the reactor thread, request to response)",
+                      self.scrape_cpu, "seconds")
         sent = sum(rec.requests.values())
         g = GaugeMetricFamily("polite_cpu_seconds_per_request", "CPU seconds per exchange "
                               "settled, since the crawl began", labels=base)
@@ -563,3 +568,18 @@ class _MetricsPage(Resource):
         body = self.metrics.render()
         request.setHeader(b"Content-Type", CONTENT_TYPE_LATEST.encode())
         return body
+
+
+class _TimedRequest(Request):
+    """A request to the endpoint that adds the reactor thread's CPU time it took (from
+    the request read to the response written) to :attr:`Metrics.scrape_cpu`."""
+
+    def process(self) -> None:
+        began = time.thread_time()
+        # Read first: a finished request lets go of its channel.
+        metrics = getattr(getattr(self.channel, "site", None), "polite_metrics", None)
+        try:
+            super().process()  # type: ignore[no-untyped-call]
+        finally:
+            if metrics is not None:
+                metrics.scrape_cpu += time.thread_time() - began
