@@ -20,10 +20,13 @@ from scrapy.utils.test import get_crawler
 from polite_crawler.context import polite_context
 from polite_crawler.extensions.metrics import Metrics, Recorder
 from tests.crawl import project_settings_dict
+from tests.redis_server import redis_server_session, redis_url  # noqa: F401  (fixtures)
 from tests.test_frontier_core import Clock, Env
 
 if TYPE_CHECKING:
     from pathlib import Path
+
+# ruff: noqa: F811
 
 # Prometheus's naming rules: https://prometheus.io/docs/practices/naming/
 NAME = re.compile(r"^polite_[a-z0-9_]+$")
@@ -195,3 +198,40 @@ async def test_the_endpoint_is_served_by_the_reactor(tmp_path: Path) -> None:
     await deferred_from_coro(m.engine_stopped())  # as Scrapy runs it: an asyncio task
     with socket.socket() as s:
         assert s.connect_ex(("127.0.0.1", m.port)) != 0  # nothing listens any more
+
+
+def test_one_worker_at_a_time_exports_the_cluster(redis_url: str) -> None:
+    """Two workers' refreshes on one real Redis: the first holds the lock and reads the
+    crawl-wide figures, the second exports none; once the first resigns, the second
+    takes over. The figures come from the frontier's own keys."""
+    from polite_crawler.extensions.metrics import ClusterFigures
+    from polite_crawler.frontier.redis_shared import RedisShared
+
+    a = RedisShared(redis_url, "news", "host-a:1:aa")
+    b = RedisShared(redis_url, "news", "host-b:2:bb")
+    clock = Clock()
+    try:
+        a.register(clock(), 15.0)
+        b.register(clock(), 15.0)
+        origins = ["http://127.0.0.1", "http://127.0.0.2"]
+        a.r.sadd(a.active_key, *origins)
+        a.r.sadd(a.free_key, origins[1])  # work and no owner
+        a.r.zadd(a.qkey(origins[0]), {b"r1": 0, b"r2": 1})
+        a.r.hset(a.fkey(origins[0]), "9", b"claimed")
+        a.r.zadd(a.qkey(origins[1]), {b"r3": 0})
+        fa, fb = ClusterFigures(a, 15.0, clock), ClusterFigures(b, 15.0, clock)
+        fa.refresh(45.0)
+        fb.refresh(45.0)
+        assert fa.holder and not fb.holder
+        assert fb.values == {}
+        assert fa.values == {"origins_active": 2.0, "origins_unowned": 1.0,
+                             "workers_alive": 2.0, "urls_queued": 4.0}
+        assert fa.ping is not None and fb.ping is not None and fa.ping > 0
+        fa.refresh(45.0)  # the holder renews its own lock
+        assert fa.holder
+        fa.resign()
+        fb.refresh(45.0)
+        assert fb.holder and fb.values["urls_queued"] == 4.0
+    finally:
+        a.close()
+        b.close()

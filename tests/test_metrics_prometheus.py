@@ -167,7 +167,7 @@ def prometheus() -> Iterator[Prometheus]:
 
 
 class HoldForScrape:
-    """Keeps a crawl open after its last page until /metrics has served a scrape."""
+    """Keeps a crawl open after its last page until /metrics has served two scrapes."""
 
     def __init__(self, crawler: Crawler) -> None:
         self.crawler = crawler
@@ -186,7 +186,9 @@ class HoldForScrape:
         if self.mark is None:
             self.mark = (metrics.scrapes, time.monotonic())
         scrapes, since = self.mark
-        if metrics.scrapes <= scrapes and time.monotonic() - since < HOLD_MAX:
+        # Two scrapes: should a loaded machine make Prometheus drop one (its timeout),
+        # the other is ingested.
+        if metrics.scrapes < scrapes + 2 and time.monotonic() - since < HOLD_MAX:
             raise DontCloseSpider
 
 

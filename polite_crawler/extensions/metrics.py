@@ -334,7 +334,8 @@ class Metrics:
             self._cluster_loop.start(self.cluster_interval, now=True)
 
     def _refresh_cluster(self) -> Any:
-        if self._refreshing or self.cluster is None:
+        if self._refreshing or self.cluster is None \
+                or getattr(self.ctx.frontier, "frontier", None) is None:  # closed
             return None
         from twisted.internet.threads import deferToThread
 
