@@ -16,8 +16,13 @@ Two measurements:
    snapshot reads each); the exposition rendered over a real frontier of ``--origins``
    origins, timed, is set against the crawl's CPU per second from (1).
 
-    .venv/bin/python -m bench.metrics_cost [--hosts 20] [--pages 30] [--every 1]
+    .venv/bin/python -m bench.metrics_cost [--hosts 40] [--pages 60] [--every 0.5]
                                            [--origins 10000]
+
+Two runs with the defaults on this 2-core machine (shared): the crawl 2,520 requests in
+13-18 s, 0.68-0.86 CPU s per second; 24-28 scrapes, 2.0-2.1 ms CPU each: 0.016-0.020 %
+of the crawl's CPU at one scrape every 15 s. Over 10,000 origins 7.2-12.3 ms a scrape
+(10.7 kB): 0.056-0.120 %. Exits 1 when either share reaches 1 %.
 """
 
 from __future__ import annotations
@@ -180,9 +185,9 @@ def main(argv: list[str]) -> int:
     if argv[:1] == ["--crawl"]:
         return crawl_main(argv[1:])
     ap = argparse.ArgumentParser(prog="python -m bench.metrics_cost")
-    ap.add_argument("--hosts", type=int, default=20)
-    ap.add_argument("--pages", type=int, default=30)
-    ap.add_argument("--every", type=float, default=1.0, help="seconds between scrapes")
+    ap.add_argument("--hosts", type=int, default=40)
+    ap.add_argument("--pages", type=int, default=60)
+    ap.add_argument("--every", type=float, default=0.5, help="seconds between scrapes")
     ap.add_argument("--origins", type=int, default=10_000)
     args = ap.parse_args(argv)
 
