@@ -235,3 +235,19 @@ def test_one_worker_at_a_time_exports_the_cluster(redis_url: str) -> None:
     finally:
         a.close()
         b.close()
+
+
+def test_a_port_in_use_is_one_error_line_and_the_crawl_goes_on(tmp_path: Path, caplog) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        m = _metrics(tmp_path)
+        m.port = port
+        m.spider_opened(m.crawler.spider)  # type: ignore[arg-type]
+    assert m.listening is None
+    assert [r.getMessage() for r in caplog.records if r.levelname == "ERROR"] == [
+        f"Metrics: cannot listen on 127.0.0.1:{port} (Address already in use); this crawl "
+        "serves no metrics"]
+    assert m.crawler.stats is not None
+    assert m.crawler.stats.get_value("polite/metrics/listen_failed") == 1

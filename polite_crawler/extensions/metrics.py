@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from scrapy import signals
 from scrapy.exceptions import NotConfigured
+from twisted.internet.error import CannotListenError
 from twisted.web.resource import Resource
 from twisted.web.server import Request
 
@@ -320,7 +321,16 @@ class Metrics:
 
         site.buildProtocol = build_protocol
         tcp: Any = reactor
-        self.listening = tcp.listenTCP(self.port, site, interface=self.host)
+        try:
+            self.listening = tcp.listenTCP(self.port, site, interface=self.host)
+        except CannotListenError as exc:
+            # The crawl goes on (its politeness does not depend on being watched).
+            logger.error("Metrics: cannot listen on %(host)s:%(port)d (%(why)s); this crawl "
+                         "serves no metrics", {"host": self.host, "port": self.port,
+                                               "why": getattr(exc.socketError, "strerror",
+                                                              None) or exc.socketError})
+            self._inc("polite/metrics/listen_failed")
+            return
         self.port = self.listening.getHost().port
         logger.info("Metrics: http://%(host)s:%(port)d/metrics",
                     {"host": self.host, "port": self.port})
