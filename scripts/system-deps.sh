@@ -6,7 +6,8 @@
 # bench/cpu_per_page.py and bench/realweb.py read them too), Prometheus (the metrics
 # tests scrape a crawl with a real one and check deploy/prometheus/ with its promtool).
 # Installs only what is missing, and only as root; otherwise says what is missing
-# (tests that need it skip with a reason; under CI the metrics tests fail instead). "bench" (make bench) needs nothing more than the tests.
+# (tests that need it skip with a reason; under CI the metrics tests fail instead).
+# "bench" (make bench) needs nothing more than the tests.
 set -euo pipefail
 need=()
 ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || need+=(postgresql)
