@@ -30,6 +30,8 @@ class PoliteContext:
         self.robots: Any = None  # polite_crawler.store.robots.RobotsBook (issue 4)
         self.pages: Any = None  # polite_crawler.store page store (issue 8)
         self.access_log: Any = None  # polite_crawler.extensions.accesslog (issue 5)
+        # polite_crawler.extensions.metrics.Recorder when POLITE_METRICS_PORT is set (issue 28)
+        self.metrics: Any = None
         # Hosts the operator named (-a url / -a urls): allowed by the address policy.
         self.start_hosts: set[str] = set()
 

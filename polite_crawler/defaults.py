@@ -137,6 +137,15 @@ POLITE_DEFAULTS: dict[str, Any] = {
     # Seconds between two progress lines (active sites, rests, queue, the polite
     # rate ceiling); 0: none.
     "POLITE_PROGRESS_INTERVAL": 60.0,
+    # --- Prometheus metrics (issue 28, docs/METRICS.md; the [metrics] extra) ----------
+    # TCP port of the worker's /metrics (OpenMetrics text, served from the reactor);
+    # empty: no endpoint. 0: any free port (tests).
+    "POLITE_METRICS_PORT": "",
+    "POLITE_METRICS_HOST": "127.0.0.1",  # address it listens on: loopback unless opened
+    # Seconds between two reads of the cluster's figures (Redis frontier only: one
+    # worker at a time, the holder of a small lock key, exports them) and of the Redis
+    # round trip every worker measures; on a thread, never on a scrape.
+    "POLITE_METRICS_CLUSTER_INTERVAL": 15.0,
     # --- rendering in a browser (issue 19) -----------------------------------
     # "" never; "meta": requests marked meta["polite_render"]; "auto": also pages
     # built by scripts (as the site spider's -a render=auto).

@@ -116,7 +116,7 @@ class GateMiddleware:
         self._inc(f"polite/verdicts/{verdict.reason}")
         if request.meta.get("polite_robots"):
             verdict = for_robots_txt(verdict, response.status)
-        outcome = self._settle(request, verdict, end, observe=True)
+        outcome = self._settle(request, verdict, end, observe=True, status=response.status)
         if outcome is not None:
             return outcome
         if verdict.action is Action.STOP_ORIGIN or self._stopped(origin):
@@ -157,7 +157,8 @@ class GateMiddleware:
         logger.warning("%(origin)s: %(why)s", {"origin": origin, "why": describe_stop(reason)})
 
     def _settle(
-        self, request: Request, verdict: Verdict, end: float, *, observe: bool
+        self, request: Request, verdict: Verdict, end: float, *, observe: bool,
+        status: int | None = None,
     ) -> Request | None:
         """Settle the origin; a retry copy when the verdict asks for one."""
         meta = request.meta
@@ -184,6 +185,11 @@ class GateMiddleware:
                         "eases (x%(f)g)", {"origin": origin, "f": state.latency_factor})
         meta.update(polite_end=end, polite_duration=end - start, polite_verdict=verdict.label,
                     polite_rest=rest.total if rest is not None else None)
+        metrics = self.ctx.metrics
+        if metrics is not None:  # POLITE_METRICS_PORT: the rest and factor distributions
+            metrics.settled(verdict.action.value, status, verdict.wait is not None,
+                            rest.total if rest is not None else None,
+                            state.latency_factor if state is not None else None)
         self._inc(f"polite/gate/verdict/{verdict.action.value}")
         if failure.stopped is not None:
             self._stop(origin, failure.stopped)

@@ -129,7 +129,11 @@ class PageStorePipeline(PagePipeline):
             fresh_until=fresh.fresh_until,
             no_store=not fresh.store,
         )
+        metrics = self.ctx.metrics
+        began = self.ctx.clock() if metrics is not None else 0.0
         outcome = await result(self.store.record_visit(rec, aliases_of(item), self.bounds))
+        if metrics is not None:  # POLITE_METRICS_PORT: the page store's write latency
+            metrics.page_written(self.ctx.clock() - began)
         item["revisit"] = outcome
         self.inc(f"stored/{outcome}")
         return item
