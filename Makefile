@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 
-.PHONY: demo test lint bench fuzz bot-page bot-key deploy scrapyd clean system-deps cluster-demo
+.PHONY: demo test test-minimum lint bench fuzz bot-page bot-key deploy scrapyd clean system-deps cluster-demo
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -34,6 +34,11 @@ cluster-demo: $(STAMP) system-deps
 
 test: $(STAMP) system-deps
 	$(BIN)/python -m pytest
+
+# The declared minimum of every runtime dependency (constraints/minimum.txt) in a second
+# venv, .venv-min, and the policy tests on it (scripts/test-minimum.sh). CI runs it.
+test-minimum:
+	bash scripts/test-minimum.sh
 
 lint: $(STAMP)
 	$(BIN)/ruff check polite_crawler tests bench
@@ -69,4 +74,4 @@ deploy: $(STAMP)
 		$(BIN)/scrapyd-deploy
 
 clean:
-	rm -rf build *.egg-info setup.py .pytest_cache .mypy_cache .ruff_cache demo-output
+	rm -rf build *.egg-info setup.py .pytest_cache .mypy_cache .ruff_cache demo-output .venv-min

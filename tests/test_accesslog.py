@@ -181,3 +181,46 @@ def test_stale_gate_fields_are_not_reused() -> None:
     (line,) = written
     assert line["verdict"] == "retry_later:503"
     assert line["sent"] == 10.0 and line["done"] == 11.0 and line["duration"] == 1.0
+
+
+def _log_on(path: Path, max_bytes: int) -> AccessLog:
+    from scrapy.utils.test import get_crawler
+
+    from tests.fetch import FetchSpider
+
+    crawler = get_crawler(FetchSpider, plain_settings(str(path.parent), POLITE_ACCESS_LOG=str(path),
+                                                      POLITE_ACCESS_LOG_MAX_BYTES=max_bytes))
+    crawler._apply_settings()
+    return AccessLog(crawler, clock=lambda: 1000.0)
+
+
+def test_appending_to_an_existing_log_keeps_every_part_under_its_cap(tmp_path: Path) -> None:
+    from polite_crawler.extensions.accesslog import rotated_path
+
+    path = tmp_path / "access-fixed.jsonl"
+    cap = 600
+    for crawl in range(3):  # three crawls append to one POLITE_ACCESS_LOG
+        log = _log_on(path, cap)
+        for i in range(7):
+            log.record(verdict=f"refused:test-{crawl}-{i}", url=f"http://127.0.0.1/{i}")
+        log._file.close()  # type: ignore[union-attr]
+    parts = [path, *(rotated_path(path, n) for n in range(2, 20))]
+    parts = [p for p in parts if p.exists()]
+    sizes = [p.stat().st_size for p in parts]
+    assert len(parts) >= 3, sizes
+    assert all(size <= cap for size in sizes), sizes
+    lines = [line for p in parts for line in read_access_log(p)]
+    assert [x["verdict"] for x in lines] == [f"refused:test-{c}-{i}" for c in range(3)
+                                             for i in range(7)]
+
+
+def test_a_part_left_full_by_an_earlier_crawl_is_passed_over(tmp_path: Path) -> None:
+    from polite_crawler.extensions.accesslog import rotated_path
+
+    path = tmp_path / "access-fixed.jsonl"
+    path.write_text('{"verdict":"earlier"}\n' * 30)  # 660 bytes: over the cap already
+    log = _log_on(path, 600)
+    log.record(verdict="refused:test", url="http://127.0.0.1/")
+    log._file.close()  # type: ignore[union-attr]
+    assert path.stat().st_size == 660  # not written to
+    assert [x["verdict"] for x in read_access_log(rotated_path(path, 2))] == ["refused:test"]

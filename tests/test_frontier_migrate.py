@@ -17,6 +17,7 @@ from polite_crawler.frontier.migrate import (
 )
 from polite_crawler.frontier.serialize import RequestCodec
 from polite_crawler.frontier.store import QueueStore
+from polite_crawler.policy.urls import canonicalize, origin_of
 from polite_crawler.store.paths import connect
 
 if TYPE_CHECKING:
@@ -199,3 +200,46 @@ def test_queue_data_is_a_request_dict() -> None:
     # The migration edits the serialised request's "url" in place: hold the format to that.
     data = RequestCodec(None).dumps(Request("http://example.org/a"))
     assert pickle.loads(data)["url"] == "http://example.org/a"
+
+
+# --- canonical form 3 (international hosts) ----------------------------------------------
+
+# Queued as form 2 wrote them (IDNA 2003 for hosts that are not ASCII).
+V2_QUEUE = ["http://fass.de/a", "http://xn--bcher-kva.de/b", "http://example.org/show?article300"]
+
+
+def _v2_frontier(path: Path) -> None:
+    store = QueueStore(path)
+    codec = RequestCodec(None)
+    for url in V2_QUEUE:
+        store.push(origin_of(url), 0, url, codec.dumps(Request(url)))
+        store.add_seen(_fingerprint(url, "GET", b""))
+    store.commit()
+    store.conn.execute("UPDATE frontier_meta SET value='2' WHERE key='canonical_form'")
+    store.close()
+
+
+def test_form_2_frontier_opens_in_form_3(tmp_path: Path) -> None:
+    path = tmp_path / "frontier.sqlite3"
+    _v2_frontier(path)
+    result = _migrate(path, known_urls=V2_QUEUE)
+    assert result is not None
+    assert (result.from_version, result.rewritten, result.merged, result.seen_added) == (
+        2, 0, 0, 0)
+    store = QueueStore(path)
+    try:
+        assert [u for *_, u, _r in _queue(store)] == V2_QUEUE
+        row = store.conn.execute("SELECT value FROM frontier_meta WHERE key='canonical_form'")
+        assert row.fetchone() == ("3",)
+        # Form 1's lost spellings are not made up for a form 2 queue.
+        assert not store.is_seen(_fingerprint("http://example.org/show?article300=", "GET", b""))
+        # The queued fass.de request stays fass.de's; a link to faß.de is another URL now.
+        assert store.is_seen(canonical_fingerprint(Request("http://fass.de/a")))
+        # (Scrapy's Request would map the host by IDNA 2003 itself: the crawler builds
+        # its requests from the canonical URL, policy.urls.)
+        link = canonicalize("http://faß.de/a")
+        assert link == "http://xn--fa-hia.de/a"
+        assert not store.is_seen(canonical_fingerprint(Request(link)))
+    finally:
+        store.close()
+    assert _migrate(path) is None

@@ -178,3 +178,15 @@ async def test_plain_crawl_robots_keeps_500_kib(web_factory, tmp_path) -> None:
     (item,) = result.items
     assert len(item["body"]) == 512 * 1024  # POLITE_ROBOTS_MAX_BYTES default, >= 500 KiB
     assert item["truncated"] == "wire"
+
+
+def test_a_body_left_encoded_is_counted() -> None:
+    mw = _mw()
+    stats = mw.crawler.stats
+    assert stats is not None
+    mw.process_response(Request("http://127.0.0.1/"), _resp(b"abc", "compress"))
+    mw.process_response(Request("http://127.0.0.1/"), _resp(b"not brotli", "br"))
+    mw.process_response(Request("http://127.0.0.1/"), _resp(brotli.compress(b"<p>ok</p>"), "br"))
+    assert stats.get_value("polite/sizecap/undecoded") == 2
+    assert stats.get_value("polite/sizecap/undecoded/other") == 1  # a coding named by the server
+    assert stats.get_value("polite/sizecap/undecoded/br") == 1

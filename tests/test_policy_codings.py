@@ -136,3 +136,37 @@ def test_decode_capped_property(data: bytes, cap: int, coding: bytes) -> None:
     assert left == []
     assert out == data[:cap]
     assert cut is (len(data) > cap)
+
+
+class _Brotli11Decompressor:
+    """brotli 1.1's ``Decompressor``: ``process(data)`` decodes everything, no limit."""
+
+    def __init__(self) -> None:
+        self._d = brotli.Decompressor()
+
+    def process(self, data: bytes) -> bytes:  # 1.1's signature: no output_buffer_limit
+        return bytes(self._d.process(data))
+
+    def is_finished(self) -> bool:
+        return bool(self._d.is_finished())
+
+
+def test_brotli_without_a_bounded_step_is_found() -> None:
+    assert codings_module.brotli_is_bounded()  # the installed one (>= 1.2, pyproject.toml)
+    assert not codings_module.brotli_is_bounded(_Brotli11Decompressor)
+
+
+def test_br_on_a_brotli_that_cannot_bound_its_output_is_left_encoded(monkeypatch) -> None:
+    body = brotli.compress(DATA)
+    old = type("Brotli11", (), {"Decompressor": _Brotli11Decompressor, "error": brotli.error})
+    monkeypatch.setattr(codings_module, "brotli", old)
+    # Found at import (BROTLI_BOUNDED false): not even tried.
+    monkeypatch.setattr(codings_module, "BROTLI_BOUNDED", False)
+    assert decode_capped(body, [b"br"], 1000) == (body, [b"br"], False)
+    # Found only at the call: the TypeError is a decode failure, never raised.
+    monkeypatch.setattr(codings_module, "BROTLI_BOUNDED", True)
+    assert decode_capped(body, [b"br"], 1000) == (body, [b"br"], False)
+    assert decoded_head(body, "br", 100) == body[:100]
+    # The other codings are decoded as ever.
+    assert decode_capped(gzip.compress(DATA), [b"gzip"], 10)[0] == DATA[:10]
+    assert codings_module.accept_encoding(False) == b"gzip, deflate, zstd"

@@ -268,3 +268,54 @@ def test_doctests() -> None:
     result = doctest.testmod(recanonicalize)
     assert result.attempted >= 3
     assert result.failed == 0
+
+
+# --- canonical form 3 (international hosts, migration 4) ---------------------------------
+
+# Canonical URLs as form 2 wrote them (IDNA 2003 for hosts that are not ASCII).
+V2_PAGES = [
+    _rec("http://fass.de/", 40.0),                 # the link said faß.de
+    _rec("http://xn--nxasmq6b.com/", 41.0),        # the link said βόλος.com
+    _rec("http://xn--bcher-kva.de/a", 42.0),       # bücher.de: one spelling in both forms
+    _rec("http://example.org/show?article300", 43.0),  # a bare query name (form 2)
+]
+
+
+def _v2_store(backend: SQLPageBackend) -> None:
+    migrate(backend.execute, backend.dialect, MIGRATIONS[:3])
+    backend.begin()
+    for rec in V2_PAGES:
+        backend.put(rec)
+    backend.add_alias("http://fass.de/old", "http://fass.de/", "redirect", 39.0)
+    backend.commit()
+    assert current_version(backend.execute) == 3
+
+
+def test_form_2_store_opens_in_form_3(backend: SQLPageBackend) -> None:
+    _v2_store(backend)
+    assert backend.migrate() == [4]
+    assert backend.migrate() == []
+    # Every URL form 2 wrote is canonical in form 3 too: nothing rewritten, nothing lost.
+    urls = {r[0] for r in backend.execute("SELECT canonical_url FROM pages", ())}
+    assert urls == {r.canonical_url for r in V2_PAGES}
+    assert backend.alias_of("http://fass.de/old") == ("http://fass.de/", "redirect")
+    # Form 1's lost spellings are not made up for a form 2 store.
+    assert backend.alias_of("http://example.org/show?article300=") is None
+    # The page fetched from fass.de stays fass.de's; a link to faß.de is another host now.
+    assert backend.resolve(canonicalize("http://fass.de/")) is not None
+    assert canonicalize("http://faß.de/") == "http://xn--fa-hia.de/"
+    assert backend.resolve(canonicalize("http://faß.de/")) is None
+    assert backend.resolve(canonicalize("http://bücher.de/a")) is not None
+
+
+def test_form_3_pass_rewrites_and_merges_what_is_not_current(backend: SQLPageBackend) -> None:
+    # A URL in no current form (none that form 2 wrote is) is rewritten and merged by the pass.
+    _v2_store(backend)
+    backend.begin()
+    backend.put(_rec("http://XN--BCHER-KVA.de/a", 44.0, etag='"newer"'))
+    backend.commit()
+    assert backend.migrate() == [4]
+    row = backend.get("http://xn--bcher-kva.de/a")
+    assert row is not None
+    assert (row.etag, row.visits) == ('"newer"', 4)
+    assert backend.get("http://XN--BCHER-KVA.de/a") is None

@@ -27,7 +27,9 @@ Where: POLITE_ACCESS_LOG, else ``<state dir>/access-<spider>-<UTC start>-<pid>.j
 killed crawl loses none that were complete.
 
 Rotation and retention: a file that reaches POLITE_ACCESS_LOG_MAX_BYTES goes on in
-``<name>.2.jsonl``, ``<name>.3.jsonl`` ...; when a crawl opens, files ``access-*.jsonl``
+``<name>.2.jsonl``, ``<name>.3.jsonl`` ... (a fixed POLITE_ACCESS_LOG is appended to:
+what earlier crawls wrote in a part counts towards its cap, and a full part is passed
+over); when a crawl opens, files ``access-*.jsonl``
 of its log directory last written more than POLITE_ACCESS_LOG_KEEP_DAYS ago are
 deleted (0: kept for ever). ``scrapy history`` reads them all.
 """
@@ -152,11 +154,29 @@ class AccessLog:
             if self.path is None:  # once per crawl: a late line goes to the same file
                 name = getattr(self.crawler.spider, "name", None) or "crawl"
                 self.path = access_log_path(self.crawler.settings, name, self.clock())
-            # Line buffered: every line reaches the OS as it is written.
-            part = self.path if self._part == 1 else rotated_path(self.path, self._part)
-            self._file = part.open("a", encoding="utf-8", buffering=1)
-            logger.info("Access log: %(path)s", {"path": str(part)})
+            self._open_part()
+            logger.info("Access log: %(path)s", {"path": str(self._part_path())})
+        assert self._file is not None
         return self._file
+
+    def _part_path(self) -> Path:
+        assert self.path is not None
+        return self.path if self._part == 1 else rotated_path(self.path, self._part)
+
+    def _open_part(self) -> None:
+        """Open the current part for appending, its size counted towards the cap.
+
+        A fixed POLITE_ACCESS_LOG is appended to by every crawl: what an earlier crawl
+        wrote in a part counts, and a part already full is passed over for the next.
+        """
+        while True:
+            # Line buffered: every line reaches the OS as it is written.
+            self._file = self._part_path().open("a", encoding="utf-8", buffering=1)
+            self._written = self._file.tell()
+            if self.max_bytes <= 0 or self._written < self.max_bytes:
+                return
+            self._file.close()
+            self._part += 1
 
     def spider_opened(self, spider: Spider) -> None:
         self._ensure_open()
@@ -295,16 +315,15 @@ class AccessLog:
             ordered["rest"] = round(rest, 6)
         text = json.dumps(ordered, separators=(",", ":"), default=str) + "\n"
         out = self._ensure_open()
-        if self.max_bytes > 0 and self._written and self._written + len(text) > self.max_bytes:
-            out.close()  # rotation: the next part of this crawl's log
+        size = len(text.encode("utf-8"))
+        while self.max_bytes > 0 and self._written and self._written + size > self.max_bytes:
+            out.close()  # rotation: the next part of this crawl's log with room for the line
             self._part += 1
-            assert self.path is not None
-            self._file = rotated_path(self.path, self._part).open("a", encoding="utf-8",
-                                                                  buffering=1)
-            self._written = 0
+            self._open_part()
+            assert self._file is not None
             out = self._file
         out.write(text)
-        self._written += len(text)
+        self._written += size
         self.lines += 1
         stats = self.crawler.stats
         if stats is not None:

@@ -3,12 +3,15 @@
 The queue holds canonical URLs (a row's ``url``, its ``origin`` and the
 serialised request) and the seen set holds fingerprints of canonical URLs
 (:func:`polite_crawler.frontier.dupefilter.canonical_fingerprint`). When the
-canonical form changes (issue 15: version 2), :func:`migrate_frontier` rewrites
+canonical form changes (issue 15: version 2; version 3: international hosts by
+UTS #46 non-transitional processing), :func:`migrate_frontier` rewrites
 the queue in the new form (with the request meta that names a canonical URL or an
 origin: ``polite_sitemap_scope``, ``polite_conditional``, ``polite_robots_origin``),
 merges queued requests that now have one URL, re-keys stopped origins, and
 adds to the seen set the fingerprints of every form a seen URL's link may now
-take (:func:`~polite_crawler.store.migrations.recanonicalize.respellings`), so a
+take (from version 1:
+:func:`~polite_crawler.store.migrations.recanonicalize.respellings`; from version
+2 on, a URL lost no spelling and has its current form only), so a
 resumed job neither fetches again what it has fetched nor loses what it queued.
 
 A fingerprint names its URL only by hash: the seen entries of requests no longer
@@ -27,15 +30,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from polite_crawler.policy.urls import origin_of
-from polite_crawler.store.migrations.recanonicalize import respellings
+from polite_crawler.store.migrations.recanonicalize import current_form, respellings
 
 if TYPE_CHECKING:
     import sqlite3
-    from collections.abc import Iterable
+    from collections.abc import Callable, Iterable
 
 logger = logging.getLogger(__name__)
 
-CANONICAL_FORM = 2
+CANONICAL_FORM = 3
 _KEY = "canonical_form"
 
 
@@ -107,9 +110,10 @@ def migrate_frontier(conn: sqlite3.Connection,
     if version >= CANONICAL_FORM:
         return None
     result = FrontierMigration(from_version=version)
+    forms = respellings if version < 2 else current_form
     conn.execute("BEGIN IMMEDIATE")
     try:
-        _migrate(conn, known_urls, result)
+        _migrate(conn, known_urls, result, forms)
         conn.execute("INSERT OR REPLACE INTO frontier_meta (key, value) VALUES (?, ?)",
                      (_KEY, str(CANONICAL_FORM)))
         conn.execute("COMMIT")
@@ -133,7 +137,7 @@ def _add_seen(conn: sqlite3.Connection, forms: list[str], key: tuple[str, bytes]
 
 
 def _migrate(conn: sqlite3.Connection, known_urls: Iterable[str],
-             result: FrontierMigration) -> None:
+             result: FrontierMigration, forms: Callable[[str], list[str]]) -> None:
     # The queue: first in (lowest id) keeps the place of requests that now share a URL,
     # with the highest priority among them.
     kept: dict[tuple[str, str, bytes], tuple[int, int]] = {}  # -> (row id, prio)
@@ -147,10 +151,10 @@ def _migrate(conn: sqlite3.Connection, known_urls: Iterable[str],
         else:
             d = pickle.loads(data)
             key = _request_key(d)
-        forms = respellings(url)
-        new = forms[0]
+        spelt = forms(url)
+        new = spelt[0]
         if _is_seen(conn, _fingerprint(url, *key)):
-            _add_seen(conn, forms, key, result)
+            _add_seen(conn, spelt, key, result)
         first = kept.get((new, *key))
         if first is not None:
             conn.execute("DELETE FROM frontier_queue WHERE id=?", (row_id,))
@@ -180,7 +184,7 @@ def _migrate(conn: sqlite3.Connection, known_urls: Iterable[str],
     get = ("GET", b"")
     for url in known_urls:
         if _is_seen(conn, _fingerprint(url, *get)):
-            _add_seen(conn, respellings(url), get, result)
+            _add_seen(conn, forms(url), get, result)
 
 
 def _is_seen(conn: sqlite3.Connection, fp: bytes) -> bool:

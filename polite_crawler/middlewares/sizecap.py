@@ -35,7 +35,12 @@ from scrapy.http import TextResponse
 from scrapy.responsetypes import responsetypes
 
 from polite_crawler.defaults import POLITE_DEFAULTS as _DEFAULT
-from polite_crawler.policy.codings import ACCEPT_ENCODING, decode_capped, split_encodings
+from polite_crawler.policy.codings import (
+    ACCEPT_ENCODING,
+    DECODED,
+    decode_capped,
+    split_encodings,
+)
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -98,10 +103,17 @@ class SizeCapMiddleware:
             if truncated and cut is None:
                 cut = "decoded"
             if left:
+                # Counted: the body goes on encoded (an unknown coding, a corrupt
+                # stream, or br on a brotli that cannot decode under the cap).
                 logger.debug(
                     "Could not decode %(codings)r of %(url)s",
                     {"codings": left, "url": response.url},
                 )
+                if self.crawler.stats is not None:
+                    self.crawler.stats.inc_value("polite/sizecap/undecoded")
+                    # Named when it is one the crawler decodes (a server names any).
+                    coding = left[-1].decode("latin-1") if left[-1] in DECODED else "other"
+                    self.crawler.stats.inc_value(f"polite/sizecap/undecoded/{coding}")
         if body is response.body and left == codings:
             return response
         stats = self.crawler.stats

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit
 
+from polite_crawler.policy.idn import IDNAError, to_ascii
 from polite_crawler.policy.network import Network, parse_networks
 
 if TYPE_CHECKING:
@@ -223,9 +224,11 @@ def parse_host(host: str) -> Host:
     if not name or ".." in name or name.startswith("."):
         return Host(name or decoded, invalid=True)
     if not name.isascii():
+        # UTS #46 non-transitional (policy.idn), on the name as written: its own case
+        # mapping, not str.lower's.
         try:
-            name = name.encode("idna").decode("ascii")
-        except UnicodeError:
+            name = to_ascii(decoded).lower().rstrip(".")
+        except IDNAError:
             return Host(name, invalid=True)
     if len(name) > MAX_HOST_LENGTH or not _NAME_CHARS.fullmatch(name):
         return Host(name, invalid=True)

@@ -3,7 +3,9 @@
 gzip, deflate (zlib-wrapped or raw), br and zstd are decoded in bounded steps
 that never produce more than the cap: a gzip bomb costs the cap, not its
 inflated size. A truncated or corrupt stream gives what decoded before the
-damage. No Scrapy here: the size-cap middleware and the verdicts both use it.
+damage; a stream that cannot be decoded under the cap (br on a brotli before 1.2)
+is left encoded, like a corrupt one. No Scrapy here: the size-cap middleware and
+the verdicts both use it.
 """
 
 from __future__ import annotations
@@ -19,8 +21,36 @@ import zstandard
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-ACCEPT_ENCODING = b"gzip, deflate, br, zstd"
 _STEP = 64 * 1024
+
+
+def brotli_is_bounded(decompressor: Callable[[], Any] | None = None) -> bool:
+    """Whether this brotli decodes in bounded steps (``output_buffer_limit``, brotli 1.2+).
+
+    An older one decodes a whole stream at once: a brotli bomb would cost its inflated
+    size. pyproject.toml asks for 1.2; an older one found installed anyway is not used.
+    """
+    d = (decompressor or brotli.Decompressor)()
+    try:
+        d.process(b"", output_buffer_limit=1)
+    except TypeError:
+        return False
+    except brotli.error:
+        pass
+    return True
+
+
+def accept_encoding(brotli_bounded: bool) -> bytes:
+    """The codings asked for: br only when it can be decoded under the cap.
+
+    >>> accept_encoding(True), accept_encoding(False)
+    (b'gzip, deflate, br, zstd', b'gzip, deflate, zstd')
+    """
+    return b"gzip, deflate, br, zstd" if brotli_bounded else b"gzip, deflate, zstd"
+
+
+BROTLI_BOUNDED = brotli_is_bounded()
+ACCEPT_ENCODING = accept_encoding(BROTLI_BOUNDED)
 
 
 class _Capped(Exception):
@@ -95,13 +125,18 @@ def _inflate(data: bytes, cap: int) -> bytes:
 
 
 def _brotli_fill(data: bytes, cap: int, out: bytearray) -> None:
+    if not BROTLI_BOUNDED:
+        raise brotli.error("brotli before 1.2 cannot decode under a size cap")
     d = brotli.Decompressor()
     first = [True]
 
     def step(n: int) -> bytes:
         if d.is_finished():
             return b""
-        chunk: bytes = d.process(data if first[0] else b"", output_buffer_limit=n)
+        try:
+            chunk: bytes = d.process(data if first[0] else b"", output_buffer_limit=n)
+        except TypeError as exc:  # a brotli without output_buffer_limit: not decoded
+            raise brotli.error(f"brotli cannot decode under a size cap: {exc}") from exc
         first[0] = False
         return chunk
 
@@ -128,6 +163,7 @@ _DECODERS: dict[bytes, Callable[[bytes, int], bytes]] = {
     b"br": _unbrotli,
     b"zstd": _unzstd,
 }
+DECODED = frozenset(_DECODERS)  # the content codings decoded here
 
 
 def split_encodings(values: list[bytes]) -> list[bytes]:

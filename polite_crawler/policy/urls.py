@@ -6,8 +6,10 @@ normalisations of RFC 3986 section 6.2.2 and the scheme-based ones of 6.2.3,
 and nothing else beyond the transforms the crawler needs:
 
 - scheme and host lower-case (6.2.2.1), a trailing dot of the host dropped, an
-  IDN host in its IDNA A-label form (3.2.2), an IPv6 literal as RFC 5952 writes
-  it (dotted for an IPv4-mapped address, section 5);
+  IDN host in its A-label form (3.2.2) by UTS #46 non-transitional processing, as
+  browsers do (``faß.de`` is ``xn--fa-hia.de``, not ``fass.de``; policy.idn); an
+  ASCII host as written (the URL standard checks no ``xn--`` label of one), an IPv6
+  literal as RFC 5952 writes it (dotted for an IPv4-mapped address, section 5);
 - percent-escapes with upper-case hex (6.2.2.1); an escape of an unreserved
   character decoded (6.2.2.2), every other escape kept as written; characters a
   component may not hold raw (space, non-ASCII, ``"<>[]^`{|}``, a ``%`` that
@@ -46,6 +48,8 @@ import re
 from ipaddress import AddressValueError, IPv6Address
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
+
+from polite_crawler.policy.idn import IDNAError, to_ascii
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -193,14 +197,16 @@ def _host(host: str) -> str:
         # DNS is IDNA-encoded before lookup; a browser does the same (WHATWG URL
         # "host parser"), so this is the host the link leads to.
         host = _decode_host(host)
+    if not host.isascii():
+        # UTS #46 non-transitional, as browsers (policy.idn); its own case mapping,
+        # so before any lower-casing here.
+        try:
+            host = to_ascii(host)
+        except IDNAError as exc:
+            raise URLError(str(exc)) from exc
     host = host.lower().rstrip(".")
     if not host:
         raise URLError("no host")
-    if not host.isascii():
-        try:
-            host = host.encode("idna").decode("ascii")
-        except UnicodeError as exc:
-            raise URLError(f"host {host!r} has no IDNA form") from exc
     if not _HOST_OK.issuperset(host):
         raise URLError(f"host {host!r} has characters no host name holds")
     return host
@@ -361,11 +367,10 @@ def host_of(url: str) -> str:
     except URLError:
         pass
     # No canonical form: the host as written, lower-case, for a log or a key.
-    host = host.lower().rstrip(".")
-    if host and not host.isascii():
-        with contextlib.suppress(UnicodeError):
-            host = host.encode("idna").decode("ascii")
-    return host
+    if not host.isascii():
+        with contextlib.suppress(IDNAError):
+            host = to_ascii(host)
+    return host.lower().rstrip(".")
 
 
 def origin_of(url: str) -> str:

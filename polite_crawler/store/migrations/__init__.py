@@ -15,7 +15,10 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from polite_crawler.store.migrations.recanonicalize import recanonicalize_pages
+from polite_crawler.store.migrations.recanonicalize import (
+    recanonicalize_pages,
+    recanonicalize_pages_3,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -119,6 +122,9 @@ MIGRATIONS: tuple[Migration, ...] = (
         )""",
         "CREATE INDEX IF NOT EXISTS url_fetches_origin_due ON url_fetches (origin, due_at)",
     )),
+    # International hosts by UTS #46 non-transitional processing (faß.de is
+    # xn--fa-hia.de, no longer fass.de): the stored URLs in canonical form 3.
+    Migration(4, "canonical form 3", (), run=recanonicalize_pages_3),
 )
 
 _SCHEMA_TABLE = """CREATE TABLE IF NOT EXISTS page_store_schema (

@@ -5,7 +5,9 @@ around it, up to issue 15) wrote every query piece as ``name=value``, escaped
 every reserved character of the query (``:`` as ``%3A``, ``/`` as ``%2F``, …),
 decoded every escape of the path, kept a lone ``%`` and a percent-encoded host
 as written and spelt an IPv4-mapped IPv6 address in hex. Version 2 keeps the
-link as written where RFC 3986 allows it.
+link as written where RFC 3986 allows it. Version 3 encodes a host that is not
+ASCII by UTS #46 non-transitional processing, as browsers do, where version 2
+used IDNA 2003 (Python's codec), which maps ``faß.de`` to ``fass.de``.
 
 For most stored URLs the current canonical form of the stored string is the
 page's new identity: :func:`respellings` gives it first. Where version 1 lost
@@ -80,16 +82,29 @@ def respellings(stored: str) -> list[str]:
     return out
 
 
+def current_form(stored: str) -> list[str]:
+    """The current canonical form of a stored URL alone; the stored URL if it has none.
+
+    From canonical form 2 on, a stored URL lost nothing of how its link was spelt
+    that a later form tells apart, so it has no other spellings to add.
+
+    >>> current_form("http://Example.org/a?b"), current_form("not a url")
+    (['http://example.org/a?b'], ['not a url'])
+    """
+    try:
+        return [canonicalize(stored)]
+    except URLError:
+        return [stored]
+
+
 # --------------------------------------------------------------------------------------
-# The page store (migration 2).
+# The page store (migrations 2 and 4).
 
 _BATCH = 1000
 # Reason of an alias the migration adds: another spelling of the page's link.
 MIGRATED = "migrated"
 
 
-def _primary(url: str) -> str:
-    return respellings(url)[0]
 
 
 def _add_alias(execute: Execute, alias: str, target: str, reason: str, seen_at: float) -> int:
@@ -102,14 +117,41 @@ def _add_alias(execute: Execute, alias: str, target: str, reason: str, seen_at: 
 
 
 def recanonicalize_pages(execute: Execute, dialect: str) -> dict[str, int]:
+    """Migration 2: the page store from canonical form 1 to the current one.
+
+    The other spellings of a link that form 1 lost (:func:`respellings`) become aliases.
+    """
+    return _recanonicalize(execute, respellings, 2)
+
+
+def recanonicalize_pages_3(execute: Execute, dialect: str) -> dict[str, int]:
+    """Migration 4: the page store from canonical form 2 to 3 (international hosts).
+
+    Form 3 encodes a host that is not ASCII by UTS #46 non-transitional processing
+    where form 2 used IDNA 2003. Form 2 stored every host in ASCII, and an ASCII host
+    is spelt alike in both, so no URL form 2 wrote changes here: the pass proves the
+    store is in form 3 (and would rewrite and merge any URL that is not). What IDNA
+    2003 mapped away (``faß.de`` stored as ``fass.de``) cannot be told from a link
+    that was spelt ``fass.de``: such a row stays the page of the host that was in
+    fact fetched, and a link that says ``faß.de`` now leads to ``xn--fa-hia.de``.
+    """
+    return _recanonicalize(execute, current_form, 3)
+
+
+def _recanonicalize(execute: Execute, forms: Callable[[str], list[str]],
+                    version: int) -> dict[str, int]:
     """Rewrite the page store's canonical URLs in the current form (one transaction).
 
     Pages whose URLs now have one form are merged into one row: the newest fetch
     (its copy and its validators) stays, with the visits and changes of all. Aliases
     and near-duplicate links follow their pages; the other spellings of a page's
-    link become aliases of it (reason ``migrated``). Returns counts of what changed.
+    link (``forms(url)[1:]``) become aliases of it (reason ``migrated``). Returns
+    counts of what changed.
     """
     from polite_crawler.policy.urls import origin_of
+
+    def _primary(url: str) -> str:
+        return forms(url)[0]
 
     counts = {"rewritten": 0, "merged": 0, "aliases_rewritten": 0, "aliases_added": 0,
               "near_duplicate_links": 0}
@@ -168,18 +210,19 @@ def recanonicalize_pages(execute: Execute, dialect: str) -> dict[str, int]:
     # and of each page's own link, as aliases of the page.
     for alias, target, reason, seen_at in execute(
             "SELECT alias_url, canonical_url, reason, seen_at FROM page_aliases", ()):
-        for other in respellings(alias)[1:]:
+        for other in forms(alias)[1:]:
             counts["aliases_added"] += _add_alias(execute, other, target, reason, seen_at)
     last = 0
     while rows := execute("SELECT id, canonical_url, fetched_at FROM pages WHERE id > ? "
                           "ORDER BY id LIMIT ?", (last, _BATCH)):
         for row_id, url, fetched_at in rows:
             last = row_id
-            for other in respellings(url)[1:]:
+            for other in forms(url)[1:]:
                 counts["aliases_added"] += _add_alias(execute, other, url, MIGRATED, fetched_at)
     if any(counts.values()):
-        logger.info("Page store in canonical form 2: %(rewritten)d page URLs rewritten, "
-                    "%(merged)d rows merged, %(aliases_rewritten)d aliases rewritten, "
-                    "%(aliases_added)d aliases added for other spellings, "
-                    "%(near_duplicate_links)d near-duplicate links rewritten", counts)
+        logger.info("Page store in canonical form %(form)d: %(rewritten)d page URLs "
+                    "rewritten, %(merged)d rows merged, %(aliases_rewritten)d aliases "
+                    "rewritten, %(aliases_added)d aliases added for other spellings, "
+                    "%(near_duplicate_links)d near-duplicate links rewritten",
+                    {**counts, "form": version})
     return counts
