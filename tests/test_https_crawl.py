@@ -57,9 +57,9 @@ def tls_web(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., 
 
 def _site(name: str) -> Site:
     return Site({
-        # PoliteCrawler2 is another bot: its permissive group is not ours.
+        # OtherCrawler is another bot: its permissive group is not ours.
         "/robots.txt": "User-agent: *\nDisallow: /private\n\n"
-                       "User-agent: PoliteCrawler2\nAllow: /\n",
+                       "User-agent: OtherCrawler\nAllow: /\n",
         "/": page(name, f"home of {name}", ["/a", "/private/secret", "/b"]),
         "/a": page("A", f"alpha {name}", ["/", "/b"]),
         "/b": page("B", f"beta {name}", ["/a", "/private/other"]),
