@@ -4,7 +4,10 @@ The origin goes on the durable opt-out list in the origin store
 (:mod:`polite_crawler.store.optout`); every running job reads the list's version
 and stops the origin (the opt-out middleware drops even its robots.txt request),
 and ``forget`` waits until each live job has acknowledged: after it returns, no
-job sends the origin a request. Then it deletes what the crawl holds of the origin:
+job sends the origin a request. A live job that has not acknowledged within ``--wait``
+is named, nothing is deleted, and the exit status is 1 (``--force`` deletes anyway): such
+a job may still fetch the origin and store what it fetched. Once every live job has
+acknowledged, ``forget`` deletes what the crawl holds of the origin:
 its pages (with their texts and fingerprints) in the page store (SQLite or
 PostgreSQL), aliases to and from it, near-duplicate links pointing at its pages,
 its robots.txt copy, and its queued URLs in every job frontier it can find:
@@ -20,7 +23,8 @@ answers the owner's questions (``scrapy history``).
 
 With ``-s POLITE_FRONTIER=redis://...`` (the cluster's setting) the list is the one in
 Redis (:mod:`polite_crawler.store.redis_optout`), honoured by every worker on every
-machine; ``forget`` waits for every live worker's acknowledgement, deletes from the
+machine; ``forget`` waits for every live worker's acknowledgement (the same rule: none in
+time, nothing deleted unless ``--force``), then deletes from the
 page store (``-s POLITE_STORE=postgresql://...``) and the robots.txt cache in Redis, and
 drops the origin's queued and claimed rows from every crawl's Redis frontier that
 queued it. No state directory is needed; given one, its trap memory is cleaned too.
@@ -236,7 +240,8 @@ class Command(ScrapyCommand):
         return (
             "Put ORIGIN (scheme://host[:port]) on the durable opt-out list that every "
             "running and future job honours from its next dispatch (not even robots.txt is "
-            "fetched), wait until every running job has acknowledged it, then delete its "
+            "fetched), wait until every running job has acknowledged it (one that has not in "
+            "--wait: nothing is deleted, exit 1, unless --force), then delete its "
             "stored pages, texts, fingerprints, aliases, near-duplicate links pointing at "
             "it, its robots.txt copy and its queued URLs in every job frontier found, and "
             "print what was removed. --list shows the list, --undo takes an origin off it.")
@@ -249,7 +254,8 @@ class Command(ScrapyCommand):
         parser.add_argument("--undo", action="store_true",
                             help="take ORIGIN off the list (deleted data stays deleted)")
         parser.add_argument("--force", action="store_true",
-                            help="list an origin the crawl has never seen")
+                            help="list an origin the crawl has never seen; delete even when "
+                                 "a running job has not acknowledged in time")
         parser.add_argument("--jobdir", action="append", default=[], metavar="DIR",
                             help="another JOBDIR (or a directory above JOBDIRs) to clean")
         parser.add_argument("--wait", type=float, default=60.0, metavar="SECONDS",
@@ -377,6 +383,14 @@ class Command(ScrapyCommand):
         acked, late = self._wait_for_acks(optout, version, opts.wait)
         waited = time.monotonic() - waited
         ended = sorted(self._ended)
+        data = {"origin": origin, "reason": opts.reason, "version": version, "at": now,
+                "ack_wait": round(waited, 3),
+                "acknowledged": [_job(j) for j in acked], "ended_meanwhile": ended,
+                "not_acknowledged": [_job(j) for j in late], "removed": None}
+        if late and not opts.force:
+            # A job that has not acknowledged may still fetch the origin and store what
+            # it fetches: nothing is deleted until every live job has (or --force).
+            return data, _forget_text(data), 1
         removed: dict[str, Any] = {}
         pages = page_store_backend(settings, state, 30.0)
         if pages is not None:
@@ -396,11 +410,7 @@ class Command(ScrapyCommand):
                                                      timeout=min(opts.lock_timeout, 2.0))
         removed["frontiers"] = frontiers
         optout.record_removed(origin, removed)
-        data = {"origin": origin, "reason": opts.reason, "version": version, "at": now,
-                "ack_wait": round(waited, 3),
-                "acknowledged": [_job(j) for j in acked], "ended_meanwhile": ended,
-                "not_acknowledged":
-                [_job(j) for j in late], "removed": removed}
+        data["removed"] = removed
         return data, _forget_text(data), 1 if late else 0
 
     def _wait_for_acks(self, optout: OptOutList, version: int,
@@ -514,6 +524,12 @@ class Command(ScrapyCommand):
         waited = time.monotonic()
         acked, late, ended = self._wait_for_redis_acks(optout, version, opts.wait)
         waited = time.monotonic() - waited
+        data = {"origin": origin, "reason": opts.reason, "version": version, "at": now,
+                "redis": url, "ack_wait": round(waited, 3),
+                "acknowledged": [_job(j) for j in acked], "ended_meanwhile": ended,
+                "not_acknowledged": [_job(j) for j in late], "removed": None}
+        if late and not opts.force:
+            return data, _forget_text(data), 1  # nothing deleted (see _forget)
         removed: dict[str, Any] = {}
         pages = page_store_backend(settings, state or Path("."), 30.0) \
             if (pg or state is not None) else None
@@ -527,10 +543,7 @@ class Command(ScrapyCommand):
         dropped = optout.drop_queued(origin, self._crawls(optout, settings, origin))
         removed["frontiers"] = {f"{url} crawl {c}": n for c, n in dropped.items()}
         optout.record_removed(origin, removed)
-        data = {"origin": origin, "reason": opts.reason, "version": version, "at": now,
-                "redis": url, "ack_wait": round(waited, 3),
-                "acknowledged": [_job(j) for j in acked], "ended_meanwhile": ended,
-                "not_acknowledged": [_job(j) for j in late], "removed": removed}
+        data["removed"] = removed
         return data, _forget_text(data), 1 if late else 0
 
     def _known_pages(self, settings: Any, state: Path | None, origin: str) -> bool:
@@ -614,7 +627,15 @@ def _forget_text(data: dict[str, Any]) -> str:
         lines.append(f"  {len(data['ended_meanwhile'])} jobs ended while forget waited")
     for job in late:
         lines.append(f"  NOT acknowledged in time: {job['spider']} {job['owner']} (it honours "
-                     "the list at its next check; run forget again to confirm)")
+                     "the list at its next check)")
+    if removed is None:
+        lines.append("  NOTHING DELETED: a job that has not acknowledged may still fetch and "
+                     "store the origin; run forget again once every job has acknowledged, "
+                     "or with --force to delete now")
+        return "\n".join(lines)
+    if late:
+        lines.append("  deleted anyway (--force): run forget again once every job has "
+                     "acknowledged, to delete what they stored meanwhile")
     store = removed.get("page_store")
     if store is None:
         lines.append("  page store: none in this state directory")
