@@ -9,10 +9,11 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from polite_crawler.backend import page_backend_factory as backend_factory
 from polite_crawler.frontier.store import OriginStore, QueueStore, process_owner
 from polite_crawler.policy.rest import OriginState
 from polite_crawler.store.optout import OptOutList
-from polite_crawler.store.pages import PageRecord, backend_factory
+from polite_crawler.store.pages import PageRecord
 from polite_crawler.store.robots import RobotsBook
 from polite_crawler.store.sqlite import SQLitePageBackend
 from polite_crawler.store.traps import TRAPS_DB, TrapBook

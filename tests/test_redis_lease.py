@@ -289,7 +289,7 @@ def test_without_the_setting_the_embedded_frontier_stays():
     """No POLITE_FRONTIER: the SQLite frontier, no Redis needed (this test needs none)."""
     from scrapy.utils.test import get_crawler
 
-    from polite_crawler.addon import REDIS_SCHEDULER
+    from polite_crawler.backend import CLUSTER_SCHEDULER as REDIS_SCHEDULER
     from tests.crawl import project_settings_dict
 
     plain = get_crawler(settings_dict=project_settings_dict())

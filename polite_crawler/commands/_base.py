@@ -6,6 +6,7 @@ import json
 import os
 import sqlite3
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -15,8 +16,11 @@ from polite_crawler.store.paths import ORIGINS_DB, STATE_DB
 
 if TYPE_CHECKING:
     import argparse
+    from collections.abc import Iterator
 
     from scrapy.settings import BaseSettings
+
+    from polite_crawler.interfaces import StateReader
 
 USAGE = 2  # exit status of bad input (as argparse and Scrapy use it)
 
@@ -57,6 +61,38 @@ def state_dir_of(settings: BaseSettings, given: str | None = None) -> Path:
             f"no state directory at {path}: give the crawl's with --state-dir or "
             "-s POLITE_STATE_DIR=... (or the environment variable POLITE_STATE_DIR)")
     return path
+
+
+def command_state_dir(settings: BaseSettings, given: str | None = None) -> Path | None:
+    """:func:`state_dir_of`; on a cluster None when there is none (the cluster's state is
+    in Redis and the page store), unless one was named on the command line."""
+    from polite_crawler.backend import backend_of
+
+    try:
+        return state_dir_of(settings, given)
+    except CommandError:
+        if given or not backend_of(settings).cluster:
+            raise
+        return None
+
+
+@contextmanager
+def open_reader(settings: BaseSettings, state: Path | None) -> Iterator[StateReader]:
+    """The crawl's state, read only, on the backend the settings name; a store that
+    cannot be read is a :class:`CommandError`."""
+    from polite_crawler.backend import backend_of
+    from polite_crawler.store.reader import StateUnreadable
+
+    try:
+        reader = backend_of(settings).reader(settings, state)
+    except StateUnreadable as exc:
+        raise CommandError(str(exc)) from exc
+    try:
+        yield reader
+    except StateUnreadable as exc:
+        raise CommandError(str(exc)) from exc
+    finally:
+        reader.close()
 
 
 def origins_db(state: Path, *, must_exist: bool = True) -> Path:

@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from scrapy.commands import ScrapyCommand
 
+from polite_crawler.backend import backend_of
 from polite_crawler.commands._base import (
     CommandError,
     add_common,
@@ -46,7 +47,6 @@ from polite_crawler.commands._base import (
     fail,
     has_table,
     origins_db,
-    pages_db,
     parse_origin,
     state_dir_of,
     when,
@@ -71,18 +71,18 @@ def _prefix_sql(column: str) -> str:
 def page_store_backend(settings: Any, state: Path, timeout: float) -> tuple[SQLPageBackend,
                                                                              str] | None:
     """The page store's backend (None: no SQLite page store was ever written)."""
-    from polite_crawler.store.pages import backend_factory
+    from polite_crawler.backend import backend_of, page_backend_factory
 
-    uri = settings.get("POLITE_STORE") or ""
-    if uri.startswith(("postgresql://", "postgres://")):
+    chosen = backend_of(settings)
+    if chosen.pages_on_postgres:
         try:
-            return backend_factory(uri, "")(), "postgresql"
+            return chosen.page_backends(state)(), "postgresql"
         except Exception as exc:  # psycopg's errors: no server, refused, bad URI
-            raise CommandError(f"cannot open the page store {uri}: {exc}") from exc
-    path = Path(uri.removeprefix("sqlite:///")) if uri.startswith("sqlite:///") else pages_db(state)
-    if not path.is_file():
+            raise CommandError(f"cannot open the page store {chosen.store_uri}: {exc}") from exc
+    path = chosen.pages_path(state)
+    if path is None or not path.is_file():
         return None
-    backend = backend_factory(f"sqlite:///{path}", str(path))()
+    backend = page_backend_factory(f"sqlite:///{path}", str(path))()
     backend.execute(f"PRAGMA busy_timeout={int(timeout * 1000)}")
     return backend, str(path)
 
@@ -277,9 +277,9 @@ class Command(ScrapyCommand):
     def _run(self, args: list[str], opts: argparse.Namespace) -> tuple[Any, str, int]:
         assert self.settings is not None
         settings = with_defaults(self.settings)
-        url = str(settings.get("POLITE_FRONTIER") or "")
-        if url.startswith(("redis://", "rediss://")):
-            return self._run_redis(settings, url, args, opts)
+        chosen = backend_of(settings)
+        if chosen.cluster:
+            return self._run_redis(settings, chosen.frontier_url, args, opts)
         state = state_dir_of(settings, opts.state_dir)
         db = origins_db(state)
         if opts.list:
@@ -465,19 +465,18 @@ class Command(ScrapyCommand):
     # --- the cluster: the list in Redis (POLITE_FRONTIER=redis://...) -------------------
     def _run_redis(self, settings: Any, url: str, args: list[str],
                    opts: argparse.Namespace) -> tuple[Any, str, int]:
-        from polite_crawler.store.redis_optout import RedisOptOutList
-
         try:  # the state directory is this machine's; the cluster needs none
             state: Path | None = state_dir_of(settings, opts.state_dir)
         except CommandError:
             if opts.state_dir:  # named on the command line: it must be there
                 raise
             state = None
-        optout = RedisOptOutList(url, timeout=max(settings.getfloat(
+        optout = backend_of(settings).cluster_optout(settings, timeout=max(settings.getfloat(
             "POLITE_REDIS_STATE_TIMEOUT", 2.0), 5.0))
+        assert optout is not None
         try:
             try:
-                optout.r.ping()
+                optout.ping()
             except optout.errors as exc:
                 raise CommandError(f"cannot reach Redis at {url} ({exc}); nothing was "
                                    "changed") from exc
@@ -511,7 +510,7 @@ class Command(ScrapyCommand):
 
     def _forget_redis(self, optout: Any, settings: Any, url: str, state: Path | None,  # noqa: PLR0917
                       origin: str, opts: argparse.Namespace) -> tuple[Any, str, int]:
-        pg = str(settings.get("POLITE_STORE") or "").startswith(("postgresql://", "postgres://"))
+        pg = backend_of(settings).pages_on_postgres
         if optout.get(origin) is None and not opts.force and not optout.known(origin) \
                 and not self._known_pages(settings, state, origin):
             raise CommandError(f"{origin} is unknown here (no origin state or robots.txt copy "
@@ -535,9 +534,7 @@ class Command(ScrapyCommand):
             if (pg or state is not None) else None
         if pages is not None:
             removed["page_store"] = _delete_pages(settings, pages, origin, bool(acked))
-        from polite_crawler.store.redis_robots import robots_key
-
-        removed["robots_txt"] = int(optout.r.delete(robots_key(origin, optout.p)))
+        removed["robots_txt"] = optout.forget_robots(origin)
         removed["trap_memory"] = forget_traps(state / TRAPS_DB, origin, opts.lock_timeout) \
             if state is not None else 0
         dropped = optout.drop_queued(origin, self._crawls(optout, settings, origin))
@@ -549,8 +546,7 @@ class Command(ScrapyCommand):
     def _known_pages(self, settings: Any, state: Path | None, origin: str) -> bool:
         if state is not None and origins_db(state, must_exist=False).is_file():
             return self._known(settings, state, origins_db(state), origin)
-        if not str(settings.get("POLITE_STORE") or "").startswith(("postgresql://",
-                                                                   "postgres://")):
+        if not backend_of(settings).pages_on_postgres:
             return False
         pages = page_store_backend(settings, Path("."), 5.0)
         if pages is None:

@@ -24,6 +24,7 @@ from scrapy.exceptions import DontCloseSpider
 from scrapy.utils.asyncio import create_looping_call
 from twisted.internet.threads import deferToThread
 
+from polite_crawler.backend import backend_of
 from polite_crawler.frontier.dupefilter import CanonicalDupeFilter, url_fingerprint
 from polite_crawler.frontier.redis_frontier import (
     Outcome,
@@ -52,7 +53,7 @@ class RedisFrontierScheduler(FrontierScheduler):
     def __init__(self, crawler: Crawler) -> None:
         super().__init__(crawler)
         s = crawler.settings
-        self.url = s.get("POLITE_FRONTIER", "")
+        self.url = backend_of(s).frontier_url
         self.crawl_name = s.get("POLITE_CRAWL", "") or "default"
         self.ttl = max(s.getfloat("POLITE_REDIS_LEASE_TTL", 15.0), 1.0)
         self.interval = min(max(s.getfloat("POLITE_REDIS_SYNC_INTERVAL", 0.5), 0.02),
