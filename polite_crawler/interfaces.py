@@ -236,6 +236,9 @@ class StateReader(Protocol):
     def fetch(self, url: str) -> FetchRecord | None:
         """The fetch state of a URL that is not a page (``url_fetches``), or None."""
 
+    def has_pages(self, origin: str) -> bool:
+        """Whether the page store holds a page of the origin."""
+
     def pages_where(self) -> str | None:
         """The page store read (a path or a URI), or None when there is none."""
 

@@ -4,9 +4,10 @@
 (:mod:`polite_crawler.store.reader`: origin store, robots.txt cache, page store,
 opt-out list; the origin state, the robots.txt cache and the opt-out list in Redis
 when run with the crawl's ``-s POLITE_FRONTIER=redis://...``) and judges with the
-crawl's settings (``-s``, the project's), as the crawl does; it says: the canonical form and which rule changed it; the robots.txt decision (the
-group that applied and the line that decided, or why no file applies); page rules
-and content signals known for it; the trap rule that would drop it; its origin's
+crawl's settings (``-s``, the project's), as the crawl does; it says: the canonical
+form and which rule changed it; the robots.txt decision (the group that applied and
+the line that decided, or why no file applies); page rules and content signals known
+for it; the trap rule that would drop it; its origin's
 state (next allowed time, the rest and the term that binds, backoff, breaker, stop,
 budget); what the store holds of it (last fetch, status, validators, next revisit
 and the rule behind that date), decided as the conditional-request middleware

@@ -45,7 +45,7 @@ from polite_crawler.commands._base import (
     add_common,
     emit,
     fail,
-    has_table,
+    open_reader,
     origins_db,
     parse_origin,
     state_dir_of,
@@ -53,8 +53,10 @@ from polite_crawler.commands._base import (
     with_defaults,
 )
 from polite_crawler.frontier.scheduler import QUEUE_DB
-from polite_crawler.frontier.store import owner_alive
+from polite_crawler.frontier.store import edit_queue_file, owner_alive
+from polite_crawler.store.erase import delete_from_page_store
 from polite_crawler.store.optout import Job, OptOutList
+from polite_crawler.store.robots import SQLiteRobotsStore
 from polite_crawler.store.traps import TRAPS_DB, forget_traps
 
 if TYPE_CHECKING:
@@ -63,15 +65,10 @@ if TYPE_CHECKING:
     from polite_crawler.store.pages import SQLPageBackend
 
 
-def _prefix_sql(column: str) -> str:
-    # Canonical URLs of an origin start with "<origin>/"; substr is portable (SQLite, PG).
-    return f"substr({column}, 1, ?) = ?"
-
-
 def page_store_backend(settings: Any, state: Path, timeout: float) -> tuple[SQLPageBackend,
                                                                              str] | None:
     """The page store's backend (None: no SQLite page store was ever written)."""
-    from polite_crawler.backend import backend_of, page_backend_factory
+    from polite_crawler.store.sqlite import SQLitePageBackend
 
     chosen = backend_of(settings)
     if chosen.pages_on_postgres:
@@ -82,75 +79,7 @@ def page_store_backend(settings: Any, state: Path, timeout: float) -> tuple[SQLP
     path = chosen.pages_path(state)
     if path is None or not path.is_file():
         return None
-    backend = page_backend_factory(f"sqlite:///{path}", str(path))()
-    backend.execute(f"PRAGMA busy_timeout={int(timeout * 1000)}")
-    return backend, str(path)
-
-
-def _columns(backend: SQLPageBackend) -> dict[str, set[str]]:
-    """Tables of the page store and their columns."""
-    if backend.dialect == "postgres":
-        rows = backend.execute(
-            "SELECT table_name, column_name FROM information_schema.columns "
-            "WHERE table_schema = current_schema()")
-        out: dict[str, set[str]] = {}
-        for table, column in rows:
-            out.setdefault(str(table), set()).add(str(column))
-        return out
-    tables = [r[0] for r in backend.execute(
-        "SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%'")]
-    return {t: {r[1] for r in backend.execute(f'PRAGMA table_info("{t}")')} for t in tables}
-
-
-def delete_from_page_store(backend: SQLPageBackend, origin: str) -> dict[str, int]:
-    """Delete everything of ``origin`` in the page store, in one transaction.
-
-    ``pages`` rows of the origin (their texts, hashes and SimHash fingerprints are
-    columns of those rows), ``page_aliases`` from or to it, near-duplicate links
-    (``near_duplicate_of``) pointing at it; and, in any other table of the store,
-    rows whose ``origin`` is it or whose ``canonical_url`` is one of its URLs.
-    """
-    prefix = origin + "/"
-    p = (len(prefix), prefix)
-    tables = _columns(backend)
-    removed: dict[str, int] = {}
-    backend.begin()
-    try:
-        def count(sql: str, params: tuple[Any, ...]) -> int:
-            return int(backend.execute(sql, params)[0][0])
-
-        if "pages" in tables:
-            removed["pages"] = count("SELECT COUNT(*) FROM pages WHERE origin = ?", (origin,))
-            if "near_duplicate_of" in tables["pages"]:
-                where = f"origin <> ? AND {_prefix_sql('near_duplicate_of')}"
-                removed["near_duplicate_links"] = count(
-                    f"SELECT COUNT(*) FROM pages WHERE {where}", (origin, *p))
-                backend.execute(f"UPDATE pages SET near_duplicate_of = NULL WHERE {where}",
-                                (origin, *p))
-            backend.execute("DELETE FROM pages WHERE origin = ?", (origin,))
-        if "page_aliases" in tables:
-            where = f"{_prefix_sql('alias_url')} OR {_prefix_sql('canonical_url')}"
-            removed["aliases"] = count(f"SELECT COUNT(*) FROM page_aliases WHERE {where}", p + p)
-            backend.execute(f"DELETE FROM page_aliases WHERE {where}", p + p)
-        for table, cols in sorted(tables.items()):
-            if table in ("pages", "page_aliases", "page_store_schema"):
-                continue
-            if "origin" in cols:
-                n = count(f'SELECT COUNT(*) FROM "{table}" WHERE origin = ?', (origin,))
-                backend.execute(f'DELETE FROM "{table}" WHERE origin = ?', (origin,))
-            elif "canonical_url" in cols:
-                where = _prefix_sql("canonical_url")
-                n = count(f'SELECT COUNT(*) FROM "{table}" WHERE {where}', p)
-                backend.execute(f'DELETE FROM "{table}" WHERE {where}', p)
-            else:
-                continue
-            if n:
-                removed[table] = n
-        backend.commit()
-    except BaseException:
-        backend.rollback()
-        raise
-    return removed
+    return SQLitePageBackend(str(path), wait=timeout), str(path)
 
 
 def frontier_files(state: Path, jobs: list[Job], extra: list[str],
@@ -174,34 +103,6 @@ def frontier_files(state: Path, jobs: list[Job], extra: list[str],
             seen.add(resolved)
             out.append(resolved)
     return out
-
-
-def edit_frontier(path: Path, origin: str, *, undo: bool, timeout: float) -> int | str:
-    """Drop the origin's queued URLs from a job frontier that no live job holds.
-
-    ``undo``: forget that the job stopped the origin for the opt-out instead.
-    Returns the rows changed, or why the file was left alone.
-    """
-    try:
-        conn = sqlite3.connect(str(path), timeout=timeout, isolation_level=None)
-    except sqlite3.Error as exc:
-        return f"unreadable: {exc}"
-    try:
-        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        if "frontier_queue" not in tables:
-            return "not a job frontier"
-        conn.execute("BEGIN IMMEDIATE")
-        if undo:
-            cur = conn.execute("DELETE FROM frontier_stopped WHERE origin=? AND reason=?",
-                               (origin, "opted_out"))
-        else:
-            cur = conn.execute("DELETE FROM frontier_queue WHERE origin=?", (origin,))
-        conn.execute("COMMIT")
-        return cur.rowcount
-    except sqlite3.OperationalError as exc:
-        return f"left alone: {exc}"
-    finally:
-        conn.close()
 
 
 def is_live(job: Job) -> bool:
@@ -285,7 +186,7 @@ class Command(ScrapyCommand):
         if opts.list:
             if args:
                 raise CommandError("--list takes no origin")
-            return self._list(db, opts)
+            return self._list(settings, state, opts)
         if len(args) != 1:
             raise CommandError("name one origin, e.g. scrapy forget https://example.org")
         origin = parse_origin(args[0])
@@ -301,53 +202,32 @@ class Command(ScrapyCommand):
     def _open_list(db: Path, timeout: float) -> OptOutList:
         try:
             optout = OptOutList(db, timeout=timeout)
-            # Nothing is changed unless the store can be written now.
-            optout.conn.execute("BEGIN IMMEDIATE")
-            optout.conn.execute("ROLLBACK")
+            optout.check_writable()  # nothing is changed unless the store can be written now
         except sqlite3.OperationalError as exc:
             raise CommandError(f"the origin store {db} is locked by another process ({exc}); "
                                "nothing was changed, try again") from exc
         return optout
 
-    def _list(self, db: Path, opts: argparse.Namespace) -> tuple[Any, str, int]:
-        from polite_crawler.commands._base import open_read_only
-
-        conn = open_read_only(db)
-        try:
-            if not has_table(conn, "polite_optout"):
-                entries: list[Any] = []
-            else:
-                optout = OptOutList(conn)  # its tables exist: nothing to write
-                entries = [{"origin": e.origin, "reason": e.reason, "added_at": e.added_at}
-                           for e in optout.entries().values()]
-        finally:
-            conn.close()
+    def _list(self, settings: Any, state: Path, opts: argparse.Namespace
+              ) -> tuple[Any, str, int]:
+        with open_reader(settings, state) as reader:
+            entries: list[dict[str, Any]] = [
+                {"origin": e.origin, "reason": e.reason, "added_at": e.added_at}
+                for e in reader.optouts().values()]
         lines = [f"{len(entries)} origins on the opt-out list"]
         lines += [f"  {e['origin']}  since {when(e['added_at'])}"
                   + (f"  ({e['reason']})" if e["reason"] else "") for e in entries]
         return {"optout": entries}, "\n".join(lines), 0
 
-    def _known(self, settings: Any, state: Path, db: Path, origin: str) -> bool:
-        conn = sqlite3.connect(str(db), timeout=5.0)
-        try:
-            for table in ("polite_origin", "robots_txt"):
-                try:
-                    if conn.execute(f"SELECT 1 FROM {table} WHERE origin=?", (origin,)).fetchone():
-                        return True
-                except sqlite3.OperationalError:
-                    continue
-        finally:
-            conn.close()
-        pages = page_store_backend(settings, state, 5.0)
-        if pages is not None:
-            backend = pages[0]
-            try:
-                if backend.execute("SELECT 1 FROM pages WHERE origin = ? LIMIT 1", (origin,)):
-                    return True
-            except Exception:  # no pages table yet
-                pass
-            finally:
-                backend.close()
+    def _known(self, settings: Any, state: Path | None, origin: str) -> bool:
+        """Whether the crawl's state has the origin: its state, a robots.txt copy, a page,
+        or a line in this machine's access logs."""
+        with open_reader(settings, state) as reader:
+            if reader.origin_state(origin) is not None or reader.robots(origin) is not None \
+                    or reader.has_pages(origin):
+                return True
+        if state is None:
+            return False
         needle = f'"{origin}"'
         for log in state.glob("access-*.jsonl"):
             with log.open(encoding="utf-8", errors="replace") as fh:
@@ -371,9 +251,8 @@ class Command(ScrapyCommand):
 
     def _forget(self, optout: OptOutList, settings: Any, state: Path, origin: str,
                 opts: argparse.Namespace) -> tuple[Any, str, int]:
-        db = origins_db(state)
         if optout.get(origin) is None and not opts.force \
-                and not self._known(settings, state, db, origin):
+                and not self._known(settings, state, origin):
             raise CommandError(f"{origin} is unknown here (no origin state, robots.txt copy, "
                                "page or access log line); check the spelling, or --force")
         self._probe_locks(settings, state, opts.lock_timeout)
@@ -395,9 +274,7 @@ class Command(ScrapyCommand):
         pages = page_store_backend(settings, state, 30.0)
         if pages is not None:
             removed["page_store"] = _delete_pages(settings, pages, origin, bool(acked))
-        robots = optout.conn.execute("DELETE FROM robots_txt WHERE origin=?", (origin,)) \
-            if has_table(optout.conn, "robots_txt") else None
-        removed["robots_txt"] = robots.rowcount if robots is not None else 0
+        removed["robots_txt"] = SQLiteRobotsStore(optout.conn).delete(origin)
         removed["trap_memory"] = forget_traps(state / TRAPS_DB, origin, opts.lock_timeout)
         live = {j.queue_path for j in acked if j.queue_path}
         jobdir = settings.get("JOBDIR") or None
@@ -406,7 +283,7 @@ class Command(ScrapyCommand):
             if str(path) in live:
                 frontiers[str(path)] = "dropped by the running job"
             else:
-                frontiers[str(path)] = edit_frontier(path, origin, undo=False,
+                frontiers[str(path)] = edit_queue_file(path, origin, undo=False,
                                                      timeout=min(opts.lock_timeout, 2.0))
         removed["frontiers"] = frontiers
         optout.record_removed(origin, removed)
@@ -446,7 +323,7 @@ class Command(ScrapyCommand):
         for path in frontier_files(state, optout.jobs(), opts.jobdir,
                                    self.settings.get("JOBDIR") or None):
             if str(path) not in live:
-                frontiers[str(path)] = edit_frontier(path, origin, undo=True,
+                frontiers[str(path)] = edit_queue_file(path, origin, undo=True,
                                                      timeout=min(opts.lock_timeout, 2.0))
         data = {"origin": origin, "version": version, "undone": True,
                 "running_jobs_keep_it_stopped": [_job(j) for j in running],
@@ -512,7 +389,7 @@ class Command(ScrapyCommand):
                       origin: str, opts: argparse.Namespace) -> tuple[Any, str, int]:
         pg = backend_of(settings).pages_on_postgres
         if optout.get(origin) is None and not opts.force and not optout.known(origin) \
-                and not self._known_pages(settings, state, origin):
+                and not self._known(settings, state, origin):
             raise CommandError(f"{origin} is unknown here (no origin state or robots.txt copy "
                                f"in Redis {url}, no page in the page store); check the "
                                "spelling, or --force")
@@ -542,23 +419,6 @@ class Command(ScrapyCommand):
         optout.record_removed(origin, removed)
         data["removed"] = removed
         return data, _forget_text(data), 1 if late else 0
-
-    def _known_pages(self, settings: Any, state: Path | None, origin: str) -> bool:
-        if state is not None and origins_db(state, must_exist=False).is_file():
-            return self._known(settings, state, origins_db(state), origin)
-        if not backend_of(settings).pages_on_postgres:
-            return False
-        pages = page_store_backend(settings, Path("."), 5.0)
-        if pages is None:
-            return False
-        backend = pages[0]
-        try:
-            return bool(backend.execute("SELECT 1 FROM pages WHERE origin = ? LIMIT 1",
-                                        (origin,)))
-        except Exception:  # no pages table yet
-            return False
-        finally:
-            backend.close()
 
     @staticmethod
     def _wait_for_redis_acks(optout: Any, version: int, wait: float

@@ -7,7 +7,10 @@ hands out a request of whichever origin became eligible first; an origin is in t
 heap exactly once, at the time it becomes eligible, so ``pop`` and ``push`` cost
 O(log origins) plus one indexed SQLite lookup.
 
-This module knows nothing of Scrapy: requests are opaque (serialised bytes on disk,
+This module knows nothing of Scrapy, nor of where its state is kept: the queue and
+the origin store are the interfaces :class:`polite_crawler.interfaces.URLQueue` and
+:class:`polite_crawler.interfaces.OriginLeases` (SQLite, or Redis for a cluster);
+requests are opaque (serialised bytes on disk,
 or objects for the few transient ones), the robots.txt book is duck-typed
 (``needs_fetch``, ``ready``, ``retry_at``, ``allowed``, ``crawl_delay``) and stats go
 through a callback. :mod:`polite_crawler.frontier.scheduler` is the Scrapy glue.
@@ -39,7 +42,8 @@ from polite_crawler.policy.robots import MAX_UNUSABLE_FETCHES
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from polite_crawler.frontier.store import OriginStore, QueueStore, Row
+    from polite_crawler.frontier.store import Row
+    from polite_crawler.interfaces import OriginLeases, URLQueue
     from polite_crawler.policy.verdicts import FailureState
 
 logger = logging.getLogger(__name__)
@@ -94,8 +98,8 @@ class _Origin:
 class Frontier:
     def __init__(
         self,
-        queue: QueueStore,
-        origins: OriginStore,
+        queue: URLQueue,
+        origins: OriginLeases,
         config: FrontierConfig,
         *,
         clock: Callable[[], float],

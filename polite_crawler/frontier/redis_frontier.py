@@ -347,8 +347,8 @@ def execute(shared: RedisShared, plan: Plan, ttl: float) -> Outcome:
 class RedisFrontier(Frontier):
     """The frontier's rules over the origins this worker owns (see the module doc)."""
 
-    queue: RedisQueue  # type: ignore[assignment]
-    origin_store: LocalLeases  # type: ignore[assignment]
+    queue: RedisQueue
+    origin_store: LocalLeases
 
     def __init__(
         self,
@@ -365,7 +365,7 @@ class RedisFrontier(Frontier):
         queue = RedisQueue(shared.crawl, shared)
         leases = LocalLeases(queue.own)
         leases.retry = interval
-        super().__init__(queue, leases, config, clock=clock, **kwargs)  # type: ignore[arg-type]
+        super().__init__(queue, leases, config, clock=clock, **kwargs)
         self.shared = shared
         self.ttl = ttl
         self.interval = interval

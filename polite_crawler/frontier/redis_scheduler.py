@@ -82,7 +82,7 @@ class RedisFrontierScheduler(FrontierScheduler):
         keep = getattr(spider, "polite_keep_origin", None)  # the site spider's discovery
         if callable(keep):
             f.keep = lambda origin: bool(keep(origin))
-        self.dupefilter = CanonicalDupeFilter(f.queue)  # type: ignore[arg-type]
+        self.dupefilter = CanonicalDupeFilter(f.queue)
         logger.info("Redis frontier %(url)s, crawl %(crawl)s, worker %(w)s%(seed)s",
                     {"url": self.url, "crawl": self.crawl_name, "w": shared.worker,
                      "seed": " (the first of the crawl)" if self.seeder else ""})

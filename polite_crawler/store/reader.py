@@ -74,6 +74,10 @@ class PageReader:
         found: FetchRecord | None = self._read(lambda b: b.get_fetch(url))
         return found
 
+    def has_pages(self, origin: str) -> bool:
+        return bool(self._read(lambda b: b.execute(
+            "SELECT 1 FROM pages WHERE origin = ? LIMIT 1", (origin,))))
+
     def close(self) -> None:
         if self._backend is not None:
             self._backend.close()
@@ -93,6 +97,9 @@ class _PagesOf:
 
     def fetch(self, url: str) -> FetchRecord | None:
         return self.pages.fetch(url)
+
+    def has_pages(self, origin: str) -> bool:
+        return self.pages.has_pages(origin)
 
     def pages_where(self) -> str | None:
         return self.pages.where if self.pages.factory is not None else None

@@ -162,6 +162,12 @@ class SQLiteRobotsStore:
                 (state.origin, *values),
             )
 
+    def delete(self, origin: str) -> int:
+        """Forget the origin's entry (``scrapy forget``); 1 if there was one."""
+        with self._lock:
+            return self._conn.execute("DELETE FROM robots_txt WHERE origin=?",
+                                      (origin,)).rowcount
+
     def close(self) -> None:
         if self._own_conn:
             self._conn.close()
