@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
 import sys
 from contextlib import contextmanager
 from pathlib import Path
@@ -12,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from polite_crawler.defaults import POLITE_DEFAULTS
 from polite_crawler.policy.urls import URLError, origin_of
-from polite_crawler.store.paths import ORIGINS_DB, STATE_DB
+from polite_crawler.store.paths import ORIGINS_DB
 
 if TYPE_CHECKING:
     import argparse
@@ -100,29 +99,6 @@ def origins_db(state: Path, *, must_exist: bool = True) -> Path:
     if must_exist and not path.is_file():
         raise CommandError(f"no origin store at {path}: no crawl has used this state directory")
     return path
-
-
-def pages_db(state: Path) -> Path:
-    return state / STATE_DB
-
-
-def open_read_only(path: Path) -> sqlite3.Connection:
-    """A read-only connection (the crawl may be writing; WAL lets both go on)."""
-    if not path.is_file():
-        raise CommandError(f"no store at {path}")
-    try:
-        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5.0)
-        conn.execute("PRAGMA busy_timeout=5000")
-        conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
-    except sqlite3.Error as exc:
-        raise CommandError(f"cannot read {path}: {exc}") from exc
-    return conn
-
-
-def has_table(conn: sqlite3.Connection, name: str) -> bool:
-    row = conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?",
-                       (name,)).fetchone()
-    return row is not None
 
 
 def parse_origin(text: str) -> str:

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from scrapy.commands import ScrapyCommand
 
+from polite_crawler.backend import backend_of
 from polite_crawler.commands._base import (
     CommandError,
     add_common,
@@ -88,6 +89,7 @@ class Site:
     refused: int = 0
     robots: str = "-"
     stopped: str | None = None
+    here: bool = True  # False: known only to the cluster's shared state (another worker's)
 
     def row(self) -> dict[str, Any]:
         return {
@@ -96,7 +98,7 @@ class Site:
             "saved_by_304": self.saved, "refused": self.refused,
             "rest_median": percentile(self.rests, 0.5), "rest_p90": percentile(self.rests, 0.9),
             "rule_median": percentile(self.rules, 0.5), "robots": self.robots,
-            "stopped": self.stopped,
+            "stopped": self.stopped, "here": self.here,
         }
 
 
@@ -146,6 +148,14 @@ def _robots_outcome(status: Any) -> str:
     if 400 <= status < 500:
         return f"none, no restrictions ({status})"
     return f"redirected ({status})"
+
+
+def add_shared_sites(sites: dict[str, Site], reader: StateReader) -> None:
+    """On a cluster: the sites every worker has crawled (their state is in Redis),
+    those this machine's access logs do not have included, marked as not ``here``."""
+    for origin, _state in reader.origin_states():
+        if origin not in sites:
+            sites[origin] = Site(origin, here=False)
 
 
 def add_store_facts(sites: dict[str, Site], reader: StateReader) -> None:
@@ -306,7 +316,9 @@ def render(title: str, sources: list[str], sites: dict[str, Site], figures: dict
         r = s.row()
         mix = ", ".join(f"{k} {v}" for k, v in r["statuses"].items())
         rows.append(
-            f"<tr><td>{esc(s.origin)}</td><td>{s.requests}</td><td>{s.pages}</td>"
+            f"<tr><td>{esc(s.origin)}</td>"
+            + (f"<td>{s.requests}</td><td>{s.pages}</td>" if s.here else
+               "<td class=muted colspan=2>another worker's</td>") +
             f"<td class=l>{esc(mix)}</td><td>{_kib(s.bytes)}</td><td>{_kib(s.saved)}</td>"
             f"<td>{_fmt_s(r['rest_median'])}</td><td>{_fmt_s(r['rest_p90'])}</td>"
             f"<td>{_fmt_s(r['rule_median'])}</td><td class=l>{esc(s.robots)}</td>"
@@ -326,7 +338,9 @@ def render(title: str, sources: list[str], sites: dict[str, Site], figures: dict
 <body><div class="wrap">
 <h1>{esc(title)}</h1>
 <p>{len(sites)} sites, {total} requests, {pages} pages. Generated {stamp} from the
-crawler's own records (access logs and the origin store); nothing here is estimated.</p>
+crawler's own records (access logs and the origin store; on a cluster, this machine's
+access logs and every worker's state in Redis: "another worker's" sites have their
+exchanges in that worker's access log); nothing here is estimated.</p>
 <h2>Per site</h2>
 <table><thead><tr><th>site</th><th>requests</th><th>pages</th><th>statuses</th>
 <th>KiB received</th><th>KiB spared by 304</th><th>rest median (s)</th><th>rest p90 (s)</th>
@@ -422,12 +436,16 @@ def build_report(state: Path, files: list[Path], title: str, chosen: list[str], 
     if not lines:
         raise CommandError(f"the access logs {', '.join(str(f) for f in files)} are empty")
     sites = build_sites(lines)
-    with open_reader(_settings(settings), state) as reader:
+    chosen_settings = _settings(settings)
+    with open_reader(chosen_settings, state) as reader:
+        if backend_of(chosen_settings).cluster:
+            add_shared_sites(sites, reader)
         add_store_facts(sites, reader)
+    local = {o: site for o, site in sites.items() if site.here}  # what the logs here show
     if not chosen:
-        chosen = [s.origin for s in sorted(sites.values(), key=lambda s: -s.requests)[:5]]
+        chosen = [s.origin for s in sorted(local.values(), key=lambda s: -s.requests)[:5]]
     try:
-        figures = plots(sites, chosen)
+        figures = plots(local, [o for o in chosen if o in local])
     except ImportError as exc:
         raise CommandError("the report's plots need matplotlib: pip install "
                            "'polite_crawler[report]'") from exc
