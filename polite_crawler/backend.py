@@ -38,8 +38,10 @@ if TYPE_CHECKING:
 REDIS_SCHEMES = ("redis://", "rediss://")
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 
-EMBEDDED_SCHEDULER = "polite_crawler.frontier.scheduler.FrontierScheduler"
-CLUSTER_SCHEDULER = "polite_crawler.frontier.redis_scheduler.RedisFrontierScheduler"
+# One scheduler for both backends; each backend is a driver it runs.
+SCHEDULER = "polite_crawler.frontier.scheduler.FrontierScheduler"
+EMBEDDED_DRIVER = "polite_crawler.frontier.scheduler.EmbeddedDriver"
+CLUSTER_DRIVER = "polite_crawler.frontier.redis_scheduler.ClusterDriver"
 
 
 def page_backend_factory(uri: str, sqlite_path: str) -> Callable[[], SQLPageBackend]:
@@ -77,8 +79,14 @@ class Backend:
 
     @property
     def scheduler(self) -> str:
-        """The import path of the Scrapy scheduler over this backend's frontier."""
-        return CLUSTER_SCHEDULER if self.cluster else EMBEDDED_SCHEDULER
+        """The import path of the Scrapy scheduler (the same for both backends)."""
+        return SCHEDULER
+
+    @property
+    def frontier_driver(self) -> str:
+        """The import path of the driver the scheduler opens its frontier with (a path,
+        as Scrapy names a storage: the scheduler loads it, this module imports neither)."""
+        return CLUSTER_DRIVER if self.cluster else EMBEDDED_DRIVER
 
     # --- the page store -----------------------------------------------------------------
     def pages_path(self, state: Path) -> Path | None:

@@ -41,6 +41,10 @@ class URLQueue(Protocol):
     """One crawl's queued rows per origin and its seen set (the frontier's queue store)."""
 
     run_id: str  # the crawl this queue belongs to (a JOBDIR's run, or POLITE_CRAWL)
+    # False: a pushed row is queued at once (head() may return it). True: pushes go out
+    # with the backend's next batch, and the frontier learns where they went from it
+    # (Frontier.set_queued): the rows of origins another process owns are not its own.
+    deferred: bool
 
     def push(self, origin: str, prio: int, url: str, data: bytes) -> int:
         """Queue one row (``url`` canonical, ``data`` a pickled request or a URL row);
@@ -96,6 +100,28 @@ class URLQueue(Protocol):
 
     def stopped(self) -> dict[str, str]:
         """The origins this crawl stopped, with why (read when the crawl resumes)."""
+
+
+class FrontierDriver(Protocol):
+    """How the frontier scheduler opens, runs and closes its backend
+    (:class:`polite_crawler.frontier.scheduler.EmbeddedDriver`,
+    :class:`polite_crawler.frontier.redis_scheduler.ClusterDriver`); the scheduler's
+    rules (admission, URL rows, the gate's side, waking the engine) are the same."""
+
+    shared: Any  # the cluster's shared state (RedisShared), or None
+
+    def open(self, spider: Any) -> Any:
+        """Open the stores and return the :class:`~polite_crawler.frontier.core.Frontier`
+        over them (resumed: what was in flight is queued again)."""
+
+    def close(self, finished: bool) -> None:
+        """Store everything and release the stores (``finished``: nothing is left)."""
+
+    def outbox(self) -> int:
+        """Requests queued here and not yet in the store (a batch not sent yet)."""
+
+    def mark_seen(self, canonical: str) -> None:
+        """A canonical URL known without a fetch of its own joins the seen set."""
 
 
 class OriginLeases(Protocol):

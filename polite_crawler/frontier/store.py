@@ -69,6 +69,8 @@ class Row:
 class QueueStore:
     """This job's queued requests, seen set and stopped origins."""
 
+    deferred = False  # a pushed row is queued at once (polite_crawler.interfaces.URLQueue)
+
     def __init__(self, path: Path | str) -> None:
         self.path = Path(path)
         self.conn = connect(self.path)
