@@ -244,7 +244,6 @@ class LocalLeases:
 
     def __init__(self, frontier_owned: dict[str, _Own]) -> None:
         self.own = frontier_owned
-        self.states: dict[str, OriginState] = {}  # states of owned origins, as taken
         self.valid_until = 0.0  # this worker's lease as last confirmed, less a margin
         self.retry = 0.5
         self.dirty: set[str] = set()
@@ -253,8 +252,9 @@ class LocalLeases:
         return None
 
     def load(self, origin: str) -> tuple[OriginState, str | None, float]:
-        found = self.states.pop(origin, None)
-        return (found if found is not None else OriginState(origin)), None, 0.0
+        # An origin this worker takes gets its state from the take (Frontier.take_state);
+        # any other starts afresh (it is not dispatched before it is taken).
+        return OriginState(origin), None, 0.0
 
     def try_lease(self, origin: str, now: float, ttl: float, dead_rest: float,
                   state: OriginState | None = None) -> Lease:
