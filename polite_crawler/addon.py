@@ -88,13 +88,11 @@ COMPONENTS: dict[str, dict[str, int | None]] = {
     },
 }
 
-# Single-class settings the add-on installs.
+# Single-class settings the add-on installs (and SCHEDULER: the backend's,
+# polite_crawler.backend).
 CLASSES: dict[str, str] = {
-    "SCHEDULER": "polite_crawler.frontier.scheduler.FrontierScheduler",
     "DUPEFILTER_CLASS": "polite_crawler.frontier.dupefilter.CanonicalDupeFilter",
 }
-# With POLITE_FRONTIER=redis://...: the frontier shared by many workers.
-REDIS_SCHEDULER = "polite_crawler.frontier.redis_scheduler.RedisFrontierScheduler"
 
 
 class PoliteAddon:
@@ -114,8 +112,10 @@ class PoliteAddon:
             settings.set(name, value, priority=ENFORCED)
         for name, value in CLASSES.items():
             settings.set(name, value, priority=ENFORCED)
-        if str(settings.get("POLITE_FRONTIER") or "").startswith(("redis://", "rediss://")):
-            settings.set("SCHEDULER", REDIS_SCHEDULER, priority=ENFORCED)  # docs/CLUSTER.md
+        from polite_crawler.backend import backend_of
+
+        # The frontier's backend: embedded, or Redis (docs/CLUSTER.md).
+        settings.set("SCHEDULER", backend_of(settings).scheduler, priority=ENFORCED)
         for name, components in COMPONENTS.items():
             merged = dict(settings.getdict(name))
             merged.update(components)

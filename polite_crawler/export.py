@@ -21,7 +21,8 @@ import sys
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any
 
-from polite_crawler.store.pages import backend_factory
+from polite_crawler.backend import backend_of
+from polite_crawler.backend import page_backend_factory as backend_factory
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -94,7 +95,9 @@ def main(argv: list[str] | None = None) -> int:
         settings.set(name, value, priority="default")
     if args.state_dir:
         settings.set("POLITE_STATE_DIR", args.state_dir, priority="cmdline")
-    uri = args.store if args.store is not None else settings.get("POLITE_STORE") or ""
+    if args.store is not None:
+        settings.set("POLITE_STORE", args.store, priority="cmdline")
+    uri = backend_of(settings).store_uri
     path = args.ai_input or args.all
     ai_input = args.ai_input is not None
     sqlite_path = str(state_db_path(settings))

@@ -181,3 +181,45 @@ def test_explain_an_outage_a_stop_and_a_backoff(tmp_path):
     text = scrapy("explain", f"{stopped}/a", "--state-dir", str(state)).stdout
     assert "stopped for its last run: 403 Forbidden" in text
     assert "backoff: 1 retry-later answers in a row" in text
+
+
+def test_explain_answers_as_the_crawl_with_its_settings_and_url_fetches(tmp_path):
+    """The revisit decision is the conditional-request middleware's: the crawl's
+    POLITE_RECRAWL, a sitemap's own fetch state (url_fetches), and an exact duplicate
+    judged by its own state, not by the page it duplicates."""
+    import time
+
+    from polite_crawler.store.pages import FetchRecord
+    from polite_crawler.store.sqlite import SQLitePageBackend
+
+    state = make_state(tmp_path)
+    backend = SQLitePageBackend(str(state / "polite.sqlite3"))
+    now = time.time()
+    backend.begin()
+    backend.put_fetch(FetchRecord(url=f"{A}/sitemap.xml", kind="sitemap", status=200,
+                                  final_url=f"{A}/sitemap.xml", fetched_at=now - 7200,
+                                  etag='"s1"', body=b"<urlset/>", revisit_interval=3600.0,
+                                  due_at=now - 3600))
+    backend.commit()
+    backend.close()
+    stored = scrapy_json("explain", f"{A}/x", "--state-dir", str(state))["store"]
+    assert stored["next_visit"]["decision"] == "not_due"
+    # The crawl run with -s POLITE_RECRAWL=all requests it now (no validators stored:
+    # unconditionally): so says its explain.
+    stored = scrapy_json("explain", f"{A}/x", "--state-dir", str(state),
+                         "-s", "POLITE_RECRAWL=all")["store"]
+    assert stored["next_visit"]["decision"] == "fetch"
+    text = scrapy("explain", f"{A}/x", "--state-dir", str(state),
+                  "-s", "POLITE_RECRAWL=all").stdout
+    assert "POLITE_RECRAWL=all" in text
+    sitemap = scrapy_json("explain", f"{A}/sitemap.xml", "--state-dir", str(state))["store"]
+    assert sitemap["stored"] is True and sitemap["kind"] == "sitemap"
+    assert sitemap["etag"] == '"s1"' and sitemap["next_visit"]["decision"] == "conditional"
+    text = scrapy("explain", f"{A}/sitemap.xml", "--state-dir", str(state)).stdout
+    assert "its fetch state as a sitemap (url_fetches)" in text
+    # /print/x is a duplicate of /x: the crawl does not revalidate it with /x's
+    # validators (only redirect aliases are followed); with no state of its own, it is
+    # fetched unconditionally.
+    dup = scrapy_json("explain", f"{A}/print/x", "--state-dir", str(state))["store"]
+    assert dup["stored"] is False
+    assert dup["alias_of"] == {"page": f"{A}/x", "reason": "duplicate"}

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import time
 from typing import TYPE_CHECKING
 
 import pytest
 
-from polite_crawler.frontier.store import OriginStore, QueueStore
+from polite_crawler.backend import page_backend_factory as backend_factory
+from polite_crawler.frontier.store import OriginStore, QueueStore, process_owner
 from polite_crawler.policy.rest import OriginState
 from polite_crawler.store.optout import OptOutList
-from polite_crawler.store.pages import PageRecord, backend_factory
+from polite_crawler.store.pages import PageRecord
 from polite_crawler.store.robots import RobotsBook
 from polite_crawler.store.sqlite import SQLitePageBackend
 from polite_crawler.store.traps import TRAPS_DB, TrapBook
@@ -98,6 +100,33 @@ def test_forget_deletes_what_is_stored_of_the_origin_and_nothing_else(tmp_path):
     # The removal is kept with the list's log line.
     log = OptOutList(state / "polite-origins.sqlite3").log(A)
     assert log[0]["action"] == "forget" and log[0]["removed"]["page_store"]["pages"] == 2
+
+
+def test_a_job_that_does_not_acknowledge_keeps_everything_until_forced(tmp_path):
+    state = make_state(tmp_path)
+    optout = OptOutList(state / "polite-origins.sqlite3")
+    late = process_owner()  # this test's own process: alive, and it never acknowledges
+    optout.register(late, "site", None, 0, time.time())
+    optout.close()
+    done = scrapy("forget", A, "--wait", "0.3", "--json", "--state-dir", str(state))
+    assert done.returncode == 1, done.stderr
+    data = json.loads(done.stdout)
+    assert [j["owner"] for j in data["not_acknowledged"]] == [late]
+    assert data["removed"] is None
+    db = state / "polite.sqlite3"
+    assert len(rows(db, f"SELECT 1 FROM pages WHERE origin = '{A}'")) == 2
+    assert rows(state / "polite-origins.sqlite3", "SELECT origin FROM robots_txt") == [(A,)]
+    queue = state / "jobs/site/j1/polite_frontier.sqlite3"
+    assert len(rows(queue, f"SELECT 1 FROM frontier_queue WHERE origin = '{A}'")) == 3
+    text = scrapy("forget", A, "--wait", "0.1", "--state-dir", str(state)).stdout
+    assert f"NOT acknowledged in time: site {late}" in text and "NOTHING DELETED" in text
+    # The origin is on the list all the same: every job stops it at its next check.
+    listed = scrapy_json("forget", "--list", "--state-dir", str(state))["optout"]
+    assert [e["origin"] for e in listed] == [A]
+    forced = scrapy("forget", A, "--wait", "0.1", "--force", "--state-dir", str(state))
+    assert forced.returncode == 1
+    assert "deleted anyway (--force)" in forced.stdout
+    assert rows(db, f"SELECT 1 FROM pages WHERE origin = '{A}'") == []
 
 
 def test_forget_text_says_what_was_removed(tmp_path):

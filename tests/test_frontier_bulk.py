@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from scrapy.http import HtmlResponse
 from scrapy.utils.test import get_crawler
 
+from polite_crawler.backend import backend_of
 from polite_crawler.context import polite_context
 from polite_crawler.frontier.admission import canonical_origin
 from polite_crawler.frontier.scheduler import URL_ROW, FrontierScheduler
@@ -29,7 +30,6 @@ from polite_crawler.policy.rest import charge_budget
 from polite_crawler.policy.sitemaps import _resolve
 from polite_crawler.policy.urls import URLError, canonicalize, origin_of
 from polite_crawler.spiders.site import SiteSpider
-from polite_crawler.store.robots import RobotsBook
 from polite_crawler.store.traps import trap_book
 from polite_crawler.web.server import Site, page
 from tests.crawl import project_settings_dict, run_crawl
@@ -80,7 +80,7 @@ class _Setup:
         self.crawler.spider = self.spider
         self.crawler.stats.open_spider()  # type: ignore[union-attr]
         self.ctx = polite_context(self.crawler)
-        self.ctx.robots = RobotsBook.from_settings(self.crawler.settings)
+        self.ctx.robots = backend_of(self.crawler.settings).robots_book(self.crawler.settings)
         self.ctx.robots.record_answer(E, 200, b"User-agent: *\nDisallow: /private\n")
         self.traps = TrapMiddleware(self.crawler)
         self.memory = TrapMemoryMiddleware(self.crawler)

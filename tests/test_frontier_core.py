@@ -45,6 +45,13 @@ class Clock:
         return self.t
 
 
+def dead_owner() -> str:
+    """A lease owner of this machine whose process is gone (what kill -9 leaves)."""
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    return f"{socket.gethostname()}:{dead.pid}:gone"
+
+
 class Robots:
     """A stand-in for the robots.txt book (the frontier's collaborator, not under test)."""
 
@@ -355,11 +362,8 @@ def test_restore_requeues_in_flight_and_keeps_the_rest(tmp_path: Path, clock: Cl
     env.queue.commit()
     # A crash: nothing closed, b's lease held by a process of this machine that is gone.
     env.queue.conn.close()
-    dead = subprocess.Popen([sys.executable, "-c", "pass"])
-    dead.wait()
     env.store.conn.execute(
-        "UPDATE polite_origin SET lease_owner=? WHERE origin=?",
-        (f"{socket.gethostname()}:{dead.pid}:gone", B))
+        "UPDATE polite_origin SET lease_owner=? WHERE origin=?", (dead_owner(), B))
     env.store.conn.close()
     clock.t = T0 + 2.0
     env2 = Env(tmp_path, clock)

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest_twisted
 
+from polite_crawler.backend import backend_of
 from polite_crawler.items import PageItem
-from polite_crawler.store.pages import open_store
 from polite_crawler.web.server import Resp
 from tests.crawl import project_settings_dict, run_crawl
 from tests.pages_web import ArticleSite, PageSpider, article_html
@@ -24,7 +24,8 @@ def _settings(tmp_path: Any, job: str = "job", **extra: Any) -> dict[str, Any]:
 def _store(tmp_path: Any) -> Any:
     from scrapy.settings import Settings
 
-    return open_store(Settings(project_settings_dict(**_settings(tmp_path))))
+    settings = Settings(project_settings_dict(**_settings(tmp_path)))
+    return backend_of(settings).open_page_store(settings)
 
 
 @pytest_twisted.ensureDeferred

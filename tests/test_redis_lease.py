@@ -32,19 +32,19 @@ class Clock:
         return self.t
 
 
-def worker(url: str, name: str, clock: Clock) -> RedisFrontier:
+def worker(url: str, name: str, clock: Clock, robots: Any = None) -> RedisFrontier:
     shared = RedisShared(url, "c", name)
     shared.register(clock(), TTL)
     f = RedisFrontier(shared, FrontierConfig(params=RestParams(rest_page=REST, jitter=0.0)),
                       clock=clock, ttl=TTL, interval=0.5, exchange_timeout=TIMEOUT,
-                      clock_skew=0.0)
+                      clock_skew=0.0, robots=lambda: robots)
     f.origin_store.valid_until = clock() + TTL - f.margin
     return f
 
 
 def push(f: RedisFrontier, *paths: str) -> None:
     for p in paths:
-        f.push(ORIGIN, 0, ORIGIN + p, b"data")
+        f.frontier.push(ORIGIN, 0, ORIGIN + p, b"data")
 
 
 @pytest.fixture
@@ -60,9 +60,9 @@ def test_one_owner_takes_the_origin_and_the_other_gets_nothing(two):
     b.run_batch()
     assert a.owned() == [ORIGIN] and b.owned() == []
     a.run_batch()  # claims rows
-    d = a.pop()
+    d = a.frontier.pop()
     assert d is not None and d.kind == CONTENT and d.row is not None
-    assert b.pop() is None
+    assert b.frontier.pop() is None
 
 
 def test_a_lease_that_expires_mid_request_never_gives_two_owners_on_the_wire(two, redis_url):
@@ -70,7 +70,7 @@ def test_a_lease_that_expires_mid_request_never_gives_two_owners_on_the_wire(two
     push(a, "/1", "/2")
     a.run_batch()
     a.run_batch()
-    d = a.pop()
+    d = a.frontier.pop()
     assert d is not None and d.row is not None
     sent = ca()
     # A stalls mid-request; its lease runs out in Redis (the key expires at the TTL).
@@ -85,23 +85,23 @@ def test_a_lease_that_expires_mid_request_never_gives_two_owners_on_the_wire(two
     for t in (lease_end + 1, lease_end + TIMEOUT, not_before - 0.02):
         cb.t = t
         b.run_batch()
-        assert b.pop() is None, t
+        assert b.frontier.pop() is None, t
     # A wakes: it may not dispatch (its own lease, as last confirmed, ran out) and its
     # next batch finds its lease gone: it owns nothing, writes nothing.
     ca.t = sent + TTL
-    assert a.pop() is None
-    a.settle(ORIGIN, d.token, start=sent, end=ca.t, observe=False)
-    a.done(d.row.id)  # the spider finished with the page A fetched
+    assert a.frontier.pop() is None
+    a.frontier.settle(ORIGIN, d.token, start=sent, end=ca.t, observe=False)
+    a.frontier.done(d.row.id)  # the spider finished with the page A fetched
     a.run_batch()
     assert a.owned() == []
     # The page A fetched is not fetched again; the other one goes, after the wait.
     cb.t = not_before + 0.1
     b.run_batch()
-    got = b.pop()
+    got = b.frontier.pop()
     assert got is not None and got.row is not None
     assert got.row.url == ORIGIN + "/2"
     b.run_batch()
-    assert b.pop() is None
+    assert b.frontier.pop() is None
 
 
 def test_a_clean_hand_over_waits_only_the_saved_rest(two):
@@ -109,23 +109,23 @@ def test_a_clean_hand_over_waits_only_the_saved_rest(two):
     push(a, "/1", "/2")
     a.run_batch()
     a.run_batch()
-    d = a.pop()
+    d = a.frontier.pop()
     assert d is not None
-    a.settle(ORIGIN, d.token, start=ca(), end=ca() + 0.2)
+    a.frontier.settle(ORIGIN, d.token, start=ca(), end=ca() + 0.2)
     assert d.row is not None
-    a.done(d.row.id)
-    saved = a.state(ORIGIN).next_allowed
+    a.frontier.done(d.row.id)
+    saved = a.frontier.state(ORIGIN).next_allowed
     assert saved == pytest.approx(ca() + 0.2 + REST)
     a.run_batch(closing=True)  # gives the origin back, the state written
     assert a.owned() == []
     b.run_batch()
     assert b.owned() == [ORIGIN]
-    assert b.state(ORIGIN).next_allowed == pytest.approx(saved)
+    assert b.frontier.state(ORIGIN).next_allowed == pytest.approx(saved)
     cb.t = saved - 0.05
     b.run_batch()
-    assert b.pop() is None
+    assert b.frontier.pop() is None
     cb.t = saved + 0.05
-    got = b.pop()
+    got = b.frontier.pop()
     assert got is not None and got.row is not None and got.row.url == ORIGIN + "/2"
 
 
@@ -141,7 +141,7 @@ def test_seen_set_takes_a_url_once_across_workers(two):
     url = ORIGIN + "/same"
     for f in (a, b):
         f.queue.add_seen_many([url_fingerprint(url)])
-        f.push(ORIGIN, 0, url, b"d")
+        f.frontier.push(ORIGIN, 0, url, b"d")
         f.run_batch()
     assert b.shared.r.zcard(b.shared.qkey(ORIGIN)) == 1
     assert seen_fp(url) != 0
@@ -199,7 +199,7 @@ def test_a_url_row_template_is_read_with_the_claim_not_at_dispatch(two):
 
     a, _ca, b, _cb = two
     tid = a.queue.template_id(b"a template")
-    a.push(ORIGIN, 0, ORIGIN + "/1", b"u%d\0" % tid)
+    a.frontier.push(ORIGIN, 0, ORIGIN + "/1", b"u%d\0" % tid)
     a.run_batch()  # pushed, template written, origin taken by A
     a.run_batch(closing=True)  # given back
     b.run_batch()  # B takes it
@@ -216,7 +216,7 @@ def test_a_dead_workers_origins_are_all_taken_over_in_one_batch(redis_url):
     a = worker(redis_url, "A", ca)
     origins = [f"http://10.0.4.{i}" for i in range(120)]
     for o in origins:
-        a.push(o, 0, o + "/", b"data")
+        a.frontier.push(o, 0, o + "/", b"data")
     for _ in range(3):
         a.run_batch()
     assert len(a.owned()) == 120
@@ -250,8 +250,7 @@ def test_the_robots_txt_entry_of_an_origin_taken_is_read_in_the_batch(redis_url)
     a.run_batch()
     a.run_batch(closing=True)  # A gives the origin back
     book_b = RobotsBook(RedisRobotsStore(redis_url), "PoliteCrawler", clock=c)
-    b = worker(redis_url, "B", c)
-    b._robots = lambda: book_b
+    b = worker(redis_url, "B", c, robots=book_b)
     b.run_batch()
     assert b.owned() == [ORIGIN]
     assert book_b.cached(ORIGIN)
@@ -277,7 +276,7 @@ def test_memory_per_queued_url(redis_url):
         origin = f"http://10.0.0.{h}"
         urls = [f"{origin}/section/page-{i}.html" for i in range(250)]
         f.queue.add_seen_many([url_fingerprint(u) for u in urls])
-        f.push_many([(origin, 0, u, b"u1234567890\0") for u in urls])
+        f.frontier.push_many([(origin, 0, u, b"u1234567890\0") for u in urls])
         n += len(urls)
     f.run_batch()
     per_url = (int(r.info("memory")["used_memory"]) - before) / n
@@ -287,15 +286,21 @@ def test_memory_per_queued_url(redis_url):
 
 def test_without_the_setting_the_embedded_frontier_stays():
     """No POLITE_FRONTIER: the SQLite frontier, no Redis needed (this test needs none)."""
+    from scrapy.utils.misc import load_object
     from scrapy.utils.test import get_crawler
 
-    from polite_crawler.addon import REDIS_SCHEDULER
+    from polite_crawler.backend import backend_of
+    from polite_crawler.frontier.redis_scheduler import ClusterDriver
+    from polite_crawler.frontier.scheduler import EmbeddedDriver
     from tests.crawl import project_settings_dict
 
     plain = get_crawler(settings_dict=project_settings_dict())
     plain._apply_settings()
     assert plain.settings["SCHEDULER"] == "polite_crawler.frontier.scheduler.FrontierScheduler"
+    assert load_object(backend_of(plain.settings).frontier_driver) is EmbeddedDriver
     shared = get_crawler(settings_dict=project_settings_dict(
         POLITE_FRONTIER="redis://127.0.0.1:6379/0"))
     shared._apply_settings()
-    assert shared.settings["SCHEDULER"] == REDIS_SCHEDULER
+    # One scheduler; the backend is the driver it runs.
+    assert shared.settings["SCHEDULER"] == plain.settings["SCHEDULER"]
+    assert load_object(backend_of(shared.settings).frontier_driver) is ClusterDriver

@@ -175,10 +175,24 @@ def test_a_worker_that_does_not_acknowledge_makes_forget_say_so(
                      alive_ttl=60.0)
     finally:
         lst.close()
-    done = scrapy("forget", ORIGIN, "--force", "--wait", "0.3",
-                  "-s", f"POLITE_FRONTIER={redis_url}")
+    r = redis_server_session.client()
+    book = RobotsBook(RedisRobotsStore(redis_url), "PoliteCrawler")
+    book.record_answer(ORIGIN, 200, b"User-agent: *\nAllow: /\n")
+    book.close()
+    r.zadd(f"polite:q:{{{ORIGIN}}}:t", {b"0 1 x": 1})
+    sets = ["-s", f"POLITE_FRONTIER={redis_url}", "-s", "POLITE_CRAWL=t"]
+    done = scrapy("forget", ORIGIN, "--wait", "0.3", *sets)
     assert done.returncode == 1
     assert "NOT acknowledged in time: site elsewhere:7:x" in done.stdout
+    # The late worker may still fetch and store the origin: nothing is deleted yet.
+    assert "NOTHING DELETED" in done.stdout
+    assert r.exists(robots_key(ORIGIN), f"polite:q:{{{ORIGIN}}}:t") == 2
+    forced = scrapy("forget", ORIGIN, "--wait", "0.3", "--force", "--json", *sets)
+    assert forced.returncode == 1
+    data = json.loads(forced.stdout)
+    assert [j["owner"] for j in data["not_acknowledged"]] == ["elsewhere:7:x"]
+    assert data["removed"]["robots_txt"] == 1
+    assert not r.exists(robots_key(ORIGIN), f"polite:q:{{{ORIGIN}}}:t")
 
 
 # --- two workers, as if on two machines ----------------------------------------------------

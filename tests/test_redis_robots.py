@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from polite_crawler.backend import backend_of
 from polite_crawler.policy.robots import Outcome
 from polite_crawler.store.redis_robots import RedisRobotsStore, robots_key
 from polite_crawler.store.robots import STORE_RETRY, RobotsBook
@@ -241,7 +242,7 @@ def test_without_redis_the_book_is_the_sqlite_one(tmp_path: Path) -> None:
     from polite_crawler.store.robots import SQLiteRobotsStore
 
     settings = Settings({"POLITE_STATE_DIR": str(tmp_path)})
-    b = RobotsBook.from_settings(settings)
+    b = backend_of(settings).robots_book(settings)
     try:
         assert isinstance(b.store, SQLiteRobotsStore)
     finally:
@@ -253,7 +254,7 @@ def test_with_the_frontier_on_redis_the_book_is_in_redis(redis_url: str,
     from scrapy.settings import Settings
 
     settings = Settings({"POLITE_STATE_DIR": str(tmp_path), "POLITE_FRONTIER": redis_url})
-    b = RobotsBook.from_settings(settings)
+    b = backend_of(settings).robots_book(settings)
     try:
         assert isinstance(b.store, RedisRobotsStore)
     finally:

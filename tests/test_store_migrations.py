@@ -7,11 +7,12 @@ from typing import Any
 import pytest
 import pytest_twisted
 
+from polite_crawler.backend import page_backend_factory as backend_factory
 from polite_crawler.middlewares.conditional import FOLLOW
 from polite_crawler.policy.urls import canonicalize
 from polite_crawler.store.migrations import MIGRATIONS, current_version, migrate
 from polite_crawler.store.migrations.recanonicalize import MIGRATED, respellings
-from polite_crawler.store.pages import PageRecord, SQLPageBackend, backend_factory
+from polite_crawler.store.pages import PageRecord, SQLPageBackend
 from tests.pg import pg_server, pg_uri  # noqa: F401  (fixtures)
 
 

@@ -13,9 +13,10 @@ from typing import Any
 import psycopg
 import pytest
 
+from polite_crawler.backend import page_backend_factory as backend_factory
 from polite_crawler.policy.revisit import Bounds
 from polite_crawler.store.migrations import MIGRATIONS, Migration, current_version, migrate
-from polite_crawler.store.pages import PageRecord, PageStore, backend_factory
+from polite_crawler.store.pages import PageRecord, PageStore
 from polite_crawler.store.sqlite import SQLitePageBackend
 from tests.pg import pg_server, pg_uri  # noqa: F401  (fixtures)
 
@@ -196,7 +197,8 @@ def test_migrations_versioned_and_idempotent(tmp_path: Any) -> None:
 
 _WRITER = textwrap.dedent("""
     import sys
-    from polite_crawler.store.pages import PageStore, backend_factory
+    from polite_crawler.backend import page_backend_factory as backend_factory
+    from polite_crawler.store.pages import PageStore
     from tests.test_store_pages import _rec
     store = PageStore(backend_factory(sys.argv[1], ""), batch_size=10, flush_interval=3600,
                       idle_commit=False, on_commit=lambda n: print(n, flush=True))

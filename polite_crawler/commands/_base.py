@@ -4,19 +4,22 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from polite_crawler.defaults import POLITE_DEFAULTS
 from polite_crawler.policy.urls import URLError, origin_of
-from polite_crawler.store.paths import ORIGINS_DB, STATE_DB
+from polite_crawler.store.paths import ORIGINS_DB
 
 if TYPE_CHECKING:
     import argparse
+    from collections.abc import Iterator
 
     from scrapy.settings import BaseSettings
+
+    from polite_crawler.interfaces import StateReader
 
 USAGE = 2  # exit status of bad input (as argparse and Scrapy use it)
 
@@ -59,34 +62,43 @@ def state_dir_of(settings: BaseSettings, given: str | None = None) -> Path:
     return path
 
 
+def command_state_dir(settings: BaseSettings, given: str | None = None) -> Path | None:
+    """:func:`state_dir_of`; on a cluster None when there is none (the cluster's state is
+    in Redis and the page store), unless one was named on the command line."""
+    from polite_crawler.backend import backend_of
+
+    try:
+        return state_dir_of(settings, given)
+    except CommandError:
+        if given or not backend_of(settings).cluster:
+            raise
+        return None
+
+
+@contextmanager
+def open_reader(settings: BaseSettings, state: Path | None) -> Iterator[StateReader]:
+    """The crawl's state, read only, on the backend the settings name; a store that
+    cannot be read is a :class:`CommandError`."""
+    from polite_crawler.backend import backend_of
+    from polite_crawler.store.reader import StateUnreadable
+
+    try:
+        reader = backend_of(settings).reader(settings, state)
+    except StateUnreadable as exc:
+        raise CommandError(str(exc)) from exc
+    try:
+        yield reader
+    except StateUnreadable as exc:
+        raise CommandError(str(exc)) from exc
+    finally:
+        reader.close()
+
+
 def origins_db(state: Path, *, must_exist: bool = True) -> Path:
     path = state / ORIGINS_DB
     if must_exist and not path.is_file():
         raise CommandError(f"no origin store at {path}: no crawl has used this state directory")
     return path
-
-
-def pages_db(state: Path) -> Path:
-    return state / STATE_DB
-
-
-def open_read_only(path: Path) -> sqlite3.Connection:
-    """A read-only connection (the crawl may be writing; WAL lets both go on)."""
-    if not path.is_file():
-        raise CommandError(f"no store at {path}")
-    try:
-        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5.0)
-        conn.execute("PRAGMA busy_timeout=5000")
-        conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
-    except sqlite3.Error as exc:
-        raise CommandError(f"cannot read {path}: {exc}") from exc
-    return conn
-
-
-def has_table(conn: sqlite3.Connection, name: str) -> bool:
-    row = conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?",
-                       (name,)).fetchone()
-    return row is not None
 
 
 def parse_origin(text: str) -> str:

@@ -1,14 +1,18 @@
 """``scrapy explain``: everything the crawler would do with a URL, and why.
 
-``scrapy explain URL`` reads the shared state (origin store, robots.txt cache,
-page store, opt-out list; the origin state, the robots.txt cache and the opt-out
-list in Redis when run with the crawl's ``-s POLITE_FRONTIER=redis://...``) and
-says: the canonical form and which rule changed it; the robots.txt decision (the
-group that applied and the line that decided, or why no file applies); page rules
-and content signals known for it; the trap rule that would drop it; its origin's
+``scrapy explain URL`` reads the shared state through the backend's reader
+(:mod:`polite_crawler.store.reader`: origin store, robots.txt cache, page store,
+opt-out list; the origin state, the robots.txt cache and the opt-out list in Redis
+when run with the crawl's ``-s POLITE_FRONTIER=redis://...``) and judges with the
+crawl's settings (``-s``, the project's), as the crawl does; it says: the canonical
+form and which rule changed it; the robots.txt decision (the group that applied and
+the line that decided, or why no file applies); page rules and content signals known
+for it; the trap rule that would drop it; its origin's
 state (next allowed time, the rest and the term that binds, backoff, breaker, stop,
 budget); what the store holds of it (last fetch, status, validators, next revisit
-and the rule behind that date).
+and the rule behind that date), decided as the conditional-request middleware
+decides it: the page (or the page it redirected to), else the URL's own fetch state
+(``url_fetches``: a sitemap, a feed, an alias), with the crawl's ``POLITE_RECRAWL``.
 
 ``scrapy explain --robots FILE URL`` tests a robots.txt body against the crawler's
 own product token, offline. ``scrapy explain --status 429 --header "Retry-After: 120"``
@@ -28,17 +32,15 @@ from scrapy.commands import ScrapyCommand
 from polite_crawler.commands._base import (
     CommandError,
     add_common,
+    command_state_dir,
     emit,
     fail,
-    has_table,
-    open_read_only,
-    origins_db,
-    state_dir_of,
+    open_reader,
     when,
     with_defaults,
 )
 from polite_crawler.policy.network import is_test_host, parse_networks
-from polite_crawler.policy.rest import OriginState, compute_rest, floor_params, utc_day
+from polite_crawler.policy.rest import compute_rest, floor_params, utc_day
 from polite_crawler.policy.revisit import GROW, SHRINK, Decision, Known, decide
 from polite_crawler.policy.robots import (
     ContentSignals,
@@ -66,11 +68,11 @@ from polite_crawler.policy.verdicts import (
 
 if TYPE_CHECKING:
     import argparse
-    import sqlite3
 
     from scrapy.settings import BaseSettings
 
-    from polite_crawler.store.robots import RobotsState
+    from polite_crawler.interfaces import StateReader
+
 
 _ACTIONS = {
     Action.OK: "a success: the page is read, the origin rests as usual",
@@ -187,75 +189,11 @@ def _signals(signals: ContentSignals) -> dict[str, Any]:
     return {k: v for k, v in signals.as_dict().items() if v is not None}
 
 
-def _on_redis(settings: BaseSettings) -> bool:
-    return str(settings.get("POLITE_FRONTIER") or "").startswith(("redis://", "rediss://"))
-
-
-def redis_optout(settings: BaseSettings, origin: str) -> dict[str, Any] | None:
-    """The origin's entry on the opt-out list in Redis (the frontier's)."""
-    from polite_crawler.store.redis_optout import RedisOptOutList
-
-    url = str(settings.get("POLITE_FRONTIER"))
-    lst = RedisOptOutList(url, timeout=settings.getfloat("POLITE_REDIS_STATE_TIMEOUT", 2.0))
-    try:
-        entry = lst.get(origin)
-    except lst.errors as exc:
-        raise CommandError(f"cannot read the opt-out list in Redis {url}: {exc}") from exc
-    finally:
-        lst.close()
-    return {"reason": entry.reason, "since": entry.added_at} if entry else None
-
-
-def redis_origin_row(settings: BaseSettings, origin: str) -> tuple[Any, ...] | None:
-    """``(state JSON, crawl, owner, owner's lease end)`` of the origin's hash in Redis (the
-    frontier's ``polite:o:{ORIGIN}``, shared by every crawl), or None."""
-    from polite_crawler.frontier.redis_shared import origin_key, until_key
-    from polite_crawler.store.redis_robots import redis_client, redis_errors
-
-    url = str(settings.get("POLITE_FRONTIER"))
-    r = redis_client(url, settings.getfloat("POLITE_REDIS_STATE_TIMEOUT", 2.0))
-    try:
-        state, run, owner = r.hmget(origin_key(origin), "state", "run", "owner")
-        if not state:
-            return None
-        owner_text = bytes(owner).decode() if owner else ""
-        until = r.get(until_key(owner_text)) if owner_text else None
-    except redis_errors() as exc:
-        raise CommandError(f"cannot read the origin state in Redis {url}: {exc}") from exc
-    finally:
-        r.close()
-    return (bytes(state).decode(), bytes(run or b"").decode(), owner_text or None,
-            float(until) if until else None)
-
-
-def stored_robots(conn: sqlite3.Connection | None, origin: str,
-                  settings: BaseSettings) -> RobotsState | None:
-    """The robots.txt cache's entry of ``origin``: in Redis when the frontier is there
-    (``-s POLITE_FRONTIER=redis://...``, as the crawl's), else in the origin store."""
-    from polite_crawler.store.robots import read_robots_state
-
-    url = str(settings.get("POLITE_FRONTIER") or "")
-    if _on_redis(settings):
-        from polite_crawler.store.redis_robots import RedisRobotsStore
-
-        store = RedisRobotsStore.from_settings(settings)
-        try:
-            return store.load(origin)
-        except store.errors as exc:
-            raise CommandError(f"cannot read the robots.txt cache in Redis {url}: "
-                               f"{exc}") from exc
-        finally:
-            store.close()
-    if conn is not None and has_table(conn, "robots_txt"):
-        return read_robots_state(conn, origin)
-    return None
-
-
-def robots_from_store(conn: sqlite3.Connection | None, origin: str, url: str,
+def robots_from_store(reader: StateReader, origin: str, url: str,
                       settings: BaseSettings, now: float) -> dict[str, Any]:
     token = settings.get("POLITE_BOT_NAME") or "PoliteCrawler"
     ttl = settings.getfloat("POLITE_ROBOTS_TTL")
-    stored = stored_robots(conn, origin, settings)
+    stored = reader.robots(origin)
     if stored is None:
         return {"source": "none", "allowed": None,
                 "why": "no robots.txt read yet: the origin's first request will be its "
@@ -295,16 +233,11 @@ def _is_test(origin: str, settings: BaseSettings) -> bool:
                         parse_networks(settings.getlist("POLITE_TEST_NETWORKS")))
 
 
-def origin_state(conn: sqlite3.Connection | None, origin: str, settings: BaseSettings,
+def origin_state(reader: StateReader, origin: str, settings: BaseSettings,
                  now: float) -> dict[str, Any]:
     from polite_crawler.frontier.scheduler import rest_params
 
-    row = None
-    if _on_redis(settings):
-        row = redis_origin_row(settings, origin)
-    elif conn is not None and has_table(conn, "polite_origin"):
-        row = conn.execute("SELECT state, run_id, lease_owner, lease_until FROM polite_origin "
-                           "WHERE origin=?", (origin,)).fetchone()
+    row = reader.origin_state(origin)
     params = rest_params(settings)
     if not _is_test(origin, settings):
         params = floor_params(params)[0]
@@ -312,8 +245,7 @@ def origin_state(conn: sqlite3.Connection | None, origin: str, settings: BaseSet
         return {"known": False, "rest_page": params.rest_page,
                 "why": f"never fetched: its first exchange may start at once, then it rests at "
                        f"least {params.rest_page:g} s between requests"}
-    state = OriginState.from_json(row[0])
-    state.origin = origin
+    state, owner, until = row
     f = state.failure
     rest = compute_rest(state, params, end=state.last_end or now, api=False,
                         rng=random.Random(0))
@@ -343,34 +275,38 @@ def origin_state(conn: sqlite3.Connection | None, origin: str, settings: BaseSet
         "stopped": f.stopped,
         "stopped_why": describe_stop(f.stopped) if f.stopped else None,
         "budget": {"used_today": used, "limit": limit},
-        "lease": {"owner": row[2], "until": row[3]} if row[2] else None,
+        "lease": {"owner": owner, "until": until} if owner else None,
     }
     return out
 
 
 # --- the page store ------------------------------------------------------------------------
 
-def store_record(settings: BaseSettings, state: Path, canon: str, now: float) -> dict[str, Any]:
-    from polite_crawler.commands.forget import page_store_backend
+def store_record(reader: StateReader, settings: BaseSettings, canon: str,
+                 now: float) -> dict[str, Any]:
+    """What the page store holds of ``canon`` and what the crawl does with it next, as
+    the conditional-request middleware decides it (with the crawl's POLITE_RECRAWL):
+    the page (or the page it redirected to), else the URL's own fetch state
+    (``url_fetches``: a sitemap, a feed, an exact duplicate, a rel=canonical alias)."""
+    from polite_crawler.middlewares.conditional import FOLLOW
 
-    found = page_store_backend(settings, state, 5.0)
-    if found is None:
+    where = reader.pages_where()
+    if where is None:
         return {"stored": False, "why": "no page store in this state directory"}
-    backend, where = found
-    try:
-        try:
-            rec = backend.resolve(canon)
-            alias = backend.alias_of(canon)
-        except Exception as exc:  # an empty store has no tables yet
-            return {"stored": False, "where": where, "why": f"nothing stored ({exc})"}
-    finally:
-        backend.close()
-    if rec is None:
+    rec: Any = reader.page(canon, follow=FOLLOW)
+    fetch = reader.fetch(canon) if rec is None else None
+    alias = reader.alias_of(canon)
+    if rec is None and fetch is None:
         return {"stored": False, "where": where,
+                "alias_of": {"page": alias[0], "reason": alias[1]} if alias else None,
                 "why": "never stored: the next visit is an unconditional request"}
+    if rec is None:
+        rec = fetch
     known = Known(fetched_at=rec.fetched_at, due_at=rec.due_at, fresh_until=rec.fresh_until,
-                  has_copy=rec.has_copy, has_validators=rec.has_validators)
-    decision = decide(known, now)
+                  has_copy=rec.has_copy, has_validators=rec.has_validators,
+                  no_store=rec.no_store)
+    force = str(settings.get("POLITE_RECRAWL") or "").lower() == "all"
+    decision = decide(known, now, force=force)
     lo, hi = settings.getfloat("POLITE_REVISIT_MIN"), settings.getfloat("POLITE_REVISIT_MAX")
     rule = (f"due {rec.revisit_interval / 3600:.1f} h after the last visit: the interval starts "
             f"at POLITE_REVISIT_DEFAULT, grows x{GROW:g} after a visit that found no change, "
@@ -383,16 +319,20 @@ def store_record(settings: BaseSettings, state: Path, canon: str, now: float) ->
              Decision.FRESH: "not requested: the site declared it fresh",
              Decision.NOT_DUE: "not requested before its revisit date",
              Decision.LASTMOD: "not requested: the sitemap says it has not changed"}
+    page = fetch is None
     return {
-        "stored": True, "where": where, "canonical_url": rec.canonical_url,
+        "stored": True, "where": where, "kind": fetch.kind if fetch is not None else "page",
+        "canonical_url": rec.canonical_url,
         "alias_of": {"page": alias[0], "reason": alias[1]} if alias else None,
         "fetched_at": rec.fetched_at, "status": rec.status, "etag": rec.etag,
         "last_modified": rec.last_modified, "fresh_until": rec.fresh_until,
         "due_at": rec.due_at, "revisit_interval": rec.revisit_interval,
         "visits": rec.visits, "changes": rec.changes, "no_store": rec.no_store,
-        "near_duplicate_of": rec.near_duplicate_of, "noindex": rec.noindex,
-        "ai_input": rec.ai_input, "signals": rec.signals,
+        "near_duplicate_of": rec.near_duplicate_of if page else None,
+        "noindex": rec.noindex if page else None,
+        "ai_input": rec.ai_input if page else None, "signals": rec.signals if page else None,
         "next_visit": {"decision": decision.value, "what": words[decision], "rule": rule},
+        "recrawl_all": force,
     }
 
 
@@ -479,34 +419,25 @@ def explain_url(settings: BaseSettings, url: str, opts: argparse.Namespace) -> d
     canon, changes = _canonical(url, settings)
     origin = origin_of(canon)
     now = time.time()
-    state = state_dir_of(settings, opts.state_dir)
-    db = origins_db(state, must_exist=False)
-    conn = open_read_only(db) if db.is_file() else None
-    try:
-        from polite_crawler.middlewares.traps import trap_limits
+    state = command_state_dir(settings, opts.state_dir)
+    from polite_crawler.middlewares.traps import trap_limits
 
-        limits: TrapLimits = trap_limits(settings)
-        trap = url_trap(canon, opts.depth, limits)
-        optout = None
-        if _on_redis(settings):
-            optout = redis_optout(settings, origin)
-        elif conn is not None and has_table(conn, "polite_optout"):
-            row = conn.execute("SELECT reason, added_at FROM polite_optout WHERE origin=?",
-                               (origin,)).fetchone()
-            optout = {"reason": row[0], "since": row[1]} if row else None
-        robots = robots_from_store(conn, origin, canon, settings, now)
-        origin_info = origin_state(conn, origin, settings, now)
-    finally:
-        if conn is not None:
-            conn.close()
-    stored = store_record(settings, state, canon, now)
+    limits: TrapLimits = trap_limits(settings)
+    trap = url_trap(canon, opts.depth, limits)
+    with open_reader(settings, state) as reader:
+        entry = reader.optout(origin)
+        optout = {"reason": entry.reason, "since": entry.added_at} if entry else None
+        robots = robots_from_store(reader, origin, canon, settings, now)
+        origin_info = origin_state(reader, origin, settings, now)
+        stored = store_record(reader, settings, canon, now)
     page: dict[str, Any] = {"robots_signals": robots.get("signals", {})}
     if stored.get("stored"):
         page.update(noindex=stored["noindex"], ai_input=stored["ai_input"],
                     page_signals={k: v for k, v in (stored["signals"] or {}).items()
                                   if v is not None})
     return {"url": url, "canonical": canon, "changes": changes, "origin": origin,
-            "state_dir": str(state), "optout": optout, "robots": robots, "page": page,
+            "state_dir": str(state) if state else None, "optout": optout, "robots": robots,
+            "page": page,
             "trap": {"rule": trap, "depth": opts.depth, "limits": vars(limits)},
             "origin_state": origin_info, "store": stored, "now": now}
 
@@ -676,6 +607,9 @@ def url_text(d: dict[str, Any]) -> str:
     if not s["stored"]:
         lines.append(f"  {s['why']}")
     else:
+        if s["kind"] != "page":
+            lines.append(f"  not a page of its own: its fetch state as a {s['kind']} "
+                         f"(url_fetches)")
         if s["alias_of"]:
             lines.append(f"  an alias ({s['alias_of']['reason']}) of {s['alias_of']['page']}")
         lines.append(f"  last fetch {when(s['fetched_at'])}, status {s['status']}")
@@ -683,6 +617,7 @@ def url_text(d: dict[str, Any]) -> str:
                      f"{s['last_modified'] or '-'}")
         if s["near_duplicate_of"]:
             lines.append(f"  near duplicate of {s['near_duplicate_of']}")
-        lines.append(f"  next visit {when(s['due_at'])}: {s['next_visit']['what']}")
+        lines.append(f"  next visit {when(s['due_at'])}: {s['next_visit']['what']}"
+                     + (" (POLITE_RECRAWL=all: due or not)" if s["recrawl_all"] else ""))
         lines.append(f"    {s['next_visit']['rule']}")
     return "\n".join(lines)

@@ -4,7 +4,10 @@ The origin goes on the durable opt-out list in the origin store
 (:mod:`polite_crawler.store.optout`); every running job reads the list's version
 and stops the origin (the opt-out middleware drops even its robots.txt request),
 and ``forget`` waits until each live job has acknowledged: after it returns, no
-job sends the origin a request. Then it deletes what the crawl holds of the origin:
+job sends the origin a request. A live job that has not acknowledged within ``--wait``
+is named, nothing is deleted, and the exit status is 1 (``--force`` deletes anyway): such
+a job may still fetch the origin and store what it fetched. Once every live job has
+acknowledged, ``forget`` deletes what the crawl holds of the origin:
 its pages (with their texts and fingerprints) in the page store (SQLite or
 PostgreSQL), aliases to and from it, near-duplicate links pointing at its pages,
 its robots.txt copy, and its queued URLs in every job frontier it can find:
@@ -20,7 +23,8 @@ answers the owner's questions (``scrapy history``).
 
 With ``-s POLITE_FRONTIER=redis://...`` (the cluster's setting) the list is the one in
 Redis (:mod:`polite_crawler.store.redis_optout`), honoured by every worker on every
-machine; ``forget`` waits for every live worker's acknowledgement, deletes from the
+machine; ``forget`` waits for every live worker's acknowledgement (the same rule: none in
+time, nothing deleted unless ``--force``), then deletes from the
 page store (``-s POLITE_STORE=postgresql://...``) and the robots.txt cache in Redis, and
 drops the origin's queued and claimed rows from every crawl's Redis frontier that
 queued it. No state directory is needed; given one, its trap memory is cleaned too.
@@ -35,22 +39,24 @@ from typing import TYPE_CHECKING, Any
 
 from scrapy.commands import ScrapyCommand
 
+from polite_crawler.backend import backend_of
 from polite_crawler.commands._base import (
     CommandError,
     add_common,
     emit,
     fail,
-    has_table,
+    open_reader,
     origins_db,
-    pages_db,
     parse_origin,
     state_dir_of,
     when,
     with_defaults,
 )
 from polite_crawler.frontier.scheduler import QUEUE_DB
-from polite_crawler.frontier.store import owner_alive
+from polite_crawler.frontier.store import edit_queue_file, owner_alive
+from polite_crawler.store.erase import delete_from_page_store
 from polite_crawler.store.optout import Job, OptOutList
+from polite_crawler.store.robots import SQLiteRobotsStore
 from polite_crawler.store.traps import TRAPS_DB, forget_traps
 
 if TYPE_CHECKING:
@@ -59,94 +65,21 @@ if TYPE_CHECKING:
     from polite_crawler.store.pages import SQLPageBackend
 
 
-def _prefix_sql(column: str) -> str:
-    # Canonical URLs of an origin start with "<origin>/"; substr is portable (SQLite, PG).
-    return f"substr({column}, 1, ?) = ?"
-
-
 def page_store_backend(settings: Any, state: Path, timeout: float) -> tuple[SQLPageBackend,
                                                                              str] | None:
     """The page store's backend (None: no SQLite page store was ever written)."""
-    from polite_crawler.store.pages import backend_factory
+    from polite_crawler.store.sqlite import SQLitePageBackend
 
-    uri = settings.get("POLITE_STORE") or ""
-    if uri.startswith(("postgresql://", "postgres://")):
+    chosen = backend_of(settings)
+    if chosen.pages_on_postgres:
         try:
-            return backend_factory(uri, "")(), "postgresql"
+            return chosen.page_backends(state)(), "postgresql"
         except Exception as exc:  # psycopg's errors: no server, refused, bad URI
-            raise CommandError(f"cannot open the page store {uri}: {exc}") from exc
-    path = Path(uri.removeprefix("sqlite:///")) if uri.startswith("sqlite:///") else pages_db(state)
-    if not path.is_file():
+            raise CommandError(f"cannot open the page store {chosen.store_uri}: {exc}") from exc
+    path = chosen.pages_path(state)
+    if path is None or not path.is_file():
         return None
-    backend = backend_factory(f"sqlite:///{path}", str(path))()
-    backend.execute(f"PRAGMA busy_timeout={int(timeout * 1000)}")
-    return backend, str(path)
-
-
-def _columns(backend: SQLPageBackend) -> dict[str, set[str]]:
-    """Tables of the page store and their columns."""
-    if backend.dialect == "postgres":
-        rows = backend.execute(
-            "SELECT table_name, column_name FROM information_schema.columns "
-            "WHERE table_schema = current_schema()")
-        out: dict[str, set[str]] = {}
-        for table, column in rows:
-            out.setdefault(str(table), set()).add(str(column))
-        return out
-    tables = [r[0] for r in backend.execute(
-        "SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%'")]
-    return {t: {r[1] for r in backend.execute(f'PRAGMA table_info("{t}")')} for t in tables}
-
-
-def delete_from_page_store(backend: SQLPageBackend, origin: str) -> dict[str, int]:
-    """Delete everything of ``origin`` in the page store, in one transaction.
-
-    ``pages`` rows of the origin (their texts, hashes and SimHash fingerprints are
-    columns of those rows), ``page_aliases`` from or to it, near-duplicate links
-    (``near_duplicate_of``) pointing at it; and, in any other table of the store,
-    rows whose ``origin`` is it or whose ``canonical_url`` is one of its URLs.
-    """
-    prefix = origin + "/"
-    p = (len(prefix), prefix)
-    tables = _columns(backend)
-    removed: dict[str, int] = {}
-    backend.begin()
-    try:
-        def count(sql: str, params: tuple[Any, ...]) -> int:
-            return int(backend.execute(sql, params)[0][0])
-
-        if "pages" in tables:
-            removed["pages"] = count("SELECT COUNT(*) FROM pages WHERE origin = ?", (origin,))
-            if "near_duplicate_of" in tables["pages"]:
-                where = f"origin <> ? AND {_prefix_sql('near_duplicate_of')}"
-                removed["near_duplicate_links"] = count(
-                    f"SELECT COUNT(*) FROM pages WHERE {where}", (origin, *p))
-                backend.execute(f"UPDATE pages SET near_duplicate_of = NULL WHERE {where}",
-                                (origin, *p))
-            backend.execute("DELETE FROM pages WHERE origin = ?", (origin,))
-        if "page_aliases" in tables:
-            where = f"{_prefix_sql('alias_url')} OR {_prefix_sql('canonical_url')}"
-            removed["aliases"] = count(f"SELECT COUNT(*) FROM page_aliases WHERE {where}", p + p)
-            backend.execute(f"DELETE FROM page_aliases WHERE {where}", p + p)
-        for table, cols in sorted(tables.items()):
-            if table in ("pages", "page_aliases", "page_store_schema"):
-                continue
-            if "origin" in cols:
-                n = count(f'SELECT COUNT(*) FROM "{table}" WHERE origin = ?', (origin,))
-                backend.execute(f'DELETE FROM "{table}" WHERE origin = ?', (origin,))
-            elif "canonical_url" in cols:
-                where = _prefix_sql("canonical_url")
-                n = count(f'SELECT COUNT(*) FROM "{table}" WHERE {where}', p)
-                backend.execute(f'DELETE FROM "{table}" WHERE {where}', p)
-            else:
-                continue
-            if n:
-                removed[table] = n
-        backend.commit()
-    except BaseException:
-        backend.rollback()
-        raise
-    return removed
+    return SQLitePageBackend(str(path), wait=timeout), str(path)
 
 
 def frontier_files(state: Path, jobs: list[Job], extra: list[str],
@@ -170,34 +103,6 @@ def frontier_files(state: Path, jobs: list[Job], extra: list[str],
             seen.add(resolved)
             out.append(resolved)
     return out
-
-
-def edit_frontier(path: Path, origin: str, *, undo: bool, timeout: float) -> int | str:
-    """Drop the origin's queued URLs from a job frontier that no live job holds.
-
-    ``undo``: forget that the job stopped the origin for the opt-out instead.
-    Returns the rows changed, or why the file was left alone.
-    """
-    try:
-        conn = sqlite3.connect(str(path), timeout=timeout, isolation_level=None)
-    except sqlite3.Error as exc:
-        return f"unreadable: {exc}"
-    try:
-        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        if "frontier_queue" not in tables:
-            return "not a job frontier"
-        conn.execute("BEGIN IMMEDIATE")
-        if undo:
-            cur = conn.execute("DELETE FROM frontier_stopped WHERE origin=? AND reason=?",
-                               (origin, "opted_out"))
-        else:
-            cur = conn.execute("DELETE FROM frontier_queue WHERE origin=?", (origin,))
-        conn.execute("COMMIT")
-        return cur.rowcount
-    except sqlite3.OperationalError as exc:
-        return f"left alone: {exc}"
-    finally:
-        conn.close()
 
 
 def is_live(job: Job) -> bool:
@@ -236,7 +141,8 @@ class Command(ScrapyCommand):
         return (
             "Put ORIGIN (scheme://host[:port]) on the durable opt-out list that every "
             "running and future job honours from its next dispatch (not even robots.txt is "
-            "fetched), wait until every running job has acknowledged it, then delete its "
+            "fetched), wait until every running job has acknowledged it (one that has not in "
+            "--wait: nothing is deleted, exit 1, unless --force), then delete its "
             "stored pages, texts, fingerprints, aliases, near-duplicate links pointing at "
             "it, its robots.txt copy and its queued URLs in every job frontier found, and "
             "print what was removed. --list shows the list, --undo takes an origin off it.")
@@ -249,7 +155,8 @@ class Command(ScrapyCommand):
         parser.add_argument("--undo", action="store_true",
                             help="take ORIGIN off the list (deleted data stays deleted)")
         parser.add_argument("--force", action="store_true",
-                            help="list an origin the crawl has never seen")
+                            help="list an origin the crawl has never seen; delete even when "
+                                 "a running job has not acknowledged in time")
         parser.add_argument("--jobdir", action="append", default=[], metavar="DIR",
                             help="another JOBDIR (or a directory above JOBDIRs) to clean")
         parser.add_argument("--wait", type=float, default=60.0, metavar="SECONDS",
@@ -271,15 +178,15 @@ class Command(ScrapyCommand):
     def _run(self, args: list[str], opts: argparse.Namespace) -> tuple[Any, str, int]:
         assert self.settings is not None
         settings = with_defaults(self.settings)
-        url = str(settings.get("POLITE_FRONTIER") or "")
-        if url.startswith(("redis://", "rediss://")):
-            return self._run_redis(settings, url, args, opts)
+        chosen = backend_of(settings)
+        if chosen.cluster:
+            return self._run_redis(settings, chosen.frontier_url, args, opts)
         state = state_dir_of(settings, opts.state_dir)
         db = origins_db(state)
         if opts.list:
             if args:
                 raise CommandError("--list takes no origin")
-            return self._list(db, opts)
+            return self._list(settings, state, opts)
         if len(args) != 1:
             raise CommandError("name one origin, e.g. scrapy forget https://example.org")
         origin = parse_origin(args[0])
@@ -295,53 +202,32 @@ class Command(ScrapyCommand):
     def _open_list(db: Path, timeout: float) -> OptOutList:
         try:
             optout = OptOutList(db, timeout=timeout)
-            # Nothing is changed unless the store can be written now.
-            optout.conn.execute("BEGIN IMMEDIATE")
-            optout.conn.execute("ROLLBACK")
+            optout.check_writable()  # nothing is changed unless the store can be written now
         except sqlite3.OperationalError as exc:
             raise CommandError(f"the origin store {db} is locked by another process ({exc}); "
                                "nothing was changed, try again") from exc
         return optout
 
-    def _list(self, db: Path, opts: argparse.Namespace) -> tuple[Any, str, int]:
-        from polite_crawler.commands._base import open_read_only
-
-        conn = open_read_only(db)
-        try:
-            if not has_table(conn, "polite_optout"):
-                entries: list[Any] = []
-            else:
-                optout = OptOutList(conn)  # its tables exist: nothing to write
-                entries = [{"origin": e.origin, "reason": e.reason, "added_at": e.added_at}
-                           for e in optout.entries().values()]
-        finally:
-            conn.close()
+    def _list(self, settings: Any, state: Path, opts: argparse.Namespace
+              ) -> tuple[Any, str, int]:
+        with open_reader(settings, state) as reader:
+            entries: list[dict[str, Any]] = [
+                {"origin": e.origin, "reason": e.reason, "added_at": e.added_at}
+                for e in reader.optouts().values()]
         lines = [f"{len(entries)} origins on the opt-out list"]
         lines += [f"  {e['origin']}  since {when(e['added_at'])}"
                   + (f"  ({e['reason']})" if e["reason"] else "") for e in entries]
         return {"optout": entries}, "\n".join(lines), 0
 
-    def _known(self, settings: Any, state: Path, db: Path, origin: str) -> bool:
-        conn = sqlite3.connect(str(db), timeout=5.0)
-        try:
-            for table in ("polite_origin", "robots_txt"):
-                try:
-                    if conn.execute(f"SELECT 1 FROM {table} WHERE origin=?", (origin,)).fetchone():
-                        return True
-                except sqlite3.OperationalError:
-                    continue
-        finally:
-            conn.close()
-        pages = page_store_backend(settings, state, 5.0)
-        if pages is not None:
-            backend = pages[0]
-            try:
-                if backend.execute("SELECT 1 FROM pages WHERE origin = ? LIMIT 1", (origin,)):
-                    return True
-            except Exception:  # no pages table yet
-                pass
-            finally:
-                backend.close()
+    def _known(self, settings: Any, state: Path | None, origin: str) -> bool:
+        """Whether the crawl's state has the origin: its state, a robots.txt copy, a page,
+        or a line in this machine's access logs."""
+        with open_reader(settings, state) as reader:
+            if reader.origin_state(origin) is not None or reader.robots(origin) is not None \
+                    or reader.has_pages(origin):
+                return True
+        if state is None:
+            return False
         needle = f'"{origin}"'
         for log in state.glob("access-*.jsonl"):
             with log.open(encoding="utf-8", errors="replace") as fh:
@@ -365,9 +251,8 @@ class Command(ScrapyCommand):
 
     def _forget(self, optout: OptOutList, settings: Any, state: Path, origin: str,
                 opts: argparse.Namespace) -> tuple[Any, str, int]:
-        db = origins_db(state)
         if optout.get(origin) is None and not opts.force \
-                and not self._known(settings, state, db, origin):
+                and not self._known(settings, state, origin):
             raise CommandError(f"{origin} is unknown here (no origin state, robots.txt copy, "
                                "page or access log line); check the spelling, or --force")
         self._probe_locks(settings, state, opts.lock_timeout)
@@ -377,13 +262,19 @@ class Command(ScrapyCommand):
         acked, late = self._wait_for_acks(optout, version, opts.wait)
         waited = time.monotonic() - waited
         ended = sorted(self._ended)
+        data = {"origin": origin, "reason": opts.reason, "version": version, "at": now,
+                "ack_wait": round(waited, 3),
+                "acknowledged": [_job(j) for j in acked], "ended_meanwhile": ended,
+                "not_acknowledged": [_job(j) for j in late], "removed": None}
+        if late and not opts.force:
+            # A job that has not acknowledged may still fetch the origin and store what
+            # it fetches: nothing is deleted until every live job has (or --force).
+            return data, _forget_text(data), 1
         removed: dict[str, Any] = {}
         pages = page_store_backend(settings, state, 30.0)
         if pages is not None:
             removed["page_store"] = _delete_pages(settings, pages, origin, bool(acked))
-        robots = optout.conn.execute("DELETE FROM robots_txt WHERE origin=?", (origin,)) \
-            if has_table(optout.conn, "robots_txt") else None
-        removed["robots_txt"] = robots.rowcount if robots is not None else 0
+        removed["robots_txt"] = SQLiteRobotsStore(optout.conn).delete(origin)
         removed["trap_memory"] = forget_traps(state / TRAPS_DB, origin, opts.lock_timeout)
         live = {j.queue_path for j in acked if j.queue_path}
         jobdir = settings.get("JOBDIR") or None
@@ -392,15 +283,11 @@ class Command(ScrapyCommand):
             if str(path) in live:
                 frontiers[str(path)] = "dropped by the running job"
             else:
-                frontiers[str(path)] = edit_frontier(path, origin, undo=False,
+                frontiers[str(path)] = edit_queue_file(path, origin, undo=False,
                                                      timeout=min(opts.lock_timeout, 2.0))
         removed["frontiers"] = frontiers
         optout.record_removed(origin, removed)
-        data = {"origin": origin, "reason": opts.reason, "version": version, "at": now,
-                "ack_wait": round(waited, 3),
-                "acknowledged": [_job(j) for j in acked], "ended_meanwhile": ended,
-                "not_acknowledged":
-                [_job(j) for j in late], "removed": removed}
+        data["removed"] = removed
         return data, _forget_text(data), 1 if late else 0
 
     def _wait_for_acks(self, optout: OptOutList, version: int,
@@ -436,7 +323,7 @@ class Command(ScrapyCommand):
         for path in frontier_files(state, optout.jobs(), opts.jobdir,
                                    self.settings.get("JOBDIR") or None):
             if str(path) not in live:
-                frontiers[str(path)] = edit_frontier(path, origin, undo=True,
+                frontiers[str(path)] = edit_queue_file(path, origin, undo=True,
                                                      timeout=min(opts.lock_timeout, 2.0))
         data = {"origin": origin, "version": version, "undone": True,
                 "running_jobs_keep_it_stopped": [_job(j) for j in running],
@@ -455,19 +342,18 @@ class Command(ScrapyCommand):
     # --- the cluster: the list in Redis (POLITE_FRONTIER=redis://...) -------------------
     def _run_redis(self, settings: Any, url: str, args: list[str],
                    opts: argparse.Namespace) -> tuple[Any, str, int]:
-        from polite_crawler.store.redis_optout import RedisOptOutList
-
         try:  # the state directory is this machine's; the cluster needs none
             state: Path | None = state_dir_of(settings, opts.state_dir)
         except CommandError:
             if opts.state_dir:  # named on the command line: it must be there
                 raise
             state = None
-        optout = RedisOptOutList(url, timeout=max(settings.getfloat(
+        optout = backend_of(settings).cluster_optout(settings, timeout=max(settings.getfloat(
             "POLITE_REDIS_STATE_TIMEOUT", 2.0), 5.0))
+        assert optout is not None
         try:
             try:
-                optout.r.ping()
+                optout.ping()
             except optout.errors as exc:
                 raise CommandError(f"cannot reach Redis at {url} ({exc}); nothing was "
                                    "changed") from exc
@@ -501,9 +387,9 @@ class Command(ScrapyCommand):
 
     def _forget_redis(self, optout: Any, settings: Any, url: str, state: Path | None,  # noqa: PLR0917
                       origin: str, opts: argparse.Namespace) -> tuple[Any, str, int]:
-        pg = str(settings.get("POLITE_STORE") or "").startswith(("postgresql://", "postgres://"))
+        pg = backend_of(settings).pages_on_postgres
         if optout.get(origin) is None and not opts.force and not optout.known(origin) \
-                and not self._known_pages(settings, state, origin):
+                and not self._known(settings, state, origin):
             raise CommandError(f"{origin} is unknown here (no origin state or robots.txt copy "
                                f"in Redis {url}, no page in the page store); check the "
                                "spelling, or --force")
@@ -514,42 +400,25 @@ class Command(ScrapyCommand):
         waited = time.monotonic()
         acked, late, ended = self._wait_for_redis_acks(optout, version, opts.wait)
         waited = time.monotonic() - waited
+        data = {"origin": origin, "reason": opts.reason, "version": version, "at": now,
+                "redis": url, "ack_wait": round(waited, 3),
+                "acknowledged": [_job(j) for j in acked], "ended_meanwhile": ended,
+                "not_acknowledged": [_job(j) for j in late], "removed": None}
+        if late and not opts.force:
+            return data, _forget_text(data), 1  # nothing deleted (see _forget)
         removed: dict[str, Any] = {}
         pages = page_store_backend(settings, state or Path("."), 30.0) \
             if (pg or state is not None) else None
         if pages is not None:
             removed["page_store"] = _delete_pages(settings, pages, origin, bool(acked))
-        from polite_crawler.store.redis_robots import robots_key
-
-        removed["robots_txt"] = int(optout.r.delete(robots_key(origin, optout.p)))
+        removed["robots_txt"] = optout.forget_robots(origin)
         removed["trap_memory"] = forget_traps(state / TRAPS_DB, origin, opts.lock_timeout) \
             if state is not None else 0
         dropped = optout.drop_queued(origin, self._crawls(optout, settings, origin))
         removed["frontiers"] = {f"{url} crawl {c}": n for c, n in dropped.items()}
         optout.record_removed(origin, removed)
-        data = {"origin": origin, "reason": opts.reason, "version": version, "at": now,
-                "redis": url, "ack_wait": round(waited, 3),
-                "acknowledged": [_job(j) for j in acked], "ended_meanwhile": ended,
-                "not_acknowledged": [_job(j) for j in late], "removed": removed}
+        data["removed"] = removed
         return data, _forget_text(data), 1 if late else 0
-
-    def _known_pages(self, settings: Any, state: Path | None, origin: str) -> bool:
-        if state is not None and origins_db(state, must_exist=False).is_file():
-            return self._known(settings, state, origins_db(state), origin)
-        if not str(settings.get("POLITE_STORE") or "").startswith(("postgresql://",
-                                                                   "postgres://")):
-            return False
-        pages = page_store_backend(settings, Path("."), 5.0)
-        if pages is None:
-            return False
-        backend = pages[0]
-        try:
-            return bool(backend.execute("SELECT 1 FROM pages WHERE origin = ? LIMIT 1",
-                                        (origin,)))
-        except Exception:  # no pages table yet
-            return False
-        finally:
-            backend.close()
 
     @staticmethod
     def _wait_for_redis_acks(optout: Any, version: int, wait: float
@@ -614,7 +483,15 @@ def _forget_text(data: dict[str, Any]) -> str:
         lines.append(f"  {len(data['ended_meanwhile'])} jobs ended while forget waited")
     for job in late:
         lines.append(f"  NOT acknowledged in time: {job['spider']} {job['owner']} (it honours "
-                     "the list at its next check; run forget again to confirm)")
+                     "the list at its next check)")
+    if removed is None:
+        lines.append("  NOTHING DELETED: a job that has not acknowledged may still fetch and "
+                     "store the origin; run forget again once every job has acknowledged, "
+                     "or with --force to delete now")
+        return "\n".join(lines)
+    if late:
+        lines.append("  deleted anyway (--force): run forget again once every job has "
+                     "acknowledged, to delete what they stored meanwhile")
     store = removed.get("page_store")
     if store is None:
         lines.append("  page store: none in this state directory")

@@ -25,24 +25,26 @@ from typing import TYPE_CHECKING, Any
 
 from scrapy.commands import ScrapyCommand
 
+from polite_crawler.backend import backend_of
 from polite_crawler.commands._base import (
     CommandError,
     add_common,
     emit,
     fail,
-    has_table,
-    open_read_only,
-    origins_db,
+    open_reader,
     state_dir_of,
     with_defaults,
 )
 from polite_crawler.commands.history import log_files, read_lines
-from polite_crawler.policy.rest import OriginState
 from polite_crawler.policy.verdicts import describe_stop
 
 if TYPE_CHECKING:
     import argparse
     from collections.abc import Sequence
+
+    from scrapy.settings import BaseSettings
+
+    from polite_crawler.interfaces import StateReader
 
 # --- the figures ---------------------------------------------------------------------------
 
@@ -87,6 +89,7 @@ class Site:
     refused: int = 0
     robots: str = "-"
     stopped: str | None = None
+    here: bool = True  # False: known only to the cluster's shared state (another worker's)
 
     def row(self) -> dict[str, Any]:
         return {
@@ -95,7 +98,7 @@ class Site:
             "saved_by_304": self.saved, "refused": self.refused,
             "rest_median": percentile(self.rests, 0.5), "rest_p90": percentile(self.rests, 0.9),
             "rule_median": percentile(self.rules, 0.5), "robots": self.robots,
-            "stopped": self.stopped,
+            "stopped": self.stopped, "here": self.here,
         }
 
 
@@ -147,33 +150,31 @@ def _robots_outcome(status: Any) -> str:
     return f"redirected ({status})"
 
 
-def add_store_facts(sites: dict[str, Site], state: Path) -> None:
-    """Stops and robots.txt outages the origin store holds."""
-    db = origins_db(state, must_exist=False)
-    if not db.is_file():
-        return
-    conn = open_read_only(db)
-    try:
-        if has_table(conn, "polite_origin"):
-            for origin, raw in conn.execute("SELECT origin, state FROM polite_origin"):
-                site = sites.get(origin)
-                if site is None:
-                    continue
-                stopped = OriginState.from_json(raw).failure.stopped
-                if stopped and site.stopped is None:
-                    site.stopped = describe_stop(stopped)
-        if has_table(conn, "robots_txt"):
-            for origin, kind, failures, error in conn.execute(
-                    "SELECT origin, kind, failures, last_error FROM robots_txt"):
-                site = sites.get(origin)
-                if site is not None and failures and kind is None:
-                    site.robots = f"unreachable ({error}), nothing fetched"
-        if has_table(conn, "polite_optout"):
-            for (origin,) in conn.execute("SELECT origin FROM polite_optout"):
-                if origin in sites:
-                    sites[origin].stopped = "opted out (scrapy forget)"
-    finally:
-        conn.close()
+def add_shared_sites(sites: dict[str, Site], reader: StateReader) -> None:
+    """On a cluster: the sites every worker has crawled (their state is in Redis),
+    those this machine's access logs do not have included, marked as not ``here``."""
+    for origin, _state in reader.origin_states():
+        if origin not in sites:
+            sites[origin] = Site(origin, here=False)
+
+
+def add_store_facts(sites: dict[str, Site], reader: StateReader) -> None:
+    """Stops, robots.txt outages and opt-outs the crawl's shared state holds (the state
+    directory's origin store, or every worker's in Redis on a cluster)."""
+    for origin, state in reader.origin_states():
+        site = sites.get(origin)
+        if site is None:
+            continue
+        stopped = state.failure.stopped
+        if stopped and site.stopped is None:
+            site.stopped = describe_stop(stopped)
+    for entry in reader.robots_entries():
+        site = sites.get(entry.origin)
+        if site is not None and entry.failures and entry.kind is None:
+            site.robots = f"unreachable ({entry.last_error}), nothing fetched"
+    for origin in reader.optouts():
+        if origin in sites:
+            sites[origin].stopped = "opted out (scrapy forget)"
 
 
 # --- plots ---------------------------------------------------------------------------------
@@ -315,7 +316,9 @@ def render(title: str, sources: list[str], sites: dict[str, Site], figures: dict
         r = s.row()
         mix = ", ".join(f"{k} {v}" for k, v in r["statuses"].items())
         rows.append(
-            f"<tr><td>{esc(s.origin)}</td><td>{s.requests}</td><td>{s.pages}</td>"
+            f"<tr><td>{esc(s.origin)}</td>"
+            + (f"<td>{s.requests}</td><td>{s.pages}</td>" if s.here else
+               "<td class=muted colspan=2>another worker's</td>") +
             f"<td class=l>{esc(mix)}</td><td>{_kib(s.bytes)}</td><td>{_kib(s.saved)}</td>"
             f"<td>{_fmt_s(r['rest_median'])}</td><td>{_fmt_s(r['rest_p90'])}</td>"
             f"<td>{_fmt_s(r['rule_median'])}</td><td class=l>{esc(s.robots)}</td>"
@@ -335,7 +338,9 @@ def render(title: str, sources: list[str], sites: dict[str, Site], figures: dict
 <body><div class="wrap">
 <h1>{esc(title)}</h1>
 <p>{len(sites)} sites, {total} requests, {pages} pages. Generated {stamp} from the
-crawler's own records (access logs and the origin store); nothing here is estimated.</p>
+crawler's own records (access logs and the origin store; on a cluster, this machine's
+access logs and every worker's state in Redis: "another worker's" sites have their
+exchanges in that worker's access log); nothing here is estimated.</p>
 <h2>Per site</h2>
 <table><thead><tr><th>site</th><th>requests</th><th>pages</th><th>statuses</th>
 <th>KiB received</th><th>KiB spared by 304</th><th>rest median (s)</th><th>rest p90 (s)</th>
@@ -352,7 +357,8 @@ rule: the rest the crawler had set after the previous exchange.</p>
 # --- choosing the logs ---------------------------------------------------------------------
 
 def pick_logs(state: Path, job: str | None, every: bool,
-              configured: str | None) -> tuple[list[Path], str]:
+              configured: str | None, settings: BaseSettings | None = None
+              ) -> tuple[list[Path], str]:
     files = log_files(state, [], configured)
     if not files:
         raise CommandError(f"no access log in {state} (access-*.jsonl): no crawl to report")
@@ -371,7 +377,8 @@ def pick_logs(state: Path, job: str | None, every: bool,
     if len(hits) > 1:
         raise CommandError(f"job {job!r} matches {len(hits)} crawls ({', '.join(hits[:3])}, "
                            "...): give more of its name")
-    mapped = _from_registry(state, job, stems)
+    with open_reader(_settings(settings), state) as reader:
+        mapped = _from_registry(reader, job, stems)
     if mapped is not None:
         return [f for f in files if _base(f.name) == mapped], f"Job {job} ({mapped})"
     raise CommandError(f"no job {job!r} in {state}: name an access log (scrapy report --list "
@@ -390,22 +397,13 @@ def _parts(path: Path, files: list[Path]) -> list[Path]:
     return [f for f in files if _base(f.name) == base] or [path]
 
 
-def _from_registry(state: Path, job: str, stems: list[str]) -> str | None:
+def _from_registry(reader: StateReader, job: str, stems: list[str]) -> str | None:
     """A job id or JOBDIR name a job registered (store.optout) -> its process's log."""
-    db = origins_db(state, must_exist=False)
-    if not db.is_file():
-        return None
-    conn = open_read_only(db)
-    try:
-        if not has_table(conn, "polite_optout_jobs"):
-            return None
-        rows = conn.execute(
-            "SELECT owner, queue_path, opened_at FROM polite_optout_jobs").fetchall()
-    finally:
-        conn.close()
-    for owner, queue_path, opened in rows:
+    for entry in reader.jobs():
+        queue_path, opened = entry.queue_path, entry.opened_at
         if not queue_path or Path(queue_path).parent.name != job:
             continue
+        owner = entry.owner
         pid = owner.split(":")[1] if owner.count(":") >= 2 else ""
         candidates = [s for s in stems if s.endswith(f"-{pid}")]
         if candidates:
@@ -423,17 +421,31 @@ def _start_of(stem: str) -> float:
         return 0.0
 
 
-def build_report(state: Path, files: list[Path], title: str, chosen: list[str],
-                 out: Path) -> dict[str, Any]:
+def _settings(settings: BaseSettings | None) -> BaseSettings:
+    """The settings naming the crawl's backend (none given: the embedded one)."""
+    if settings is not None:
+        return settings
+    from scrapy.settings import Settings
+
+    return Settings()
+
+
+def build_report(state: Path, files: list[Path], title: str, chosen: list[str],  # noqa: PLR0917
+                 out: Path, settings: BaseSettings | None = None) -> dict[str, Any]:
     lines = list(read_lines(files))
     if not lines:
         raise CommandError(f"the access logs {', '.join(str(f) for f in files)} are empty")
     sites = build_sites(lines)
-    add_store_facts(sites, state)
+    chosen_settings = _settings(settings)
+    with open_reader(chosen_settings, state) as reader:
+        if backend_of(chosen_settings).cluster:
+            add_shared_sites(sites, reader)
+        add_store_facts(sites, reader)
+    local = {o: site for o, site in sites.items() if site.here}  # what the logs here show
     if not chosen:
-        chosen = [s.origin for s in sorted(sites.values(), key=lambda s: -s.requests)[:5]]
+        chosen = [s.origin for s in sorted(local.values(), key=lambda s: -s.requests)[:5]]
     try:
-        figures = plots(sites, chosen)
+        figures = plots(local, [o for o in chosen if o in local])
     except ImportError as exc:
         raise CommandError("the report's plots need matplotlib: pip install "
                            "'polite_crawler[report]'") from exc
@@ -489,8 +501,8 @@ class Command(ScrapyCommand):
 
             chosen = [parse_origin(s) for s in opts.site]
             files, title = pick_logs(state, args[0] if args else None, opts.all,
-                                     settings.get("POLITE_ACCESS_LOG") or None)
-            data = build_report(state, files, title, chosen, Path(opts.output))
+                                     settings.get("POLITE_ACCESS_LOG") or None, settings)
+            data = build_report(state, files, title, chosen, Path(opts.output), settings)
         except CommandError as exc:
             fail("report", str(exc))
             return

@@ -7,7 +7,10 @@ hands out a request of whichever origin became eligible first; an origin is in t
 heap exactly once, at the time it becomes eligible, so ``pop`` and ``push`` cost
 O(log origins) plus one indexed SQLite lookup.
 
-This module knows nothing of Scrapy: requests are opaque (serialised bytes on disk,
+This module knows nothing of Scrapy, nor of where its state is kept: the queue and
+the origin store are the interfaces :class:`polite_crawler.interfaces.URLQueue` and
+:class:`polite_crawler.interfaces.OriginLeases` (SQLite, or Redis for a cluster);
+requests are opaque (serialised bytes on disk,
 or objects for the few transient ones), the robots.txt book is duck-typed
 (``needs_fetch``, ``ready``, ``retry_at``, ``allowed``, ``crawl_delay``) and stats go
 through a callback. :mod:`polite_crawler.frontier.scheduler` is the Scrapy glue.
@@ -39,7 +42,8 @@ from polite_crawler.policy.robots import MAX_UNUSABLE_FETCHES
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from polite_crawler.frontier.store import OriginStore, QueueStore, Row
+    from polite_crawler.frontier.store import Row
+    from polite_crawler.interfaces import OriginLeases, URLQueue
     from polite_crawler.policy.verdicts import FailureState
 
 logger = logging.getLogger(__name__)
@@ -94,8 +98,8 @@ class _Origin:
 class Frontier:
     def __init__(
         self,
-        queue: QueueStore,
-        origins: OriginStore,
+        queue: URLQueue,
+        origins: OriginLeases,
         config: FrontierConfig,
         *,
         clock: Callable[[], float],
@@ -198,8 +202,10 @@ class Frontier:
         return None
 
     def push(self, origin: str, prio: int, url: str, data: bytes) -> int:
-        rec = self._get(origin)
         row_id = self.queue.push(origin, prio, url, data)
+        if self.queue.deferred:
+            return row_id  # counted when its batch says where it went (set_queued)
+        rec = self._get(origin)
         rec.queued += 1
         self.pending += 1
         if rec.heap_seq is None:
@@ -211,6 +217,8 @@ class Frontier:
         if not rows:
             return
         self.queue.push_many(rows)
+        if self.queue.deferred:
+            return
         per_origin: dict[str, int] = {}
         for origin, _prio, _url, _data in rows:
             per_origin[origin] = per_origin.get(origin, 0) + 1
@@ -497,6 +505,64 @@ class Frontier:
 
     def in_flight_origins(self) -> list[str]:
         return [o for o, rec in self._origins.items() if rec.in_flight is not None]
+
+    # --- what a backend that syncs in batches uses (frontier.redis_frontier) ----------------
+    # The rules stay here; such a backend learns from its store which origins this process
+    # holds and how many rows each has queued, and tells the core.
+    def params_for(self, origin: str) -> RestParams:
+        """The rest numbers that apply to the origin (the public floor, or the test ones)."""
+        return self._params_for(origin)
+
+    def robots_book(self) -> Any:
+        """The robots.txt book the frontier judges with (None in tests without one)."""
+        return self._robots()
+
+    def known(self, origin: str) -> bool:
+        """Whether the frontier holds the origin's record now."""
+        return origin in self._origins
+
+    def busy(self, origin: str) -> bool:
+        """A request of the origin is out, or a transient one waits: it must not go elsewhere."""
+        rec = self._origins.get(origin)
+        return rec is not None and (rec.in_flight is not None or bool(rec.transient))
+
+    def origins_with_transient(self) -> list[str]:
+        """Origins with a transient request waiting (a redirected robots.txt fetch)."""
+        return [o for o, rec in self._origins.items() if rec.transient]
+
+    def set_queued(self, origin: str, n: int) -> None:
+        """The store holds ``n`` rows of the origin for this process now."""
+        rec = self._get(origin)
+        self.pending += n - rec.queued
+        rec.queued = n
+        if rec.heap_seq is None:
+            self._reheap(origin, rec, rec.state.eligible_at())
+
+    def forget_origin(self, origin: str) -> None:
+        """The origin is no longer this process's (given back, or taken by another): its
+        queued rows are not counted; its record goes unless a request of it is out."""
+        rec = self._origins.get(origin)
+        if rec is not None:
+            self.pending -= rec.queued
+            rec.queued = 0
+            rec.heap_seq = None
+            if rec.in_flight is None:
+                del self._origins[origin]  # read afresh if it comes back
+
+    def take_state(self, origin: str, state: OriginState) -> None:
+        """The origin's state as its store holds it (an origin this process now owns):
+        it replaces what the frontier held, and its place in the heap is set afresh by
+        :meth:`set_queued`."""
+        rec = self._origins.get(origin)
+        if rec is None:
+            rec = self._origins[origin] = _Origin(state, self._params_for(origin))
+        else:
+            rec.state = state
+        rec.heap_seq = None
+
+    def done_all(self) -> None:
+        """Every settled and held row is done (a finished crawl)."""
+        self._done_all()
 
 
 # --- a read-only view for the progress line (extensions/progress.py) ----------------------

@@ -11,7 +11,7 @@ if TYPE_CHECKING:
     from scrapy import Request
     from scrapy.crawler import Crawler
 
-    from polite_crawler.frontier.store import QueueStore
+    from polite_crawler.interfaces import URLQueue
 
 
 def url_fingerprint(canonical: str) -> bytes:
@@ -37,7 +37,7 @@ class CanonicalDupeFilter:
     marked seen in the same transaction that queues it.
     """
 
-    def __init__(self, store: QueueStore | None = None) -> None:
+    def __init__(self, store: URLQueue | None = None) -> None:
         self.store = store
 
     @classmethod

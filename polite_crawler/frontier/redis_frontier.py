@@ -1,14 +1,18 @@
 """The frontier on Redis: the embedded frontier's rules over origins this worker owns.
 
-:class:`RedisFrontier` is :class:`~polite_crawler.frontier.core.Frontier` (every rule:
-the eligibility heap, rests, robots.txt, budget, stops) with two in-memory stand-ins for
-its stores, kept in step with Redis in batches (:mod:`polite_crawler.frontier.redis_shared`):
+The rules (the eligibility heap, rests, robots.txt, budget, stops) are the core's:
+:class:`RedisFrontier` runs an unchanged :class:`~polite_crawler.frontier.core.Frontier`
+(``.frontier``) over two in-memory stand-ins for its stores, the declared interfaces of
+:mod:`polite_crawler.interfaces`, kept in step with Redis in batches
+(:mod:`polite_crawler.frontier.redis_shared`); it reaches the core only through its
+public methods (``set_queued``, ``forget_origin``, ``take_state``, ``busy``, ...):
 
-- :class:`RedisQueue` (the queue store's interface): rows of owned origins claimed into
-  memory a few at a time; new rows, done rows, seen fingerprints, stops and templates
-  gathered in an outbox.
-- :class:`LocalLeases` (the origin store's interface): an origin may be dispatched only
-  while this worker owns it and its own lease, as last confirmed, has time left.
+- :class:`RedisQueue` (a :class:`~polite_crawler.interfaces.URLQueue`, ``deferred``):
+  rows of owned origins claimed into memory a few at a time; new rows, done rows, seen
+  fingerprints, stops and templates gathered in an outbox.
+- :class:`LocalLeases` (an :class:`~polite_crawler.interfaces.OriginLeases`): an origin
+  may be dispatched only while this worker owns it and its own lease, as last
+  confirmed, has time left.
 
 A batch is planned on the reactor (:meth:`RedisFrontier.plan`), executed on a thread
 (:func:`execute`) and applied on the reactor (:meth:`RedisFrontier.apply`); nothing
@@ -230,13 +234,16 @@ class RedisQueue:
     def stopped(self) -> dict[str, str]:
         return {}
 
+    # Rows pushed go out with the next batch; their count comes back with it
+    # (Frontier.set_queued), not at the push.
+    deferred = True
+
 
 class LocalLeases:
     """The origin store's interface: leases are this worker's, timing stays in memory."""
 
     def __init__(self, frontier_owned: dict[str, _Own]) -> None:
         self.own = frontier_owned
-        self.states: dict[str, OriginState] = {}  # states of owned origins, as taken
         self.valid_until = 0.0  # this worker's lease as last confirmed, less a margin
         self.retry = 0.5
         self.dirty: set[str] = set()
@@ -245,8 +252,9 @@ class LocalLeases:
         return None
 
     def load(self, origin: str) -> tuple[OriginState, str | None, float]:
-        found = self.states.pop(origin, None)
-        return (found if found is not None else OriginState(origin)), None, 0.0
+        # An origin this worker takes gets its state from the take (Frontier.take_state);
+        # any other starts afresh (it is not dispatched before it is taken).
+        return OriginState(origin), None, 0.0
 
     def try_lease(self, origin: str, now: float, ttl: float, dead_rest: float,
                   state: OriginState | None = None) -> Lease:
@@ -344,11 +352,11 @@ def execute(shared: RedisShared, plan: Plan, ttl: float) -> Outcome:
                    robots)
 
 
-class RedisFrontier(Frontier):
-    """The frontier's rules over the origins this worker owns (see the module doc)."""
-
-    queue: RedisQueue  # type: ignore[assignment]
-    origin_store: LocalLeases  # type: ignore[assignment]
+class RedisFrontier:
+    """The frontier's cluster backend: :class:`Frontier` (every rule) over a
+    :class:`RedisQueue` and :class:`LocalLeases`, kept in step with Redis in batches
+    (see the module doc). The core is used as it is, through its public methods; this
+    class only plans, executes and applies the batches."""
 
     def __init__(
         self,
@@ -362,10 +370,11 @@ class RedisFrontier(Frontier):
         clock_skew: float = 1.0,
         **kwargs: Any,
     ) -> None:
-        queue = RedisQueue(shared.crawl, shared)
-        leases = LocalLeases(queue.own)
-        leases.retry = interval
-        super().__init__(queue, leases, config, clock=clock, **kwargs)  # type: ignore[arg-type]
+        self.queue = RedisQueue(shared.crawl, shared)
+        self.origin_store = LocalLeases(self.queue.own)
+        self.origin_store.retry = interval
+        self.frontier = Frontier(self.queue, self.origin_store, config, clock=clock, **kwargs)
+        self.clock = clock
         self.shared = shared
         self.ttl = ttl
         self.interval = interval
@@ -380,15 +389,8 @@ class RedisFrontier(Frontier):
         # origin's sitemaps are read): such an origin is not given back to balance shares.
         self.keep: Callable[[str], bool] = lambda origin: False
 
-    # --- the core's enqueue goes to the outbox -------------------------------------------
-    def push(self, origin: str, prio: int, url: str, data: bytes) -> int:
-        return self.queue.push(origin, prio, url, data)
-
-    def push_many(self, rows: list[tuple[str, int, str, bytes]]) -> None:
-        self.queue.push_many(rows)
-
-    def restore(self) -> int:
-        return 0
+    def count(self, key: str, n: int) -> None:
+        self.frontier.count(key, n)
 
     @property
     def outbox(self) -> int:
@@ -399,17 +401,15 @@ class RedisFrontier(Frontier):
 
     # --- a batch ---------------------------------------------------------------------
     def _has_work(self, origin: str, own: _Own) -> bool:
-        if own.buffer or own.remote:
-            return True
-        rec = self._origins.get(origin)
-        return rec is not None and (rec.in_flight is not None or bool(rec.transient))
+        return bool(own.buffer or own.remote) or self.frontier.busy(origin)
 
     def _claim_size(self, origin: str) -> int:
-        base = max(self.params(origin).base(False), 0.01)
+        base = max(self.frontier.params(origin).base(False), 0.01)
         return max(2, min(50, math.ceil(3 * self.interval / base) + 1))
 
     def plan(self, *, closing: bool = False) -> Plan:
         now = self.clock()
+        f = self.frontier
         q = self.queue
         pushes, q.pushes = q.pushes, {}
         pushed_n, q.pushed_n = q.pushed_n, 0
@@ -427,13 +427,12 @@ class RedisFrontier(Frontier):
         # The share counts origins with work (rows here or in Redis, or a request out):
         # an owned origin that ran empty waits to be given back, and neither holds a
         # share nor stops this worker from taking an origin with work.
-        origins = self._origins
         busy = sum(1 for origin, own in q.own.items() if self._has_work(origin, own))
         excess = busy - (share + slack)
         syncs = []
         for origin, own in q.own.items():
-            rec = origins.get(origin)
-            idle = rec is None or (rec.in_flight is None and not rec.transient)
+            known = f.known(origin)
+            idle = not f.busy(origin)
             give_back = own.releasing
             if not give_back and idle and (closing or (
                     (excess > 0 or own.empty_batches >= 2 or own.orphans)
@@ -442,16 +441,16 @@ class RedisFrontier(Frontier):
                 if own.buffer or own.remote:
                     excess -= 1
             claim = 0
-            if not give_back and rec is not None and origin not in self.stopped:
-                soon = rec.state.eligible_at() <= now + 3 * self.interval
+            if not give_back and known and origin not in f.stopped:
+                soon = f.state(origin).eligible_at() <= now + 3 * self.interval
                 need = self._claim_size(origin) - len(own.buffer)
                 stale = now - own.refreshed >= max(self.ttl / 3, self.interval)
                 if soon and need > 0 and len(own.buffer) <= 1 and (own.remote > 0 or stale):
                     claim = need
             done = done_out.pop(origin, [])
             state = ""
-            if rec is not None and (origin in dirty or give_back):
-                state = rec.state.to_json()
+            if known and (origin in dirty or give_back):
+                state = f.state(origin).to_json()
             check = []
             if own.buffer and now <= own.verify_until and not give_back:
                 check = [q.rows[r.id][1] for r in own.buffer if r.id in q.rows]
@@ -462,8 +461,7 @@ class RedisFrontier(Frontier):
         for origin, done in done_out.items():  # rows of origins given back or lost
             syncs.append(OriginSync(origin, done=done))
         room = 0 if closing or self.lost_lease else max(0, share + slack - busy)
-        want = [o for o, rec in self._origins.items()
-                if rec.transient and o not in q.own and o not in self.stopped]
+        want = [o for o in f.origins_with_transient() if o not in q.own and o not in f.stopped]
         if want and not closing:
             room = max(room, len(want))
         sample = now - self._sampled >= max(self.ttl / 3, self.interval)
@@ -556,35 +554,22 @@ class RedisFrontier(Frontier):
             own.orphans = res.claimed_total > len(own.ids)
             empty = res.queued == 0 and res.claimed_total == 0 and res.origin not in still
             own.empty_batches = own.empty_batches + 1 if empty else 0
-            self._set_queued(res.origin, len(own.buffer) + own.remote)
+            self.frontier.set_queued(res.origin, len(own.buffer) + own.remote)
         for t in out.taken:
             self._adopt(t, plan.now)
         if out.robots:
-            book = self._robots()
+            book = self.frontier.robots_book()
             if book is not None:
                 book.preload(out.robots, trust=max(2 * self.interval, 1.0))
 
     def _robots_remote(self) -> bool:
         """Whether the robots.txt book keeps its entries in Redis (read in the batch)."""
-        book = self._robots()
+        book = self.frontier.robots_book()
         return bool(getattr(getattr(book, "store", None), "remote", False))
-
-    def _set_queued(self, origin: str, n: int) -> None:
-        rec = self._get(origin)
-        self.pending += n - rec.queued
-        rec.queued = n
-        if rec.heap_seq is None:
-            self._reheap(origin, rec, rec.state.eligible_at())
 
     def _forget(self, origin: str) -> None:
         self.queue.forget_claims(origin)
-        rec = self._origins.get(origin)
-        if rec is not None:
-            self.pending -= rec.queued
-            rec.queued = 0
-            rec.heap_seq = None
-            if rec.in_flight is None:
-                del self._origins[origin]  # read afresh if it comes back
+        self.frontier.forget_origin(origin)
 
     def _lose_all(self) -> None:
         logger.error("This worker's lease in Redis ran out (stalled, or Redis restarted); "
@@ -601,7 +586,7 @@ class RedisFrontier(Frontier):
         state.origin = t.origin
         if t.state and t.run != self.queue.run_id:
             state.reset_run()
-        params = self._params_for(t.origin)
+        params = self.frontier.params_for(t.origin)
         if t.last_owner and t.last_owner != self.shared.worker:
             # The last owner did not give it back: a request of its may have been in
             # flight when its lease ran out; it ended by the lease end plus the timeout.
@@ -619,24 +604,17 @@ class RedisFrontier(Frontier):
             state.next_allowed += self.clock_skew if state.next_allowed > now else 0.0
         self.count("polite/redis/origin_taken", 1)
         if t.stop:
-            self.stopped[t.origin] = t.stop
+            self.frontier.stopped[t.origin] = t.stop
         own = self.queue.own.setdefault(t.origin, _Own())
         own.remote = t.queued
         if t.last_owner and t.last_owner != self.shared.worker:
             own.verify_until = state.next_allowed + self.interval
-        rec = self._origins.get(t.origin)
-        if rec is None:
-            self.origin_store.states[t.origin] = state
-            rec = self._get(t.origin)
-        else:
-            rec.state = state
-        rec.heap_seq = None
-        self._set_queued(t.origin, own.remote)
+        self.frontier.take_state(t.origin, state)
+        self.frontier.set_queued(t.origin, own.remote)
 
     # --- upkeep ----------------------------------------------------------------------
     def close(self, finished: bool) -> None:
-        if finished:
-            self._done_all()
+        self.frontier.close(finished)  # a finished crawl: every row done, in the outbox
         for _ in range(3):
             self.run_batch(closing=True)
             if not self.queue.own:

@@ -4,7 +4,8 @@ Every call here is a batch (one pipeline, one round trip, or a few in sequence) 
 runs on a worker thread, never on the reactor (:mod:`polite_crawler.frontier.redis_frontier`
 plans a batch on the reactor, runs it here, and applies its results on the reactor).
 
-Keys (``P`` is the prefix, ``C`` the crawl's name, ``O`` an origin). Every key of one
+Keys (``P`` is the prefix, ``C`` the crawl's name, ``O`` an origin; their names are
+:mod:`polite_crawler.store.redis_keys`, which the stores and commands use too). Every key of one
 origin carries the hash tag ``{O}``, so a Lua script that touches an origin's keys runs
 on one Redis Cluster slot:
 
@@ -38,7 +39,23 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
-PREFIX = "polite"
+from polite_crawler.store.redis_keys import (
+    PREFIX,
+    active_key,
+    alive_key,
+    claimed_key,
+    free_key,
+    origin_key,
+    owned_key,
+    queue_key,
+    redis_client,
+    seed_key,
+    seeded_key,
+    seen_key,
+    templates_key,
+    until_key,
+    workers_key,
+)
 
 # KEYS: o, q, s.  ARGV: crawl, then (fingerprint or '', prio, url\ndata) per row.
 _PUSH = """
@@ -190,9 +207,7 @@ class RedisShared:
     """Batched access to one crawl's shared frontier (thread-safe: redis-py pools)."""
 
     def __init__(self, url: str, crawl: str, worker: str, *, prefix: str = PREFIX) -> None:
-        import redis
-
-        self.r: Any = redis.Redis.from_url(url, socket_timeout=30, health_check_interval=30)
+        self.r: Any = redis_client(url, 30.0)  # a batch may be long: not the small calls
         self.crawl = crawl
         self.worker = worker
         self.p = prefix
@@ -223,7 +238,7 @@ class RedisShared:
 
     @property
     def workers_key(self) -> str:
-        return f"{self.p}:workers:{self.crawl}"
+        return workers_key(self.crawl, self.p)
 
     def alive_key(self, worker: str) -> str:
         return alive_key(worker, self.p)
@@ -276,7 +291,7 @@ class RedisShared:
         origins' results, active origins, live workers).
         """
         pipe = self.r.pipeline(transaction=False)
-        tpl = f"{self.p}:tpl:{self.crawl}"
+        tpl = templates_key(self.crawl, self.p)
         for tid, data in templates.items():
             pipe.hsetnx(tpl, str(tid), data)
         for origin, reason in stops.items():
@@ -442,19 +457,19 @@ class RedisShared:
         """The stored templates of ``tids`` (one HMGET; those missing are left out)."""
         if not tids:
             return {}
-        found = self.r.hmget(f"{self.p}:tpl:{self.crawl}", [str(t) for t in tids])
+        found = self.r.hmget(templates_key(self.crawl, self.p), [str(t) for t in tids])
         return {t: bytes(v) for t, v in zip(tids, found, strict=True) if v is not None}
 
     def template(self, tid: int) -> bytes | None:
-        found = self.r.hget(f"{self.p}:tpl:{self.crawl}", str(tid))
+        found = self.r.hget(templates_key(self.crawl, self.p), str(tid))
         return bytes(found) if found is not None else None
 
     def claim_seeding(self) -> bool:
         """Whether this worker seeds the start URLs: the first, or the seeder died unfinished."""
-        key = f"{self.p}:seed:{self.crawl}"
+        key = seed_key(self.crawl, self.p)
         if self.r.set(key, self.worker, nx=True):
             return True
-        if self.r.exists(f"{self.p}:seeded:{self.crawl}"):
+        if self.r.exists(seeded_key(self.crawl, self.p)):
             return False
         holder = self.r.get(key)
         if holder is not None and not self.r.exists(self.alive_key(bytes(holder).decode())):
@@ -463,10 +478,10 @@ class RedisShared:
         return False
 
     def mark_seeded(self) -> None:
-        self.r.set(f"{self.p}:seeded:{self.crawl}", self.worker)
+        self.r.set(seeded_key(self.crawl, self.p), self.worker)
 
     def seeded(self) -> bool:
-        return bool(self.r.exists(f"{self.p}:seeded:{self.crawl}"))
+        return bool(self.r.exists(seeded_key(self.crawl, self.p)))
 
     def active(self) -> int:
         return int(self.r.scard(self.active_key))
@@ -484,43 +499,6 @@ def row_template(raw: bytes) -> int | None:
     body = raw[nl + 2:nl + 24]
     digits = len(body) - len(body.lstrip(b"0123456789"))
     return int(body[:digits]) if digits else None
-
-
-# The key names, for every module that reads or writes the frontier's keys.
-def origin_key(origin: str, prefix: str = PREFIX) -> str:
-    return f"{prefix}:o:{{{origin}}}"
-
-
-def queue_key(origin: str, crawl: str, prefix: str = PREFIX) -> str:
-    return f"{prefix}:q:{{{origin}}}:{crawl}"
-
-
-def claimed_key(origin: str, crawl: str, prefix: str = PREFIX) -> str:
-    return f"{prefix}:f:{{{origin}}}:{crawl}"
-
-
-def seen_key(origin: str, crawl: str, prefix: str = PREFIX) -> str:
-    return f"{prefix}:s:{{{origin}}}:{crawl}"
-
-
-def active_key(crawl: str, prefix: str = PREFIX) -> str:
-    return f"{prefix}:active:{crawl}"
-
-
-def free_key(crawl: str, prefix: str = PREFIX) -> str:
-    return f"{prefix}:free:{crawl}"
-
-
-def alive_key(worker: str, prefix: str = PREFIX) -> str:
-    return f"{prefix}:alive:{worker}"
-
-
-def owned_key(worker: str, crawl: str, prefix: str = PREFIX) -> str:
-    return f"{prefix}:owned:{crawl}:{worker}"
-
-
-def until_key(worker: str, prefix: str = PREFIX) -> str:
-    return f"{prefix}:w:{worker}"
 
 
 def template_id(data: bytes) -> int:

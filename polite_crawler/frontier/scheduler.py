@@ -15,6 +15,10 @@ downloader keeps exactly one slot per origin.
 
 The gate middleware (:mod:`polite_crawler.middlewares.gate`) reaches the scheduler
 through ``polite_context(crawler).frontier`` to settle, release, retry and stop.
+
+One scheduler for both backends: it opens its frontier with the driver
+:func:`polite_crawler.backend.backend_of` names (:class:`EmbeddedDriver`: SQLite and
+``JOBDIR``; :class:`polite_crawler.frontier.redis_scheduler.ClusterDriver`: Redis).
 """
 
 from __future__ import annotations
@@ -36,7 +40,9 @@ from scrapy import Request
 from scrapy.http.request import NO_CALLBACK
 from scrapy.utils.asyncio import call_later, create_looping_call
 from scrapy.utils.job import job_dir
+from scrapy.utils.misc import load_object
 
+from polite_crawler.backend import backend_of
 from polite_crawler.context import polite_context
 from polite_crawler.frontier.core import CONTENT, ROBOTS, Dispatch, Frontier, FrontierConfig
 from polite_crawler.frontier.dupefilter import (
@@ -60,6 +66,7 @@ if TYPE_CHECKING:
     from scrapy.utils.asyncio import AsyncioLoopingCall, CallLaterResult
     from twisted.internet.task import LoopingCall
 
+    from polite_crawler.interfaces import FrontierDriver
     from polite_crawler.policy.verdicts import FailureState
 
 logger = logging.getLogger(__name__)
@@ -133,7 +140,7 @@ class FrontierScheduler:
         self._timer: CallLaterResult | None = None
         self._timer_at = math.inf
         self._loop: AsyncioLoopingCall | LoopingCall | None = None
-        self._temp_path: Path | None = None
+        self.driver: FrontierDriver | None = None
         self.ctx.frontier = self
 
     @classmethod
@@ -141,34 +148,12 @@ class FrontierScheduler:
         return cls(crawler)
 
     # --- lifecycle -------------------------------------------------------------
-    def _queue_path(self) -> Path:
-        jobdir = job_dir(self.crawler.settings)
-        if jobdir:
-            return Path(jobdir) / QUEUE_DB
-        fd, name = tempfile.mkstemp(prefix="frontier-", suffix=".sqlite3",
-                                    dir=state_dir(self.crawler.settings))
-        os.close(fd)
-        self._temp_path = Path(name)
-        return self._temp_path
-
     def open(self, spider: Spider) -> None:
         self.spider = spider
         self.codec = RequestCodec(spider)
-        queue = QueueStore(self._queue_path())
-        origins_db = origins_db_path(self.crawler.settings)
-        origins = OriginStore(origins_db, process_owner(), queue.run_id)
-        self.frontier = Frontier(
-            queue, origins, self.config, clock=self.clock, rng=self.rng,
-            robots=lambda: self.ctx.robots, count=self._count,
-        )
-        self.dupefilter = CanonicalDupeFilter(queue)
-        requeued = self.frontier.restore()
-        if self.frontier.pending:
-            logger.info(
-                "Resuming crawl: %(n)d requests queued (%(r)d marked in flight), "
-                "every origin resumes after its saved rest",
-                {"n": self.frontier.pending, "r": requeued},
-            )
+        self.driver = load_object(backend_of(self.crawler.settings).frontier_driver)(self)
+        f = self.frontier = self.driver.open(spider)
+        self.dupefilter = CanonicalDupeFilter(f.queue)
         self._loop = create_looping_call(self._checkpoint)
         self._loop.start(self.checkpoint_interval, now=False)
         self._arm()
@@ -184,17 +169,17 @@ class FrontierScheduler:
         if self._loop is not None and self._loop.running:
             self._loop.stop()
         self._cancel_timer()
-        f = self.frontier
-        if f is None:
+        if self.frontier is None or self.driver is None:
             return
-        f.close(finished=reason == "finished")
-        f.queue.close()
-        f.origin_store.close()
-        self.frontier = None
-        if self._temp_path is not None:
-            for suffix in ("", "-wal", "-shm"):
-                with contextlib.suppress(FileNotFoundError):
-                    Path(f"{self._temp_path}{suffix}").unlink()
+        try:
+            self.driver.close(finished=reason == "finished")
+        finally:
+            self.frontier = None
+
+    @property
+    def shared(self) -> Any:
+        """The cluster's shared state (None on the embedded backend)."""
+        return self.driver.shared if self.driver is not None else None
 
     def _checkpoint(self) -> None:
         if self.frontier is not None:
@@ -228,10 +213,13 @@ class FrontierScheduler:
 
     # --- the scheduler interface -------------------------------------------------
     def has_pending_requests(self) -> bool:
-        return self.frontier is not None and self.frontier.pending > 0
+        f = self.frontier
+        return f is not None and self.driver is not None and (
+            f.pending > 0 or self.driver.outbox() > 0)
 
     def __len__(self) -> int:
-        return self.frontier.pending if self.frontier is not None else 0
+        f = self.frontier
+        return f.pending + self.driver.outbox() if f is not None and self.driver else 0
 
     def enqueue_request(self, request: Request) -> bool:
         f = self.frontier
@@ -384,8 +372,8 @@ class FrontierScheduler:
 
     def mark_seen(self, canonical: str) -> None:
         """A canonical URL known without a fetch of its own (a page's rel=canonical)."""
-        if self.dupefilter is not None:
-            self.dupefilter.seen_url(canonical)
+        if self.driver is not None:
+            self.driver.mark_seen(canonical)
 
     def next_request(self) -> Request | None:
         f = self.frontier
@@ -540,6 +528,67 @@ class FrontierScheduler:
     def stop(self, origin: str, reason: str) -> None:
         if self.frontier is not None:
             self.frontier.stop(origin, reason)
+
+
+class EmbeddedDriver:
+    """The embedded backend: this job's queue in ``JOBDIR`` (a temporary file in the state
+    directory without one), origin state and leases in the state directory's origin
+    store, shared by the jobs of one machine (:class:`polite_crawler.interfaces.FrontierDriver`)."""
+
+    shared = None
+
+    def __init__(self, scheduler: FrontierScheduler) -> None:
+        self.scheduler = scheduler
+        self.frontier: Frontier | None = None
+        self._temp_path: Path | None = None
+
+    def _queue_path(self) -> Path:
+        settings = self.scheduler.crawler.settings
+        jobdir = job_dir(settings)
+        if jobdir:
+            return Path(jobdir) / QUEUE_DB
+        fd, name = tempfile.mkstemp(prefix="frontier-", suffix=".sqlite3",
+                                    dir=state_dir(settings))
+        os.close(fd)
+        self._temp_path = Path(name)
+        return self._temp_path
+
+    def open(self, spider: Spider) -> Frontier:
+        s = self.scheduler
+        queue = QueueStore(self._queue_path())
+        origins = OriginStore(origins_db_path(s.crawler.settings), process_owner(), queue.run_id)
+        f = self.frontier = Frontier(
+            queue, origins, s.config, clock=s.clock, rng=s.rng,
+            robots=lambda: s.ctx.robots, count=s._count,
+        )
+        requeued = f.restore()
+        if f.pending:
+            logger.info(
+                "Resuming crawl: %(n)d requests queued (%(r)d marked in flight), "
+                "every origin resumes after its saved rest",
+                {"n": f.pending, "r": requeued},
+            )
+        return f
+
+    def close(self, finished: bool) -> None:
+        f = self.frontier
+        if f is None:
+            return
+        f.close(finished=finished)
+        f.queue.close()
+        f.origin_store.close()
+        self.frontier = None
+        if self._temp_path is not None:
+            for suffix in ("", "-wal", "-shm"):
+                with contextlib.suppress(FileNotFoundError):
+                    Path(f"{self._temp_path}{suffix}").unlink()
+
+    def outbox(self) -> int:
+        return 0
+
+    def mark_seen(self, canonical: str) -> None:
+        if self.scheduler.dupefilter is not None:
+            self.scheduler.dupefilter.seen_url(canonical)
 
 
 def wake_engine(crawler: Crawler) -> bool:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 import socket
+import sqlite3
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -67,6 +68,8 @@ class Row:
 
 class QueueStore:
     """This job's queued requests, seen set and stopped origins."""
+
+    deferred = False  # a pushed row is queued at once (polite_crawler.interfaces.URLQueue)
 
     def __init__(self, path: Path | str) -> None:
         self.path = Path(path)
@@ -220,6 +223,35 @@ CREATE TABLE IF NOT EXISTS polite_origin (
     updated REAL NOT NULL DEFAULT 0
 );
 """
+
+
+def edit_queue_file(path: Path, origin: str, *, undo: bool, timeout: float) -> int | str:
+    """Drop the origin's queued URLs from a job frontier file that no live job holds
+    (``scrapy forget``).
+
+    ``undo``: forget that the job stopped the origin for the opt-out instead.
+    Returns the rows changed, or why the file was left alone.
+    """
+    try:
+        conn = sqlite3.connect(str(path), timeout=timeout, isolation_level=None)
+    except sqlite3.Error as exc:
+        return f"unreadable: {exc}"
+    try:
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        if "frontier_queue" not in tables:
+            return "not a job frontier"
+        conn.execute("BEGIN IMMEDIATE")
+        if undo:
+            cur = conn.execute("DELETE FROM frontier_stopped WHERE origin=? AND reason=?",
+                               (origin, "opted_out"))
+        else:
+            cur = conn.execute("DELETE FROM frontier_queue WHERE origin=?", (origin,))
+        conn.execute("COMMIT")
+        return cur.rowcount
+    except sqlite3.OperationalError as exc:
+        return f"left alone: {exc}"
+    finally:
+        conn.close()
 
 
 @dataclass(frozen=True)

@@ -64,6 +64,7 @@ from scrapy.exceptions import IgnoreRequest
 from scrapy.http import Headers
 from scrapy.responsetypes import responsetypes
 
+from polite_crawler.backend import page_store
 from polite_crawler.context import polite_context
 from polite_crawler.items import FETCHED_AT, LASTMOD, NOT_MODIFIED, REVISIT, copy_headers
 from polite_crawler.middlewares.trapmemory import TRAIL, learn, query_variants
@@ -74,7 +75,7 @@ from polite_crawler.policy.revisit import Decision, Known, decide, freshness, pa
 from polite_crawler.policy.traps import query_path
 from polite_crawler.policy.urls import URLError, canonicalize
 from polite_crawler.store.aio import result
-from polite_crawler.store.pages import FetchRecord, page_store
+from polite_crawler.store.pages import FetchRecord
 from polite_crawler.store.traps import trap_book
 
 if TYPE_CHECKING:

@@ -39,17 +39,19 @@ from scrapy.exceptions import IgnoreRequest
 from scrapy.utils.asyncio import create_looping_call
 from twisted.internet.threads import deferToThread
 
+from polite_crawler.backend import backend_of
 from polite_crawler.context import polite_context
 from polite_crawler.frontier.store import process_owner
 from polite_crawler.policy.urls import origin_of
 from polite_crawler.store.optout import OptOutList
 from polite_crawler.store.paths import origins_db_path
-from polite_crawler.store.redis_optout import RedisOptOutList
 
 if TYPE_CHECKING:
     from scrapy import Request, Spider
     from scrapy.crawler import Crawler
     from scrapy.http import Response
+
+    from polite_crawler.store.redis_optout import RedisOptOutList
 
 logger = logging.getLogger(__name__)
 
@@ -65,12 +67,9 @@ class OptOutMiddleware:
         self.clock = self.ctx.clock
         settings = crawler.settings
         self.poll = max(settings.getfloat("POLITE_OPTOUT_POLL", 0.2), 0.01)
-        url = str(settings.get("POLITE_FRONTIER") or "")
-        self.redis: RedisOptOutList | None = None
+        self.redis: RedisOptOutList | None = backend_of(settings).cluster_optout(settings)
         self.list: OptOutList | None = None
-        if url.startswith(("redis://", "rediss://")):
-            self.redis = RedisOptOutList(
-                url, timeout=settings.getfloat("POLITE_REDIS_STATE_TIMEOUT", 2.0))
+        if self.redis is not None:
             self.crawl_name = settings.get("POLITE_CRAWL", "") or "default"
             # As long as the frontier's lease, and many polls: a live job is never
             # taken for gone by forget because one poll was late.

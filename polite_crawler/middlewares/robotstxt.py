@@ -44,11 +44,11 @@ from scrapy import signals
 from scrapy.exceptions import IgnoreRequest
 from w3lib.url import safe_url_string
 
+from polite_crawler.backend import backend_of
 from polite_crawler.context import polite_context
 from polite_crawler.policy.robots import Outcome, redirect_outcome
 from polite_crawler.policy.urls import origin_of
 from polite_crawler.policy.verdicts import error_kind, parse_retry_after
-from polite_crawler.store.robots import RobotsBook
 
 if TYPE_CHECKING:
     from scrapy import Request, Spider
@@ -67,7 +67,8 @@ class RobotsTxtMiddleware:
         self.crawler = crawler
         self.ctx = polite_context(crawler)
         settings = crawler.settings
-        self.book = RobotsBook.from_settings(settings, clock=self.ctx.clock, count=self._inc)
+        self.book = backend_of(settings).robots_book(settings, clock=self.ctx.clock,
+                                                     count=self._inc)
         self.ctx.robots = self.book
         self.max_redirects = settings.getint("POLITE_ROBOTS_MAX_REDIRECTS", 5)
         crawler.signals.connect(self.spider_closed, signal=signals.spider_closed)

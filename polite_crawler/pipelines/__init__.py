@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from polite_crawler.backend import page_store
 from polite_crawler.context import polite_context
-from polite_crawler.store.pages import page_store
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler

@@ -95,6 +95,12 @@ class OptOutList:
         if self._own:
             self.conn.close()
 
+    def check_writable(self) -> None:
+        """Raise :class:`sqlite3.OperationalError` unless the list can be written now
+        (another process holds the store's write lock)."""
+        self.conn.execute("BEGIN IMMEDIATE")
+        self.conn.execute("ROLLBACK")
+
     # --- reading (cheap: what a crawl does on its requests) --------------------
     def version(self) -> int:
         row = self.conn.execute(

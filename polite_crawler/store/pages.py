@@ -2,7 +2,8 @@
 
 One interface, two backends: SQLite (default, the shared state database, no
 setup) and PostgreSQL (``POLITE_STORE=postgresql://...``), both through
-:class:`SQLPageBackend` and versioned migrations (:mod:`.migrations`).
+:class:`SQLPageBackend` and versioned migrations (:mod:`.migrations`); which one a
+crawl uses is :func:`polite_crawler.backend.backend_of`'s choice (``page_store``).
 
 :class:`PageStore` is what the crawl uses: the backend lives on one thread of
 its own, so the reactor thread never waits for disk or network; writes are
@@ -38,9 +39,6 @@ from polite_crawler.store.migrations import migrate
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
-
-    from scrapy.crawler import Crawler
-    from scrapy.settings import BaseSettings
 
     from polite_crawler.policy.revisit import Bounds
 
@@ -757,57 +755,6 @@ class PageStore:
                                        due_at=fetched_at + interval)
 
 
-# --------------------------------------------------------------------------------------
-# Opening the store for a crawl.
-
-
-def backend_factory(uri: str, sqlite_path: str) -> Callable[[], SQLPageBackend]:
-    """A factory of backends for POLITE_STORE ``uri`` (empty: SQLite at ``sqlite_path``)."""
-    if uri.startswith(("postgresql://", "postgres://")):
-        from polite_crawler.store.postgres import PostgresPageBackend
-
-        return lambda: PostgresPageBackend(uri)
-    from polite_crawler.store.sqlite import SQLitePageBackend
-
-    path = uri.removeprefix("sqlite:///") if uri.startswith("sqlite:///") else sqlite_path
-    return lambda: SQLitePageBackend(path)
-
-
-def open_store(settings: BaseSettings) -> PageStore:
-    from polite_crawler.store.paths import state_db_path
-
-    uri = settings.get("POLITE_STORE") or ""
-    factory = backend_factory(uri, str(state_db_path(settings)))
-    return PageStore(factory,
-                     batch_size=settings.getint("POLITE_STORE_BATCH", 200),
-                     flush_interval=settings.getfloat("POLITE_STORE_FLUSH", 1.0),
-                     max_distance=settings.getint("POLITE_SIMHASH_DISTANCE", 8))
-
-
-def page_store(crawler: Crawler) -> PageStore:
-    """The crawl's page store (``polite_context(crawler).pages``), opened on first use.
-
-    Closed (pending writes committed) when the spider closes.
-    """
-    from scrapy import signals
-
-    from polite_crawler.context import polite_context
-
-    ctx = polite_context(crawler)
-    if ctx.pages is None:
-        store = open_store(crawler.settings)
-        ctx.pages = store
-
-        async def _close() -> None:
-            from scrapy.utils.asyncio import run_in_thread
-
-            await run_in_thread(store.close)  # commits the open batch without blocking
-
-        crawler.signals.connect(_close, signal=signals.spider_closed, weak=False)
-    store_: PageStore = ctx.pages
-    return store_
-
-
 __all__ = [
     "DedupeResult",
     "FetchRecord",
@@ -815,7 +762,4 @@ __all__ = [
     "PageRecord",
     "PageStore",
     "SQLPageBackend",
-    "backend_factory",
-    "open_store",
-    "page_store",
 ]

@@ -17,7 +17,7 @@ its log line and the version's bump are one ``MULTI``:
   poll of the version).
 
 A job is live for ``forget`` while it has not closed and its heartbeat or its
-frontier worker's lease (``P:alive:W``, :mod:`polite_crawler.frontier.redis_shared`)
+frontier worker's lease (``P:alive:W``, :mod:`polite_crawler.store.redis_keys`)
 exists: a worker whose lease is gone dispatches nothing.
 """
 
@@ -26,17 +26,21 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from polite_crawler.frontier.redis_shared import (
+from polite_crawler.store.optout import Job, OptOut
+from polite_crawler.store.redis_keys import (
     PREFIX,
+    TIMEOUT,
     active_key,
     alive_key,
     claimed_key,
     free_key,
+    optout_key,
     origin_key,
     queue_key,
+    redis_client,
+    redis_errors,
+    robots_key,
 )
-from polite_crawler.store.optout import Job, OptOut
-from polite_crawler.store.redis_robots import TIMEOUT, redis_client, redis_errors
 
 
 def _text(raw: Any) -> str:
@@ -51,13 +55,12 @@ class RedisOptOutList:
         self.r: Any = redis_client(url, timeout)
         self.p = prefix
         self.errors = redis_errors()
-        base = f"{prefix}:{{optout}}"
-        self.list_key = f"{base}:list"
-        self.version_key = f"{base}:version"
-        self.log_key = f"{base}:log"
-        self.jobs_key = f"{base}:jobs"
-        self.acks_key = f"{base}:acks"
-        self._alive = f"{base}:alive:"
+        self.list_key = optout_key("list", prefix)
+        self.version_key = optout_key("version", prefix)
+        self.log_key = optout_key("log", prefix)
+        self.jobs_key = optout_key("jobs", prefix)
+        self.acks_key = optout_key("acks", prefix)
+        self._alive = optout_key("alive:", prefix)
 
     def close(self) -> None:
         self.r.close()
@@ -258,10 +261,16 @@ class RedisOptOutList:
                 undone.append(crawl)
         return undone
 
+    def ping(self) -> None:
+        """Raise one of :attr:`errors` unless Redis answers."""
+        self.r.ping()
+
+    def forget_robots(self, origin: str) -> int:
+        """Delete the origin's robots.txt entry (``scrapy forget``); 1 if there was one."""
+        return int(self.r.delete(robots_key(origin, self.p)))
+
     def known(self, origin: str) -> bool:
         """Whether the cluster's state has the origin (origin state or robots.txt copy)."""
-        from polite_crawler.store.redis_robots import robots_key
-
         return bool(self.r.exists(self._okey(origin), robots_key(origin, self.p)))
 
 

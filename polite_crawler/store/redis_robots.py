@@ -7,7 +7,7 @@ origin state is). The rules (freshness, outage backoff, the last good copy, a pe
 redirect) stay in the book; this module only loads and saves.
 
 One hash per origin, ``polite:robots:{ORIGIN}`` (the hash tag of the frontier's keys
-of that origin, :mod:`polite_crawler.frontier.redis_shared`: one Redis Cluster slot),
+of that origin, :mod:`polite_crawler.store.redis_keys`: one Redis Cluster slot),
 with the fields of :class:`~polite_crawler.store.robots.RobotsState` (a field absent
 for None). A write replaces the hash in one ``MULTI`` and gives the key a Redis TTL of
 ``POLITE_ROBOTS_REDIS_KEEP`` (30 days by default), renewed by every write: an origin
@@ -24,40 +24,22 @@ errors (:attr:`RedisRobotsStore.errors`) make the book fail safe.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from polite_crawler.frontier.redis_shared import PREFIX
+from polite_crawler.store.redis_keys import (
+    PREFIX,
+    TIMEOUT,
+    redis_client,
+    redis_errors,
+    robots_key,
+)
 from polite_crawler.store.robots import RobotsState
 
-if TYPE_CHECKING:
-    from scrapy.settings import BaseSettings
-
 KEEP = 30 * 86400.0
-TIMEOUT = 2.0
 
 _TEXT = ("url", "kind", "last_error")
 _INT = ("status", "failures")
 _FLOAT = ("fetched_at", "outage_since", "retry_at", "checked_at")
-
-
-def robots_key(origin: str, prefix: str = PREFIX) -> str:
-    """The Redis key of ``origin``'s robots.txt entry (hash tag ``{origin}``)."""
-    return f"{prefix}:robots:{{{origin}}}"
-
-
-def redis_client(url: str, timeout: float = TIMEOUT) -> Any:
-    """A client for the shared state's small calls (short timeouts: they may run on the
-    reactor thread; a failure is the caller's decision, not a wait)."""
-    import redis
-
-    return redis.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout,
-                                health_check_interval=30)
-
-
-def redis_errors() -> tuple[type[Exception], ...]:
-    import redis
-
-    return (redis.RedisError, OSError)
 
 
 def encode_state(state: RobotsState) -> dict[str, bytes]:
@@ -116,12 +98,6 @@ class RedisRobotsStore:
         self.prefix = prefix
         self.errors = redis_errors()
 
-    @classmethod
-    def from_settings(cls, settings: BaseSettings) -> RedisRobotsStore:
-        return cls(str(settings.get("POLITE_FRONTIER")),
-                   keep=settings.getfloat("POLITE_ROBOTS_REDIS_KEEP", KEEP),
-                   timeout=settings.getfloat("POLITE_REDIS_STATE_TIMEOUT", TIMEOUT))
-
     def key(self, origin: str) -> str:
         return robots_key(origin, self.prefix)
 
@@ -158,5 +134,5 @@ def load_many(r: Any, origins: list[str], prefix: str = PREFIX) -> dict[str, Rob
     return {o: decode_state(o, raw) for o, raw in zip(origins, pipe.execute(), strict=True)}
 
 
-__all__ = ["RedisRobotsStore", "decode_state", "encode_state", "load_many", "redis_client",
-           "robots_key"]
+__all__ = ["TIMEOUT", "RedisRobotsStore", "decode_state", "encode_state", "load_many",
+           "redis_client", "redis_errors", "robots_key"]

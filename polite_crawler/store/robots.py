@@ -5,12 +5,14 @@ cache survives restarts and is shared by every job on the same hosts; with the
 frontier on Redis, one hash per origin in Redis instead
 (:mod:`polite_crawler.store.redis_robots`), shared by every worker on every
 machine. The rules are the same for both (this class; the store only loads and
-saves). A copy is fresh for ``POLITE_ROBOTS_TTL`` (24 h, RFC 9309 section 2.4);
-the last good copy is kept through an outage and used until robots.txt can be
-read again. A store that fails (Redis unreachable) fails safe: an origin this
-process holds no entry of is not ready (nothing of it is fetched, robots.txt
-neither) and asked again after :data:`STORE_RETRY`; an answer it could not write
-is used here and written when the store answers again.
+saves: :class:`polite_crawler.interfaces.RobotsStore`; the crawl's book is
+:meth:`polite_crawler.backend.Backend.robots_book`). A copy is fresh for
+``POLITE_ROBOTS_TTL`` (24 h, RFC 9309 section 2.4); the last good copy is kept
+through an outage and used until robots.txt can be read again. A store that fails
+(Redis unreachable) fails safe: an origin this process holds no entry of is not
+ready (nothing of it is fetched, robots.txt neither) and asked again after
+:data:`STORE_RETRY`; an answer it could not write is used here and written when the
+store answers again.
 
 The frontier asks, synchronously and cheaply (an in-memory dict in front of
 the store, read once per origin and again only before a fetch would be asked):
@@ -32,7 +34,7 @@ import sqlite3
 import threading
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from polite_crawler.policy.robots import (
     DEFAULT_MAX_BYTES,
@@ -45,13 +47,13 @@ from polite_crawler.policy.robots import (
     retry_delay,
 )
 from polite_crawler.policy.urls import origin_of
-from polite_crawler.store.paths import connect, origins_db_path
+from polite_crawler.store.paths import connect
 
 if TYPE_CHECKING:
     from collections.abc import Callable
     from pathlib import Path
 
-    from scrapy.settings import BaseSettings
+    from polite_crawler.interfaces import RobotsStore
 
 logger = logging.getLogger(__name__)
 
@@ -160,22 +162,15 @@ class SQLiteRobotsStore:
                 (state.origin, *values),
             )
 
+    def delete(self, origin: str) -> int:
+        """Forget the origin's entry (``scrapy forget``); 1 if there was one."""
+        with self._lock:
+            return self._conn.execute("DELETE FROM robots_txt WHERE origin=?",
+                                      (origin,)).rowcount
+
     def close(self) -> None:
         if self._own_conn:
             self._conn.close()
-
-
-class RobotsStore(Protocol):
-    """Where a :class:`RobotsBook` keeps its entries (SQLite, or Redis for a cluster)."""
-
-    errors: tuple[type[Exception], ...]
-    reload_after: float
-
-    def load(self, origin: str) -> RobotsState | None: ...
-
-    def save(self, state: RobotsState) -> None: ...
-
-    def close(self) -> None: ...
 
 
 class RobotsBook:
@@ -212,31 +207,6 @@ class RobotsBook:
         self._down = False
         self._store_retry_at = 0.0  # while down, the store is not asked before this
 
-    @classmethod
-    def from_settings(
-        cls, settings: BaseSettings, clock: Callable[[], float] = time.time,
-        count: Callable[[str], None] = lambda key: None,
-    ) -> RobotsBook:
-        """The book of a crawl: in Redis when the frontier is (``POLITE_FRONTIER``), else
-        in the state directory's SQLite origin store."""
-        store: Path | RobotsStore
-        url = str(settings.get("POLITE_FRONTIER") or "")
-        if url.startswith(("redis://", "rediss://")):
-            from polite_crawler.store.redis_robots import RedisRobotsStore
-
-            store = RedisRobotsStore.from_settings(settings)
-        else:
-            store = origins_db_path(settings)
-        return cls(
-            store,
-            settings.get("POLITE_BOT_NAME", "PoliteCrawler"),
-            ttl=settings.getfloat("POLITE_ROBOTS_TTL", 24 * 3600.0),
-            max_bytes=settings.getint("POLITE_ROBOTS_MAX_BYTES", DEFAULT_MAX_BYTES),
-            retry_min=settings.getfloat("POLITE_ROBOTS_RETRY_MIN", 60.0),
-            retry_max=settings.getfloat("POLITE_ROBOTS_RETRY_MAX", 3600.0),
-            clock=clock,
-            count=count,
-        )
 
     def close(self) -> None:
         self._flush(self.clock())
@@ -542,6 +512,6 @@ def _state_from_row(origin: str, row: Any) -> RobotsState:
 
 
 __all__ = [
-    "KIND_ALLOW_ALL", "KIND_RULES", "RobotsBook", "RobotsState", "RobotsStore",
+    "KIND_ALLOW_ALL", "KIND_RULES", "RobotsBook", "RobotsState",
     "SQLiteRobotsStore", "read_robots_state",
 ]

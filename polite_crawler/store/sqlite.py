@@ -14,10 +14,11 @@ if TYPE_CHECKING:
 class SQLitePageBackend(SQLPageBackend):
     dialect = "sqlite"
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, *, wait: float = 30.0) -> None:
         super().__init__()
         self.path = path
-        self.conn = connect(path)  # autocommit mode; WAL; waits for other writers
+        # autocommit mode; WAL; waits up to ``wait`` seconds for other writers
+        self.conn = connect(path, wait=wait)
 
     def begin_sql(self) -> str:
         # Take the write lock now, not at the first write, so a batch never fails half-way

@@ -1,0 +1,217 @@
+"""Which storage the crawl runs on: decided here, from two settings, and nowhere else.
+
+As Scrapy's HTTP cache keeps its policy apart from its storages (one setting picks
+the storage class), the crawl's rules (:mod:`polite_crawler.frontier.core`,
+:class:`~polite_crawler.store.robots.RobotsBook`, the opt-out middleware, the
+commands) run over stores declared in :mod:`polite_crawler.interfaces`, and
+:func:`backend_of` picks them:
+
+- ``POLITE_FRONTIER`` empty: *embedded*: the queue and seen set in ``JOBDIR``, origin
+  state, leases, the robots.txt cache and the opt-out list in the state directory
+  (SQLite), for one process or the processes of one machine;
+  ``POLITE_FRONTIER=redis://HOST:PORT/DB``: *cluster*: all of that in Redis, shared by
+  workers on any number of machines (docs/CLUSTER.md).
+- ``POLITE_STORE`` empty: the page store in the state directory (SQLite);
+  ``postgresql://...``: in PostgreSQL (what a cluster uses); ``sqlite:///PATH``: there.
+
+Every other module asks the :class:`Backend` for its store; none reads the two
+settings itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from pathlib import Path
+
+    from scrapy.crawler import Crawler
+    from scrapy.settings import BaseSettings
+
+    from polite_crawler.interfaces import StateReader
+    from polite_crawler.store.pages import PageStore, SQLPageBackend
+    from polite_crawler.store.redis_optout import RedisOptOutList
+    from polite_crawler.store.robots import RobotsBook
+
+REDIS_SCHEMES = ("redis://", "rediss://")
+POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+
+# One scheduler for both backends; each backend is a driver it runs.
+SCHEDULER = "polite_crawler.frontier.scheduler.FrontierScheduler"
+EMBEDDED_DRIVER = "polite_crawler.frontier.scheduler.EmbeddedDriver"
+CLUSTER_DRIVER = "polite_crawler.frontier.redis_scheduler.ClusterDriver"
+
+
+def page_backend_factory(uri: str, sqlite_path: str) -> Callable[[], SQLPageBackend]:
+    """A factory of page-store connections for ``uri`` (a ``POLITE_STORE`` value; empty:
+    SQLite at ``sqlite_path``)."""
+    if uri.startswith(POSTGRES_SCHEMES):
+        from polite_crawler.store.postgres import PostgresPageBackend
+
+        return lambda: PostgresPageBackend(uri)
+    from polite_crawler.store.sqlite import SQLitePageBackend
+
+    path = uri.removeprefix("sqlite:///") if uri.startswith("sqlite:///") else sqlite_path
+    return lambda: SQLitePageBackend(path)
+
+
+@dataclass(frozen=True)
+class Backend:
+    """The crawl's storage, as the settings name it (see the module docstring)."""
+
+    frontier_url: str = ""  # the Redis URL of a cluster, or '' (embedded)
+    store_uri: str = ""  # POLITE_STORE as given
+
+    @property
+    def cluster(self) -> bool:
+        """Whether the frontier, the robots.txt cache and the opt-out list are in Redis."""
+        return self.frontier_url.startswith(REDIS_SCHEMES)
+
+    @property
+    def kind(self) -> str:
+        return "cluster" if self.cluster else "embedded"
+
+    @property
+    def pages_on_postgres(self) -> bool:
+        return self.store_uri.startswith(POSTGRES_SCHEMES)
+
+    @property
+    def scheduler(self) -> str:
+        """The import path of the Scrapy scheduler (the same for both backends)."""
+        return SCHEDULER
+
+    @property
+    def frontier_driver(self) -> str:
+        """The import path of the driver the scheduler opens its frontier with (a path,
+        as Scrapy names a storage: the scheduler loads it, this module imports neither)."""
+        return CLUSTER_DRIVER if self.cluster else EMBEDDED_DRIVER
+
+    # --- the page store -----------------------------------------------------------------
+    def pages_path(self, state: Path) -> Path | None:
+        """The SQLite page store's file (None: the page store is PostgreSQL)."""
+        from pathlib import Path as _Path
+
+        from polite_crawler.store.paths import STATE_DB
+
+        if self.pages_on_postgres:
+            return None
+        if self.store_uri.startswith("sqlite:///"):
+            return _Path(self.store_uri.removeprefix("sqlite:///"))
+        return state / STATE_DB
+
+    def page_backends(self, state: Path) -> Callable[[], SQLPageBackend]:
+        """Connections to the page store (``state``: the state directory)."""
+        path = self.pages_path(state)
+        return page_backend_factory(self.store_uri, str(path) if path else "")
+
+    def open_page_store(self, settings: BaseSettings) -> PageStore:
+        """The crawl's page store, written in batches by its thread."""
+        from polite_crawler.store.pages import PageStore
+        from polite_crawler.store.paths import state_dir
+
+        return PageStore(self.page_backends(state_dir(settings)),
+                         batch_size=settings.getint("POLITE_STORE_BATCH", 200),
+                         flush_interval=settings.getfloat("POLITE_STORE_FLUSH", 1.0),
+                         max_distance=settings.getint("POLITE_SIMHASH_DISTANCE", 8))
+
+    # --- the robots.txt cache and the opt-out list --------------------------------------
+    def robots_book(self, settings: BaseSettings, *, clock: Callable[[], float] | None = None,
+                    count: Callable[[str], None] | None = None) -> RobotsBook:
+        """The crawl's robots.txt cache: the book's rules over this backend's store."""
+        import time
+
+        from polite_crawler.policy.robots import DEFAULT_MAX_BYTES
+        from polite_crawler.store.robots import RobotsBook
+
+        store: Any
+        if self.cluster:
+            from polite_crawler.store.redis_robots import KEEP, TIMEOUT, RedisRobotsStore
+
+            store = RedisRobotsStore(
+                self.frontier_url, keep=settings.getfloat("POLITE_ROBOTS_REDIS_KEEP", KEEP),
+                timeout=settings.getfloat("POLITE_REDIS_STATE_TIMEOUT", TIMEOUT))
+        else:
+            from polite_crawler.store.paths import origins_db_path
+
+            store = origins_db_path(settings)
+        return RobotsBook(
+            store,
+            settings.get("POLITE_BOT_NAME", "PoliteCrawler"),
+            ttl=settings.getfloat("POLITE_ROBOTS_TTL", 24 * 3600.0),
+            max_bytes=settings.getint("POLITE_ROBOTS_MAX_BYTES", DEFAULT_MAX_BYTES),
+            retry_min=settings.getfloat("POLITE_ROBOTS_RETRY_MIN", 60.0),
+            retry_max=settings.getfloat("POLITE_ROBOTS_RETRY_MAX", 3600.0),
+            clock=clock or time.time,
+            count=count or (lambda key: None),
+        )
+
+    def cluster_optout(self, settings: BaseSettings,
+                       timeout: float | None = None) -> RedisOptOutList | None:
+        """The cluster's opt-out list in Redis; None on the embedded backend (the list
+        is then in the origin store: :class:`~polite_crawler.store.optout.OptOutList`)."""
+        if not self.cluster:
+            return None
+        from polite_crawler.store.redis_optout import RedisOptOutList
+
+        wait = settings.getfloat("POLITE_REDIS_STATE_TIMEOUT", 2.0) if timeout is None \
+            else timeout
+        return RedisOptOutList(self.frontier_url, timeout=wait)
+
+    # --- the commands' view -------------------------------------------------------------
+    def reader(self, settings: BaseSettings, state: Path | None) -> StateReader:
+        """A read-only view of everything the crawl holds (``state``: the state
+        directory, or None where a cluster's machine has none)."""
+        from polite_crawler.store.reader import ClusterReader, EmbeddedReader, PageReader
+
+        path = self.pages_path(state) if state is not None else None
+        if self.pages_on_postgres:
+            pages = PageReader(self.page_backends(state or _here()), self.store_uri)
+        elif path is not None and path.is_file():
+            pages = PageReader(page_backend_factory(f"sqlite:///{path}", str(path)), str(path))
+        else:
+            pages = PageReader(None, None)
+        if self.cluster:
+            return ClusterReader(self.frontier_url, pages, timeout=max(settings.getfloat(
+                "POLITE_REDIS_STATE_TIMEOUT", 2.0), 5.0))
+        from polite_crawler.store.paths import ORIGINS_DB
+
+        return EmbeddedReader(state / ORIGINS_DB if state is not None else None, pages)
+
+
+def _here() -> Path:
+    from pathlib import Path as _Path
+
+    return _Path(".")
+
+
+def backend_of(settings: BaseSettings) -> Backend:
+    """The crawl's backend, from ``POLITE_FRONTIER`` and ``POLITE_STORE`` (the one place
+    they are read)."""
+    return Backend(str(settings.get("POLITE_FRONTIER") or ""),
+                   str(settings.get("POLITE_STORE") or ""))
+
+
+def page_store(crawler: Crawler) -> PageStore:
+    """The crawl's page store (``polite_context(crawler).pages``), opened on first use.
+
+    Closed (pending writes committed) when the spider closes.
+    """
+    from scrapy import signals
+
+    from polite_crawler.context import polite_context
+
+    ctx = polite_context(crawler)
+    if ctx.pages is None:
+        store = backend_of(crawler.settings).open_page_store(crawler.settings)
+        ctx.pages = store
+
+        async def _close() -> None:
+            from scrapy.utils.asyncio import run_in_thread
+
+            await run_in_thread(store.close)  # commits the open batch without blocking
+
+        crawler.signals.connect(_close, signal=signals.spider_closed, weak=False)
+    store_: PageStore = ctx.pages
+    return store_

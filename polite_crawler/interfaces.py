@@ -1,0 +1,272 @@
+"""The storage the crawl's rules run on, declared once: what each store must do.
+
+Two backends implement these (chosen by :func:`polite_crawler.backend.backend_of`
+from ``POLITE_FRONTIER`` and ``POLITE_STORE``, nowhere else):
+
+- *embedded*: the queue and seen set in ``JOBDIR`` (SQLite,
+  :class:`~polite_crawler.frontier.store.QueueStore`), origin state, leases, the
+  robots.txt cache and the opt-out list in the state directory's origin store
+  (:class:`~polite_crawler.frontier.store.OriginStore`,
+  :class:`~polite_crawler.store.robots.SQLiteRobotsStore`,
+  :class:`~polite_crawler.store.optout.OptOutList`), pages in SQLite;
+- *cluster*: the same in Redis, shared by every worker
+  (:class:`~polite_crawler.frontier.redis_frontier.RedisQueue` and
+  :class:`~polite_crawler.frontier.redis_frontier.LocalLeases` over
+  :mod:`~polite_crawler.frontier.redis_shared`,
+  :class:`~polite_crawler.store.redis_robots.RedisRobotsStore`,
+  :class:`~polite_crawler.store.redis_optout.RedisOptOutList`), pages in PostgreSQL.
+
+The rules (rests, robots.txt, budget, stops, the opt-out's acknowledgement) are the
+callers': :class:`~polite_crawler.frontier.core.Frontier`,
+:class:`~polite_crawler.store.robots.RobotsBook`, the opt-out middleware and the
+commands. A store keeps what it is given and answers what it holds. Nothing here
+imports a backend.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from polite_crawler.frontier.store import Lease, Row
+    from polite_crawler.policy.rest import OriginState
+    from polite_crawler.store.optout import Job, OptOut
+    from polite_crawler.store.pages import FetchRecord, PageRecord
+    from polite_crawler.store.robots import RobotsState
+
+
+class URLQueue(Protocol):
+    """One crawl's queued rows per origin and its seen set (the frontier's queue store)."""
+
+    run_id: str  # the crawl this queue belongs to (a JOBDIR's run, or POLITE_CRAWL)
+    # False: a pushed row is queued at once (head() may return it). True: pushes go out
+    # with the backend's next batch, and the frontier learns where they went from it
+    # (Frontier.set_queued): the rows of origins another process owns are not its own.
+    deferred: bool
+
+    def push(self, origin: str, prio: int, url: str, data: bytes) -> int:
+        """Queue one row (``url`` canonical, ``data`` a pickled request or a URL row);
+        return its id (an id the core may later pass to :meth:`delete`)."""
+
+    def push_many(self, rows: list[tuple[str, int, str, bytes]]) -> None:
+        """Queue ``(origin, prio, url, data)`` rows in one write."""
+
+    def head(self, origin: str) -> Row | None:
+        """The origin's next row (highest priority, then first in) not in flight, or None."""
+
+    def mark_in_flight(self, row_id: int) -> None:
+        """The row was handed out: :meth:`head` no longer returns it; it stays stored
+        (a crash puts it back: :meth:`requeue_in_flight`)."""
+
+    def delete(self, row_id: int) -> None:
+        """The spider is done with the row: it leaves the store (with what was queued
+        before it, in the same commit)."""
+
+    def drop_origin(self, origin: str) -> int:
+        """Every row of the origin leaves the store; return how many there were."""
+
+    def requeue_in_flight(self) -> int:
+        """After a restart: rows marked in flight are queued again; return how many."""
+
+    def counts(self) -> Iterator[tuple[str, int]]:
+        """``(origin, queued rows)`` of every origin with rows, for a restart."""
+
+    def commit(self) -> None:
+        """Make every change so far durable (a no-op where each batch is)."""
+
+    def close(self) -> None:
+        """Release the store's connections; nothing is lost that was committed."""
+
+    def add_seen(self, fp: bytes) -> bool:
+        """Add a canonical URL's fingerprint to the seen set; False if it was there."""
+
+    def add_seen_many(self, fps: list[bytes]) -> list[bool]:
+        """:meth:`add_seen` for many, in order, in one write."""
+
+    def is_seen(self, fp: bytes) -> bool:
+        """Whether the fingerprint is in the seen set (the embedded store only; a store
+        that decides at push time answers False)."""
+
+    def template_id(self, data: bytes) -> int:
+        """The id of a URL-row template (stored once, shared by many rows)."""
+
+    def template(self, tid: int) -> bytes | None:
+        """The template of that id, or None if it was never stored."""
+
+    def stop(self, origin: str, reason: str) -> None:
+        """The crawl stopped the origin: remember why (no row of it is queued again)."""
+
+    def stopped(self) -> dict[str, str]:
+        """The origins this crawl stopped, with why (read when the crawl resumes)."""
+
+
+class FrontierDriver(Protocol):
+    """How the frontier scheduler opens, runs and closes its backend
+    (:class:`polite_crawler.frontier.scheduler.EmbeddedDriver`,
+    :class:`polite_crawler.frontier.redis_scheduler.ClusterDriver`); the scheduler's
+    rules (admission, URL rows, the gate's side, waking the engine) are the same."""
+
+    shared: Any  # the cluster's shared state (RedisShared), or None
+
+    def open(self, spider: Any) -> Any:
+        """Open the stores and return the :class:`~polite_crawler.frontier.core.Frontier`
+        over them (resumed: what was in flight is queued again)."""
+
+    def close(self, finished: bool) -> None:
+        """Store everything and release the stores (``finished``: nothing is left)."""
+
+    def outbox(self) -> int:
+        """Requests queued here and not yet in the store (a batch not sent yet)."""
+
+    def mark_seen(self, canonical: str) -> None:
+        """A canonical URL known without a fetch of its own joins the seen set."""
+
+
+class OriginLeases(Protocol):
+    """Every origin's timing state and who may dispatch to it (the origin store)."""
+
+    def load(self, origin: str) -> tuple[OriginState, str | None, float]:
+        """``(state, lease owner or None, lease end)`` of the origin (a new state if none)."""
+
+    def try_lease(self, origin: str, now: float, ttl: float, dead_rest: float,
+                  state: OriginState | None = None) -> Lease:
+        """Whether this process may dispatch to the origin now; the state to use and,
+        when not, when to ask again. An origin whose holder died waits ``dead_rest``
+        after the holder's lease end; nobody else holds it while this lease runs."""
+
+    def release(self, state: OriginState, now: float) -> None:
+        """The exchange ended (or never started): store the state, the lease ends."""
+
+    def save(self, state: OriginState, now: float) -> None:
+        """Store the state without touching the lease."""
+
+    def renew(self, origins: list[str], now: float, ttl: float) -> None:
+        """Extend this process's leases of ``origins`` (each has a request in flight)."""
+
+    def release_all(self) -> None:
+        """The crawl closes: every lease of this process ends."""
+
+    def close(self) -> None:
+        """Release the store's connections."""
+
+
+class RobotsStore(Protocol):
+    """Where :class:`~polite_crawler.store.robots.RobotsBook` keeps its entries."""
+
+    errors: tuple[type[Exception], ...]  # what a read or write raises when the store fails
+    reload_after: float  # seconds an entry read is trusted before reading it again
+
+    def load(self, origin: str) -> RobotsState | None:
+        """The origin's entry (body, status, outage counters), or None."""
+
+    def save(self, state: RobotsState) -> None:
+        """Replace the origin's entry."""
+
+    def close(self) -> None:
+        """Release the store's connections."""
+
+
+class OptOutStore(Protocol):
+    """The opt-out list, its version and log, and the jobs that honour it."""
+
+    errors: tuple[type[Exception], ...]
+
+    def version(self) -> int:
+        """The list's version: raised by every change."""
+
+    def entries(self) -> dict[str, OptOut]:
+        """Every listed origin and why."""
+
+    def get(self, origin: str) -> OptOut | None:
+        """The origin's entry, or None."""
+
+    def add(self, origin: str, reason: str, now: float) -> int:
+        """List the origin; return the new version."""
+
+    def remove(self, origin: str, reason: str, now: float) -> int:
+        """Take the origin off the list; return the new version."""
+
+    def record_removed(self, origin: str, removed: dict[str, Any]) -> None:
+        """Keep what ``forget`` deleted with the list's log."""
+
+    def log(self, origin: str | None = None) -> list[dict[str, Any]]:
+        """The list's changes, newest first (one origin's, or all)."""
+
+    def jobs(self, *, running: bool | None = None) -> list[Job]:
+        """The jobs that registered, with the version each acknowledged."""
+
+    def close(self) -> None:
+        """Release the store's connections."""
+
+
+class PageBackend(Protocol):
+    """One connection to the page store (SQLite or PostgreSQL), used by one thread."""
+
+    dialect: str  # "sqlite" or "postgres"
+
+    def get(self, canonical_url: str, *, body: bool = False) -> PageRecord | None:
+        """The page stored under this canonical URL, or None."""
+
+    def resolve(self, canonical_url: str, *, body: bool = False,
+                follow: Any = None) -> PageRecord | None:
+        """The page, or the page it is an alias of (aliases of the ``follow`` reasons)."""
+
+    def alias_of(self, alias_url: str) -> tuple[str, str] | None:
+        """``(canonical URL, reason)`` the URL is an alias of, or None."""
+
+    def get_fetch(self, url: str, *, body: bool = False) -> FetchRecord | None:
+        """The fetch state of a URL that is not a page (sitemap, feed, alias), or None."""
+
+    def close(self) -> None:
+        """Close the connection."""
+
+
+class StateReader(Protocol):
+    """What the operator's commands read, the same on both backends (read only).
+
+    Opened by :meth:`polite_crawler.backend.Backend.reader`; every method reads the
+    crawl's shared state as the crawl sees it (every worker's, on a cluster).
+    """
+
+    where: str  # the stores read, in words (for the commands' output)
+
+    def origin_state(self, origin: str) -> tuple[OriginState, str | None, float | None] | None:
+        """``(state, lease owner or None, lease end or None)`` of the origin, or None."""
+
+    def origin_states(self) -> Iterator[tuple[str, OriginState]]:
+        """Every origin's state."""
+
+    def robots(self, origin: str) -> RobotsState | None:
+        """The origin's robots.txt entry, or None."""
+
+    def robots_entries(self) -> Iterator[RobotsState]:
+        """Every robots.txt entry."""
+
+    def optout(self, origin: str) -> OptOut | None:
+        """The origin's opt-out entry, or None."""
+
+    def optouts(self) -> dict[str, OptOut]:
+        """The opt-out list."""
+
+    def jobs(self) -> list[Job]:
+        """The jobs that registered with the opt-out list."""
+
+    def page(self, canonical_url: str, *, follow: Any) -> PageRecord | None:
+        """The stored page (or the page it is an alias of, for ``follow`` reasons)."""
+
+    def alias_of(self, url: str) -> tuple[str, str] | None:
+        """``(canonical URL, reason)`` the URL is an alias of, or None."""
+
+    def fetch(self, url: str) -> FetchRecord | None:
+        """The fetch state of a URL that is not a page (``url_fetches``), or None."""
+
+    def has_pages(self, origin: str) -> bool:
+        """Whether the page store holds a page of the origin."""
+
+    def pages_where(self) -> str | None:
+        """The page store read (a path or a URI), or None when there is none."""
+
+    def close(self) -> None:
+        """Release every connection."""

@@ -1,0 +1,406 @@
+"""One contract, two backends: every rule below runs on the embedded backend (SQLite,
+a JOBDIR file) and on the cluster one (a real redis-server, a real PostgreSQL), so a
+rule cannot hold on one and not the other.
+
+The frontier core is the same object on both; what differs is the stores under it and,
+on the cluster, the batches that keep them in step (``sync``). A crash is what kill -9
+leaves: on the embedded backend the job's files as they were, its leases held by a
+process that is gone; on the cluster the worker's lease key vanished from Redis.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import socket
+import time
+from collections import Counter
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from polite_crawler.backend import Backend
+from polite_crawler.frontier.core import (
+    CONTENT,
+    DISPATCH_MARGIN,
+    Dispatch,
+    Frontier,
+    FrontierConfig,
+)
+from polite_crawler.frontier.dupefilter import url_fingerprint
+from polite_crawler.frontier.redis_frontier import RedisFrontier
+from polite_crawler.frontier.redis_shared import RedisShared
+from polite_crawler.frontier.store import OriginStore, QueueStore, process_owner
+from polite_crawler.policy.rest import OriginState, RestParams
+from polite_crawler.store.optout import OptOutList
+from polite_crawler.store.pages import FetchRecord
+from polite_crawler.store.paths import ORIGINS_DB, STATE_DB
+from polite_crawler.store.redis_keys import alive_key, until_key
+from polite_crawler.store.redis_optout import RedisOptOutList
+from polite_crawler.store.redis_robots import RedisRobotsStore
+from polite_crawler.store.robots import RobotsBook, SQLiteRobotsStore
+from tests.pg import pg_server, pg_uri  # noqa: F401  (fixtures)
+from tests.redis_server import (  # noqa: F401  (fixtures)
+    redis_server,
+    redis_server_session,
+    redis_url,
+)
+from tests.test_commands_forget import page
+from tests.test_frontier_core import Clock, dead_owner
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+T0 = 1_790_000_000.0
+A = "http://127.0.0.1:8000"
+B = "http://127.0.0.2:8000"
+REST = 1.0
+TTL = 30.0
+TIMEOUT = 5.0  # no exchange lasts longer (the download handler's bound)
+PARAMS = RestParams(rest_page=REST, rest_api=0.5, duration_factor=5.0, jitter=0.0)
+
+
+class Worker:
+    """One process's frontier on the backend under test."""
+
+    def __init__(self, side: Side, name: str) -> None:
+        self.side = side
+        self.stats: Counter[str] = Counter()
+        clock, config = side.clock, FrontierConfig(params=PARAMS, budget=side.budget)
+        count = self.count
+        self.sync_: RedisFrontier | None = None
+        if side.kind == "embedded":
+            self.queue = QueueStore(side.tmp / "job.sqlite3")
+            self.store = OriginStore(side.tmp / ORIGINS_DB, f"{process_owner()}{name}",
+                                     self.queue.run_id)
+            self.f = Frontier(self.queue, self.store, config, clock=clock,
+                              rng=random.Random(0), count=count)
+            self.f.restore()
+        else:
+            shared = RedisShared(side.url, "contract", f"{socket.gethostname()}:{name}")
+            shared.register(clock(), TTL)
+            self.sync_ = RedisFrontier(shared, config, clock=clock, ttl=TTL, interval=0.5,
+                                       exchange_timeout=TIMEOUT, clock_skew=0.0,
+                                       rng=random.Random(0), count=count)
+            self.sync_.origin_store.valid_until = clock() + TTL - self.sync_.margin
+            self.f = self.sync_.frontier
+
+    def count(self, key: str, n: int) -> None:
+        self.stats[key] += n
+
+    def sync(self) -> None:
+        """What the backend does between reactor calls: nothing on SQLite (every call
+        writes), a batch on the cluster."""
+        if self.sync_ is not None:
+            self.sync_.run_batch()
+
+    def offer(self, url: str, prio: int = 0) -> None:
+        """A URL as the scheduler queues it: the seen set first, then the row."""
+        origin = url.split("/", 3)
+        fp = url_fingerprint(url)
+        if self.f.queue.add_seen_many([fp])[0]:
+            self.f.push("/".join(origin[:3]), prio, url, url.encode())
+
+    def pop(self) -> Dispatch | None:
+        self.sync()
+        return self.f.pop()
+
+    def drain(self, until: float) -> list[str]:
+        """Every URL this worker dispatches until ``until``, each exchange 0.1 s long
+        and done at once."""
+        out = []
+        clock = self.side.clock
+        while clock.t < until:
+            d = self.pop()
+            if d is not None and d.kind == CONTENT and d.row is not None:
+                out.append(d.row.url)
+                self.f.settle(d.origin, d.token, start=clock.t, end=clock.t + 0.1)
+                self.f.done(d.row.id)
+                continue
+            if d is not None:
+                self.f.release(d.origin, d.token)
+            clock.t += 0.25
+        return out
+
+    def kill(self) -> None:
+        """kill -9: nothing is closed or given back."""
+        if self.sync_ is None:
+            self.queue.commit()
+            self.queue.conn.close()
+            self.store.conn.execute(
+                "UPDATE polite_origin SET lease_owner=? WHERE lease_owner IS NOT NULL",
+                (dead_owner(),))
+            self.store.conn.close()
+        else:
+            self.sync_.shared.r.delete(alive_key(self.sync_.shared.worker))
+
+    def lease_end(self) -> float:
+        """When the killed process's last exchange ended at the latest, as the backend
+        bounds it (the cluster: the lease end plus the exchange timeout)."""
+        if self.sync_ is None:
+            return self.side.clock.t
+        return float(self.sync_.shared.r.get(until_key(self.sync_.shared.worker))) + TIMEOUT
+
+    def close(self) -> None:
+        if self.sync_ is None:
+            self.f.close(finished=False)
+            self.queue.close()
+            self.store.close()
+        else:
+            self.sync_.close(finished=False)
+            self.sync_.shared.close()
+
+
+class Side:
+    """One backend, its stores on real servers (or files) of its own."""
+
+    def __init__(self, kind: str, tmp: Path, url: str, pg: str) -> None:
+        self.kind, self.tmp, self.url, self.pg = kind, tmp, url, pg
+        self.clock = Clock(T0)
+        self.budget = 10_000
+        self.workers: list[Worker] = []
+        self.backend = Backend(url if kind == "cluster" else "",
+                               pg if kind == "cluster" else "")
+
+    def worker(self, name: str = "w1") -> Worker:
+        w = Worker(self, name)
+        self.workers.append(w)
+        return w
+
+    def robots_store(self) -> Any:
+        if self.kind == "cluster":
+            return RedisRobotsStore(self.url)
+        return SQLiteRobotsStore(self.tmp / ORIGINS_DB)
+
+    def optout(self) -> Any:
+        if self.kind == "cluster":
+            return RedisOptOutList(self.url)
+        return OptOutList(self.tmp / ORIGINS_DB)
+
+    def settings(self) -> Any:
+        from scrapy.settings import Settings
+
+        return Settings({"POLITE_FRONTIER": self.backend.frontier_url,
+                         "POLITE_STORE": self.backend.store_uri,
+                         "POLITE_STATE_DIR": str(self.tmp)})
+
+
+@pytest.fixture(params=["embedded", "cluster"])
+def side(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
+    if request.param == "cluster":
+        url = request.getfixturevalue("redis_url")
+        request.getfixturevalue("redis_server_session").client().flushdb()
+        pg = request.getfixturevalue("pg_uri")
+    else:
+        url = pg = ""
+    s = Side(request.param, tmp_path, url, pg)
+    yield s
+    for w in s.workers:
+        with contextlib.suppress(Exception):  # a killed worker's stores are gone already
+            w.close()
+
+
+# --- the frontier --------------------------------------------------------------------------
+
+def test_one_in_flight_per_origin_and_the_rest_from_the_end(side: Side) -> None:
+    w = side.worker()
+    w.offer(f"{A}/1")
+    w.offer(f"{A}/2")
+    w.sync()
+    side.clock.t += DISPATCH_MARGIN
+    d = w.pop()
+    assert d is not None and d.kind == CONTENT and d.row is not None and d.row.url == f"{A}/1"
+    assert w.pop() is None  # in flight: nothing more of the origin
+    end = side.clock.t + 0.4
+    rest = w.f.settle(A, d.token, start=side.clock.t, end=end)
+    assert rest is not None and rest.total == pytest.approx(2.0)  # 5 x 0.4 s over 1 s
+    w.f.done(d.row.id)
+    side.clock.t = end + 2.0 - 0.01
+    assert w.pop() is None
+    side.clock.t = end + 2.0 + 2 * DISPATCH_MARGIN
+    d2 = w.pop()
+    assert d2 is not None and d2.row is not None and d2.row.url == f"{A}/2"
+
+
+def test_priority_then_first_in(side: Side) -> None:
+    w = side.worker()
+    for path, prio in (("/low1", 0), ("/high", 5), ("/low2", 0)):
+        w.offer(f"{A}{path}", prio)
+    w.sync()
+    got = w.drain(side.clock.t + 20)
+    assert got == [f"{A}/high", f"{A}/low1", f"{A}/low2"]
+
+
+def test_a_url_is_queued_once(side: Side) -> None:
+    w = side.worker()
+    w.offer(f"{A}/1")
+    w.sync()
+    w.offer(f"{A}/1")
+    w.offer(f"{B}/1")
+    w.offer(f"{B}/1")
+    w.sync()
+    got = w.drain(side.clock.t + 20)
+    assert sorted(got) == [f"{A}/1", f"{B}/1"]
+
+
+def test_a_stop_drops_the_queue_and_outlives_the_process(side: Side) -> None:
+    w = side.worker()
+    for i in range(4):
+        w.offer(f"{A}/{i}")
+    w.offer(f"{B}/0")
+    w.sync()
+    w.f.stop(A, "403")
+    assert w.f.admit(A) == "stopped"
+    got = w.drain(side.clock.t + 10)
+    assert got == [f"{B}/0"]
+    w.close()
+    side.workers.remove(w)
+    again = side.worker("w2")
+    again.sync()
+    again.offer(f"{A}/new")
+    again.sync()
+    assert again.drain(side.clock.t + 10) == []
+
+
+def test_the_daily_budget(side: Side) -> None:
+    side.budget = 2
+    w = side.worker()
+    for i in range(5):
+        w.offer(f"{A}/{i}")
+    w.sync()
+    assert len(w.drain(side.clock.t + 30)) == 2
+
+
+def test_kill_9_loses_no_row_and_the_next_owner_waits(side: Side) -> None:
+    w = side.worker()
+    for i in range(3):
+        w.offer(f"{A}/{i}")
+    w.sync()
+    first = w.drain(side.clock.t + 0.5)  # one page fetched and done
+    assert first == [f"{A}/0"]
+    side.clock.t += REST + 0.2
+    d = w.pop()  # in flight at the crash: fetched, never done
+    assert d is not None and d.row is not None and d.row.url == f"{A}/1"
+    sent = side.clock.t
+    w.kill()
+    bound = w.lease_end()
+    side.workers.remove(w)
+    side.clock.t = sent + 0.5
+    heir = side.worker("w2")
+    heir.sync()
+    # Not before the killed exchange could have ended, plus a rest.
+    while side.clock.t < max(bound, sent) + REST - 0.05:
+        assert heir.pop() is None, side.clock.t
+        side.clock.t += 0.5
+    got = heir.drain(side.clock.t + 30)
+    assert got == [f"{A}/1", f"{A}/2"]  # the row in flight is fetched again; none is lost
+
+
+def test_a_held_row_stays_until_released(side: Side) -> None:
+    def fetch_and_hold(w: Worker) -> None:
+        side.clock.t += REST + DISPATCH_MARGIN
+        d = w.pop()
+        assert d is not None and d.row is not None and d.row.url == f"{A}/page"
+        w.f.settle(A, d.token, start=side.clock.t, end=side.clock.t + 0.1)
+        w.f.hold(d.row.id, A)  # the spider keeps the page's links until A's sitemaps are read
+        w.sync()
+
+    w = side.worker()
+    w.offer(f"{A}/page")
+    w.sync()
+    fetch_and_hold(w)
+    w.kill()
+    side.workers.remove(w)
+    side.clock.t += TTL + TIMEOUT + 10
+    heir = side.worker("w2")
+    heir.sync()
+    fetch_and_hold(heir)  # kept through the crash: fetched again
+    heir.f.release_held(A)  # the links are queued now: the row goes
+    heir.sync()
+    heir.kill()
+    side.workers.remove(heir)
+    side.clock.t += TTL + TIMEOUT + 10
+    last = side.worker("w3")
+    last.sync()
+    assert last.drain(side.clock.t + 10) == []
+
+
+# --- the robots.txt store, the opt-out list, the page store, the reader -------------------
+
+def test_the_robots_txt_book_keeps_its_rules_on_either_store(side: Side) -> None:
+    clock = Clock(time.time())
+    book = RobotsBook(side.robots_store(), "PoliteCrawler", clock=clock)
+    book.record_answer(A, 200, b"User-agent: *\nDisallow: /private\n")
+    book.record_failure(B, "status 503")
+    book.close()
+    again = RobotsBook(side.robots_store(), "PoliteCrawler", clock=clock)
+    assert again.ready(A) and not again.allowed(f"{A}/private/x") and again.allowed(f"{A}/x")
+    assert not again.ready(B)  # unreachable, no copy: nothing of it is fetched
+    clock.t += 25 * 3600  # stale: fetched again first, the last good copy kept meanwhile
+    assert again.needs_fetch(A)
+    again.record_failure(A, "status 503")
+    assert again.ready(A) and not again.allowed(f"{A}/private/x")
+    again.close()
+
+
+def test_the_opt_out_list_on_either_store(side: Side) -> None:
+    lst = side.optout()
+    v0 = lst.version()
+    v1 = lst.add(A, "mail", 100.0)
+    assert v1 > v0 and lst.get(A) is not None and lst.get(A).reason == "mail"
+    assert list(lst.entries()) == [A]
+    lst.record_removed(A, {"pages": 2})
+    v2 = lst.remove(A, "undo", 200.0)
+    assert v2 > v1 and lst.get(A) is None and lst.entries() == {}
+    actions = [e["action"] for e in lst.log(A)]
+    assert sorted(actions) == ["forget", "undo"]
+    lst.close()
+
+
+def test_the_reader_answers_the_same(side: Side) -> None:
+    w = side.worker()
+    w.offer(f"{A}/1")
+    w.sync()
+    d = w.pop()
+    assert d is not None
+    w.f.settle(A, d.token, start=side.clock.t, end=side.clock.t + 0.2)
+    w.sync()  # the cluster writes the state back in its batch
+    book = RobotsBook(side.robots_store(), "PoliteCrawler", clock=Clock(time.time()))
+    book.record_answer(A, 200, b"User-agent: *\nAllow: /\n")
+    book.close()
+    lst = side.optout()
+    lst.add(B, "mail", 1.0)
+    lst.close()
+    pages = side.backend.page_backends(side.tmp)()
+    pages.migrate()
+    pages.begin()
+    pages.put(page(f"{A}/1"))
+    pages.put_fetch(FetchRecord(url=f"{A}/sitemap.xml", kind="sitemap", status=200,
+                                final_url=f"{A}/sitemap.xml", fetched_at=1.0))
+    pages.add_alias(f"{A}/print", f"{A}/1", "duplicate", 1.0)
+    pages.commit()
+    pages.close()
+    if side.kind == "embedded":
+        assert (side.tmp / STATE_DB).is_file()
+    reader = side.backend.reader(side.settings(), side.tmp)
+    try:
+        found = reader.origin_state(A)
+        assert found is not None
+        state, _owner, _until = found
+        assert isinstance(state, OriginState)
+        assert state.last_end == pytest.approx(side.clock.t + 0.2)
+        assert dict(reader.origin_states()).keys() >= {A}
+        robots = reader.robots(A)
+        assert robots is not None and robots.status == 200
+        assert [e.origin for e in reader.robots_entries()] == [A]
+        assert reader.optout(B) is not None and list(reader.optouts()) == [B]
+        assert reader.optout(A) is None
+        rec = reader.page(f"{A}/1", follow=("redirect",))
+        assert rec is not None and rec.canonical_url == f"{A}/1"
+        assert reader.page(f"{A}/print", follow=("redirect",)) is None
+        assert reader.alias_of(f"{A}/print") == (f"{A}/1", "duplicate")
+        fetch = reader.fetch(f"{A}/sitemap.xml")
+        assert fetch is not None and fetch.kind == "sitemap"
+        assert reader.has_pages(A) and not reader.has_pages(B)
+    finally:
+        reader.close()
