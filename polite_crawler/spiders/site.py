@@ -26,7 +26,8 @@ Pages (listed, or linked) enter the frontier in bulk, as URL rows
 are applied here and the frontier's checks there, with no Request made and no
 trip through the spider middlewares until the frontier dispatches the row.
 Robots.txt and sitemap fetches are Requests. Under another scheduler (no
-``enqueue_urls``) every page is a Request, judged by the middlewares.
+``enqueue_urls``), or with ``bulk_pages = False`` on the spider class, every page
+is a Request, judged by the middlewares.
 
 Every fetch goes through the frontier, which gates it. Every duplicate decision
 uses the canonical URL (:func:`polite_crawler.policy.urls.canonicalize`), which
@@ -143,6 +144,9 @@ class SiteSpider(scrapy.Spider):
     sitemap_max_bytes: int = _DEFAULT["POLITE_SITEMAP_MAX_BYTES"]
     sitemap_max_urls: int = _DEFAULT["POLITE_SITEMAP_MAX_URLS"]
     trap_limits: TrapLimits = TrapLimits()
+    # Pages go to the frontier in bulk, as URL rows; False: every page is a Request the
+    # callback yields, judged by the spider middlewares (as another spider's would be).
+    bulk_pages: bool = True
     _queued_on_finish: int = 0  # pages the last _finish_discovery calls queued in bulk
 
     # --- helpers ---------------------------------------------------------------
@@ -233,7 +237,7 @@ class SiteSpider(scrapy.Spider):
         (:func:`polite_crawler.middlewares.trapmemory.link_memory`, as it judges a
         Request a page's callback yields).
         """
-        frontier = self._bulk()
+        frontier = self._bulk() if self.bulk_pages else None
         if frontier is None:
             if held is not None:
                 for url, _lastmod in found:
