@@ -54,10 +54,11 @@ def free_port() -> int:
 
 
 def doc_pages(root: Path = DOCS) -> list[str]:
-    """Every HTML page under ``root``, as URL paths ("/library/os.html"), sorted."""
+    """Every HTML page under ``root``, as URL paths ("/library/os.html"), sorted; the
+    top ``index.html`` as "/" (the URL a crawl starts from, and its sitemap lists first)."""
     root = root.resolve()
-    return sorted("/" + p.relative_to(root).as_posix() for p in root.rglob("*.html")
-                  if p.is_file())
+    paths = ("/" + p.relative_to(root).as_posix() for p in root.rglob("*.html") if p.is_file())
+    return sorted("/" if p == "/index.html" else p for p in paths)
 
 
 @dataclass
