@@ -447,6 +447,9 @@ class SiteSpider(scrapy.Spider):
         found: list[tuple[str, str | None]] = []
         offsite = 0
         held = disc.held
+        # Entries are canonical (policy.sitemaps): with no parameters to strip, an
+        # entry is its own canonical URL (canonicalize is idempotent).
+        recanonical = bool(self.strip_params)
         for entry, ok in zip(result.pages,
                              self._in_scope_under((e.url for e in result.pages), response.url),
                              strict=True):
@@ -455,7 +458,8 @@ class SiteSpider(scrapy.Spider):
                 continue
             if held:
                 # Linked before the sitemap listed it: it is a listed page after all.
-                held.pop(self.canonical(entry.url) or entry.url, None)
+                held.pop((self.canonical(entry.url) or entry.url) if recanonical else entry.url,
+                         None)
             found.append((entry.url, entry.lastmod))
         self._inc("polite/discovery/dropped/offsite", offsite)
         # policy.sitemaps gives every entry in canonical form.
