@@ -200,9 +200,12 @@ def _locs_of(elem: etree._Element) -> list[tuple[str | None, str | None]]:
     """
     pairs: list[tuple[str | None, str | None]] = []
     pending: str | None = None
-    local = _local
+    local, names = _local, _LOCAL_NAMES
     for child in elem:
-        name = local(child.tag)
+        tag = child.tag
+        name = names.get(tag) if isinstance(tag, str) else None
+        if name is None:
+            name = local(tag)
         if name == "loc":
             pairs.append((str(child.text) if child.text else None, pending))
             pending = None
@@ -262,20 +265,25 @@ def _xml_events(body: bytes) -> etree.iterparse:
     )
 
 
+_FREE_EVERY = 256  # entries read between two frees of the tree
 _ROOT_KINDS = {"urlset": URLSET, "sitemapindex": INDEX, "rss": RSS, "rdf": RSS, "feed": ATOM}
 
 
 def _parse_xml(body: bytes, base: str, scope: str, result: SitemapResult, max_urls: int) -> None:
     root_kind: str | None = None
+    unfreed = 0
     scope_netloc = _netloc(scope)
-    local = _local
+    local, names = _local, _LOCAL_NAMES
     for _event, elem in _xml_events(body):
         if root_kind is None:
             root_kind = _ROOT_KINDS.get(local(elem.getroottree().getroot().tag), UNKNOWN)
             result.kind = root_kind
             if root_kind == UNKNOWN:
                 return
-        name = local(elem.tag)
+        tag = elem.tag
+        name = names.get(tag) if isinstance(tag, str) else None
+        if name is None:
+            name = local(tag)
         if root_kind in (URLSET, INDEX) and name in ("url", "sitemap"):
             for loc, lastmod in _locs_of(elem):
                 _add(result, loc, lastmod, base, scope, index=(name == "sitemap"),
@@ -298,12 +306,16 @@ def _parse_xml(body: bytes, base: str, scope: str, result: SitemapResult, max_ur
                  index=False, hosts_only=True, max_urls=max_urls)
         else:
             continue
-        # Entries are read: free them so a 50 MB file never becomes a 50 MB tree.
-        elem.clear()
-        parent = elem.getparent()
-        if parent is not None:
-            while elem.getprevious() is not None:
-                del parent[0]
+        # Entries are read: free them so a 50 MB file never becomes a 50 MB tree; in
+        # batches (freeing one entry at a time cost more than reading it).
+        unfreed += 1
+        if unfreed >= _FREE_EVERY:
+            unfreed = 0
+            parent = elem.getparent()
+            if parent is None:
+                elem.clear()
+            else:
+                del parent[:parent.index(elem)]  # every entry before this one
 
 
 def _start_of_document(body: bytes) -> bytes:
