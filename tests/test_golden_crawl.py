@@ -180,7 +180,8 @@ def capture(state: Path, stats: dict[str, Any], port: int) -> dict[str, Any]:
     counters = {k: v for k, v in sorted(stats.items())
                 if k.startswith(("polite/pages/", "polite/traps/", "polite/discovery/",
                                  "polite/robots/", "item_", "response_received_count",
-                                 "downloader/response_status_count/"))}
+                                 "downloader/response_status_count/", "scheduler/enqueued",
+                                 "polite/frontier/bulk_enqueued", "polite/frontier/duplicate"))}
     return _local({"pages": pages, "aliases": aliases, "fetches": fetches,
                    "access_log": log, "counters": counters}, port)
 
@@ -206,6 +207,8 @@ async def test_golden_crawl_keeps_what_it_stores(web_factory: Any, tmp_path: Pat
                              url=web.url(HOST, "/howto/index.html"))
     got = capture(tmp_path, result.stats, web.port)
     assert len(got["pages"]) >= 15, got["counters"]
+    # The two ways in: URL rows in bulk, or every page a Request.
+    assert ("polite/frontier/bulk_enqueued" in got["counters"]) == (path == "bulk")
     if os.environ.get("POLITE_GOLDEN_WRITE"):
         data = dict(json.loads(GOLDEN.read_text())) if GOLDEN.exists() else {}
         data[path] = got
