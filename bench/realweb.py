@@ -337,7 +337,9 @@ def wl_discovery(ctx: Ctx, n: int, listed_per_site: int = 2000, fetched: int = 1
     runs: dict[str, tuple[Run, Run | None]] = {}
     with nginx:
         for label, listed in (("full sitemaps", paths), ("short sitemaps", paths[:fetched])):
-            write_site_files(nginx.sites, hosts, port, listed)
+            # One sorted order on every host: the short sitemaps list the full ones' first
+            # pages, so both runs fetch the same pages (the budget's first).
+            write_site_files(nginx.sites, hosts, port, listed, order="sorted")
             p = run_polite(ctx, nginx, "discovery", label, urls, settings)
             s = None if ctx.args.skip_stock else run_stock(ctx, nginx, "discovery", label,
                                                            urls, stock_args)
