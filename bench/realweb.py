@@ -7,20 +7,27 @@ It serves N sites on 127.0.x.y (one ``server`` block and ``listen`` each, one po
 gzip on, ``Content-Type: text/html`` without a charset as nginx sends it, each site
 with its own robots.txt whose ``Sitemap:`` line names a sitemap of all its pages.
 
+Each site's sitemap lists its pages in an order of its own (a shuffle seeded by the
+host, stable from run to run: :func:`bench.realweb_nginx.host_order`), as different
+sites do; a budget then fetches different pages on different hosts.
+
 Each workload runs the project's crawler (``scrapy crawl site -a urls=FILE``,
 everything on, fresh state in the temporary directory) and stock Scrapy
 (:mod:`bench.realweb_stock`: Scrapy's SitemapSpider reading the same robots.txt and
-sitemaps, following in-host links) one after the other against the same server, each
-in its own process. CPU is the crawl process's own (user + system, from ``wait4``);
-pages are the HTML 200s the server's access log shows for that crawler's User-Agent.
+sitemaps, following in-host links with LinkExtractor, ROBOTSTXT_OBEY, one request per
+domain, the same per-site budget) one after the other against the same server, each
+in its own process. CPU is the crawl process's own (user + system, from ``wait4``),
+peak RSS its ``ru_maxrss``; pages are the HTML 200s the server's access log shows for
+that crawler's User-Agent. Every figure is printed with the average size of the pages
+behind it: on disk (raw) and as nginx sent them (gzipped, ``$body_bytes_sent``).
 
 Workloads (``--workload``, default all):
 
 ``sitemap``   N = 200 python3-doc sites, POLITE_HOST_BUDGET=10, POLITE_REST_PAGE=1;
-              pages per CPU-second (target >= 80, and 2x stock). Stock: the same
-              budget, counted per host by its spider.
+              pages per CPU-second (target 2x stock's). Stock: the same budget,
+              counted per host by its spider.
 ``whole``     N = 20 python3-doc sites, every page, POLITE_REST_PAGE=0.2; pages per
-              CPU-second (target >= 80). Stock: DOWNLOAD_DELAY 0.2, one per domain.
+              CPU-second (target 2x stock's). Stock: DOWNLOAD_DELAY 0.2.
               Also the crawl's ``polite/frontier/latency_doubled`` and its pages/s
               in the first and the last minute.
 ``discovery`` listed URLs per CPU-second from parsed sitemaps into the durable
@@ -32,8 +39,12 @@ Workloads (``--workload``, default all):
               python docs, a sitemap each), R = 10 s, jitter 0, budget 10, nginx
               ``limit_req`` one request per R per site (429 beyond): efficiency as
               :mod:`bench.frontier_efficiency` defines it (target >= 0.95), 429s and
-              rests below R (target 0 both). Stock: DOWNLOAD_DELAY R unrandomised, one
-              per domain, the broad-crawl priority queue (as that bench runs it).
+              rests below R (target 0 both), the rests' overrun at the median, CPU
+              per request (target half of stock's) and peak RSS. Stock:
+              DOWNLOAD_DELAY R unrandomised, the broad-crawl priority queue (as that
+              bench runs it).
+``sorted``    an extra, labelled so: ``sitemap`` with every sitemap in one sorted
+              order (every host's budget fetches the same few small pages).
 
     .venv/bin/python -m bench.realweb [--workload W ...] [--sites N] [--skip-stock]
         [--profile cprofile|py-spy] [--keep DIR] [-s NAME=VALUE ...]
@@ -69,14 +80,15 @@ from bench.realweb_nginx import (
     free_port,
     hosts_for,
     make_readable_tmp,
+    raw_size,
     read_log,
     write_site_files,
     write_small_pages,
 )
 
 ROOT = Path(__file__).resolve().parent.parent
-WORKLOADS = ("sitemap", "whole", "discovery", "polite")
-DEFAULT_SITES = {"sitemap": 200, "whole": 20, "discovery": 200, "polite": 1000}
+WORKLOADS = ("sitemap", "whole", "discovery", "polite", "sorted")
+DEFAULT_SITES = {"sitemap": 200, "whole": 20, "discovery": 200, "polite": 1000, "sorted": 200}
 POLITE_AGENT = "PoliteCrawler"
 STOCK_AGENT = "StockScrapyBench"
 
@@ -90,6 +102,8 @@ class Run:
     cpu: float
     wall: float
     hits: list[Hit]
+    root: Path
+    rss_mb: float = 0.0
     stats: dict[str, Any] = field(default_factory=dict)
     note: str = ""
 
@@ -101,6 +115,19 @@ class Run:
     def rate(self) -> float:
         return self.pages / self.cpu if self.cpu else 0.0
 
+    def sizes(self) -> tuple[float, float]:
+        """Average KB of the pages fetched: on disk (raw) and as sent (gzipped)."""
+        pages = [h for h in self.hits if h.is_page]
+        if not pages:
+            return 0.0, 0.0
+        raw = [raw_size(self.root, h.path) or 0 for h in pages]
+        return sum(raw) / len(pages) / 1000, sum(h.size for h in pages) / len(pages) / 1000
+
+    @property
+    def size_text(self) -> str:
+        raw, gz = self.sizes()
+        return f"{raw:.1f} / {gz:.1f}"
+
 
 @dataclass
 class Ctx:
@@ -109,11 +136,13 @@ class Ctx:
     env: dict[str, str]
     runs: list[Run] = field(default_factory=list)
     # (workload, figure, value, target)
-    figures: list[tuple[str, str, str, str]] = field(default_factory=list)
+    # (workload, figure, value, target, average size of the pages behind it)
+    figures: list[tuple[str, str, str, str, str]] = field(default_factory=list)
 
 
-def _run_child(cmd: list[str], env: dict[str, str]) -> tuple[float, float]:
-    """Run ``cmd``; its CPU seconds (user + system, its own and its waited-for children)."""
+def _run_child(cmd: list[str], env: dict[str, str]) -> tuple[float, float, float]:
+    """Run ``cmd``; its CPU seconds (user + system, its own and its waited-for children),
+    wall seconds and peak RSS (MB)."""
     t0 = time.monotonic()
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdin=subprocess.DEVNULL)
     try:
@@ -129,7 +158,8 @@ def _run_child(cmd: list[str], env: dict[str, str]) -> tuple[float, float]:
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode != 0:
         raise RuntimeError(f"{cmd[:6]}... exited {proc.returncode}")
-    return usage.ru_utime + usage.ru_stime, time.monotonic() - t0
+    return (usage.ru_utime + usage.ru_stime, time.monotonic() - t0,
+            usage.ru_maxrss / 1024)
 
 
 def _mine(hits: list[Hit], agent: str) -> list[Hit]:
@@ -165,14 +195,15 @@ def run_polite(ctx: Ctx, nginx: Nginx, workload: str, label: str, urls: Path,
             cmd = [py, "-m", "cProfile", "-o", str(profile_path), *crawl]
     before = len(read_log(nginx.access_log)) if nginx.access_log.exists() else 0
     print(f"-- {workload}: polite_crawler ({label})", flush=True)
-    cpu, wall = _run_child(cmd, ctx.env)
+    print("   " + " ".join(cmd), flush=True)
+    cpu, wall, rss = _run_child(cmd, ctx.env)
     time.sleep(0.2)  # the last access-log lines
     hits = _mine(read_log(nginx.access_log)[before:], POLITE_AGENT)
     stats: dict[str, Any] = {}
     if stats_file.exists():
         stats = json.loads(stats_file.read_text()).get("stats", {})
     run = Run(workload, f"polite_crawler{'' if label == 'main' else ' ' + label}", cpu, wall,
-              hits, stats)
+              hits, nginx.root, rss, stats)
     if profile_path is not None:
         print(f"   profile of the polite crawl: {profile_path}", flush=True)
         run.note = f"profile {profile_path}"
@@ -187,11 +218,14 @@ def run_stock(ctx: Ctx, nginx: Nginx, workload: str, label: str, urls: Path,
     d.mkdir(parents=True, exist_ok=True)
     before = len(read_log(nginx.access_log)) if nginx.access_log.exists() else 0
     print(f"-- {workload}: stock Scrapy ({label})", flush=True)
-    cpu, wall = _run_child([sys.executable, "-m", "bench.realweb_stock", "--urls", str(urls),
-                            "--log-file", str(d / "crawl.log"), *extra], ctx.env)
+    cmd = [sys.executable, "-m", "bench.realweb_stock", "--urls", str(urls),
+           "--log-file", str(d / "crawl.log"), *extra]
+    print("   " + " ".join(cmd), flush=True)
+    cpu, wall, rss = _run_child(cmd, ctx.env)
     time.sleep(0.2)
     hits = _mine(read_log(nginx.access_log)[before:], STOCK_AGENT)
-    run = Run(workload, f"stock Scrapy{'' if label == 'main' else ' ' + label}", cpu, wall, hits)
+    run = Run(workload, f"stock Scrapy{'' if label == 'main' else ' ' + label}", cpu, wall, hits,
+              nginx.root, rss)
     ctx.runs.append(run)
     _print_run(run)
     return run
@@ -201,8 +235,10 @@ def _print_run(run: Run) -> None:
     statuses: dict[int, int] = {}
     for h in run.hits:
         statuses[h.status] = statuses.get(h.status, 0) + 1
-    print(f"   {run.crawler}: {len(run.hits)} requests, {run.pages} pages, CPU {run.cpu:.1f}s, "
-          f"wall {run.wall:.1f}s, {run.rate:.1f} pages/CPU-s; statuses {statuses}", flush=True)
+    print(f"   {run.crawler}: {len(run.hits)} requests, {run.pages} pages "
+          f"(avg KB raw / gzip {run.size_text}), CPU {run.cpu:.1f}s, wall {run.wall:.1f}s, "
+          f"{run.rate:.1f} pages/CPU-s, peak RSS {run.rss_mb:.0f} MB; statuses {statuses}",
+          flush=True)
 
 
 def _urls_file(tmp: Path, name: str, hosts: list[str], port: int) -> Path:
@@ -212,30 +248,50 @@ def _urls_file(tmp: Path, name: str, hosts: list[str], port: int) -> Path:
 
 
 # --- the workloads ------------------------------------------------------------------------
-def _docs_web(ctx: Ctx, name: str, n: int, *, sitemap: bool = True) -> tuple[Nginx, Path, int]:
+def _docs_web(ctx: Ctx, name: str, n: int, *, sitemap: bool = True,
+              order: str = "host") -> tuple[Nginx, Path, int]:
     port = free_port()
     hosts = hosts_for(n)
     tmp = ctx.tmp / name
     tmp.mkdir(parents=True, exist_ok=True)
     tmp.chmod(0o755)
     nginx = Nginx(tmp, hosts, port, DOCS.resolve())
-    listed = write_site_files(nginx.sites, hosts, port, doc_pages(), sitemap=sitemap)
+    listed = write_site_files(nginx.sites, hosts, port, doc_pages(), sitemap=sitemap,
+                              order=order)
     return nginx, _urls_file(tmp, name, hosts, port), listed
 
 
-def wl_sitemap(ctx: Ctx, n: int) -> None:
-    nginx, urls, _listed = _docs_web(ctx, "sitemap", n)
+def _fig(ctx: Ctx, workload: str, figure: str, value: str, target: str = "",
+         run: Run | None = None) -> None:
+    """One row of the table; with the average size of the pages ``run`` fetched."""
+    ctx.figures.append((workload, figure, value, target, run.size_text if run else ""))
+
+
+def _ratio(ctx: Ctx, workload: str, p: Run, s: Run | None, target: str) -> None:
+    if s is None:
+        return
+    _fig(ctx, workload, "stock pages/CPU-s", f"{s.rate:.1f}", "", s)
+    _fig(ctx, workload, "polite / stock, pages per CPU-s", f"{p.rate / s.rate:.2f}x", target)
+    _fig(ctx, workload, "pages polite / stock", f"{p.pages} / {s.pages}", "equal")
+
+
+def wl_sitemap(ctx: Ctx, n: int, order: str = "host") -> None:
+    """N python3-doc sites, budget 10; each site's sitemap in its own order (or sorted)."""
+    name = "sitemap" if order == "host" else "sorted"
+    nginx, urls, _listed = _docs_web(ctx, name, n, order=order)
     with nginx:
-        p = run_polite(ctx, nginx, "sitemap", "main", urls,
+        p = run_polite(ctx, nginx, name, "main", urls,
                        {"POLITE_HOST_BUDGET": 10, "POLITE_REST_PAGE": 1})
-        s = None if ctx.args.skip_stock else run_stock(ctx, nginx, "sitemap", "main", urls,
+        s = None if ctx.args.skip_stock else run_stock(ctx, nginx, name, "main", urls,
                                                        ["--budget", "10"])
-    _keep(ctx, nginx, "sitemap")
-    ctx.figures.append(("sitemap", f"pages/CPU-s, N={n}, budget 10", f"{p.rate:.1f}",
-                        ">= 80"))
-    if s is not None:
-        ctx.figures.append(("sitemap", "stock pages/CPU-s", f"{s.rate:.1f}", ""))
-        ctx.figures.append(("sitemap", "polite / stock", f"{p.rate / s.rate:.2f}x", ">= 2x"))
+    _keep(ctx, nginx, name)
+    label = "host order" if order == "host" else "sorted order (extra: same pages on every host)"
+    _fig(ctx, name, f"pages/CPU-s, N={n}, budget 10, {label}", f"{p.rate:.1f}", "", p)
+    _ratio(ctx, name, p, s, ">= 2x" if order == "host" else "")
+
+
+def wl_sorted(ctx: Ctx, n: int) -> None:
+    wl_sitemap(ctx, n, order="sorted")
 
 
 def _pages_per_s(hits: list[Hit], first: bool, span: float = 60.0) -> float:
@@ -252,22 +308,17 @@ def wl_whole(ctx: Ctx, n: int) -> None:
     with nginx:
         p = run_polite(ctx, nginx, "whole", "main", urls, {"POLITE_REST_PAGE": 0.2})
         s = None if ctx.args.skip_stock else run_stock(
-            ctx, nginx, "whole", "main", urls, ["--delay", "0.2", "--per-domain", "1"])
+            ctx, nginx, "whole", "main", urls, ["--delay", "0.2"])
     _keep(ctx, nginx, "whole")
     doubled = p.stats.get("polite/frontier/latency_doubled", 0)
-    ctx.figures += [
-        ("whole", f"pages/CPU-s, N={n}, rest 0.2 s", f"{p.rate:.1f}", ">= 80"),
-        ("whole", "pages fetched / listed", f"{p.pages} / {listed}", "all"),
-        ("whole", "wall s; pages/s first min, last min",
-         f"{p.wall:.0f}; {_pages_per_s(p.hits, True):.1f}, {_pages_per_s(p.hits, False):.1f}",
-         ""),
-        ("whole", "polite/frontier/latency_doubled", str(doubled), "0"),
-    ]
+    _fig(ctx, "whole", f"pages/CPU-s, N={n}, rest 0.2 s", f"{p.rate:.1f}", "", p)
+    _ratio(ctx, "whole", p, s, ">= 2x")
+    _fig(ctx, "whole", "pages fetched / listed", f"{p.pages} / {listed}", "all")
+    _fig(ctx, "whole", "wall s; pages/s first min, last min",
+         f"{p.wall:.0f}; {_pages_per_s(p.hits, True):.1f}, {_pages_per_s(p.hits, False):.1f}")
+    _fig(ctx, "whole", "polite/frontier/latency_doubled", str(doubled), "0")
     if s is not None:
-        ctx.figures += [
-            ("whole", "stock pages/CPU-s (delay 0.2, 1/domain)", f"{s.rate:.1f}", ""),
-            ("whole", "stock pages, wall s", f"{s.pages}, {s.wall:.0f}", ""),
-        ]
+        _fig(ctx, "whole", "stock wall s", f"{s.wall:.0f}")
 
 
 def wl_discovery(ctx: Ctx, n: int, listed_per_site: int = 2000, fetched: int = 10) -> None:
@@ -286,7 +337,9 @@ def wl_discovery(ctx: Ctx, n: int, listed_per_site: int = 2000, fetched: int = 1
     runs: dict[str, tuple[Run, Run | None]] = {}
     with nginx:
         for label, listed in (("full sitemaps", paths), ("short sitemaps", paths[:fetched])):
-            write_site_files(nginx.sites, hosts, port, listed)
+            # One sorted order on every host: the short sitemaps list the full ones' first
+            # pages, so both runs fetch the same pages (the budget's first).
+            write_site_files(nginx.sites, hosts, port, listed, order="sorted")
             p = run_polite(ctx, nginx, "discovery", label, urls, settings)
             s = None if ctx.args.skip_stock else run_stock(ctx, nginx, "discovery", label,
                                                            urls, stock_args)
@@ -296,7 +349,7 @@ def wl_discovery(ctx: Ctx, n: int, listed_per_site: int = 2000, fetched: int = 1
     (full, full_s), (short, short_s) = runs["full sitemaps"], runs["short sitemaps"]
     same = {(h.host, h.path) for h in full.hits} == {(h.host, h.path) for h in short.hits}
     cpu = full.cpu - short.cpu
-    ctx.figures += [
+    ctx.figures += [(*f, "") for f in [
         ("discovery", f"URLs listed, N={n}: full / short sitemaps",
          f"{n * len(paths):,} / {n * fetched:,}", ""),
         ("discovery", "polite CPU s full / short (same requests?)",
@@ -306,11 +359,11 @@ def wl_discovery(ctx: Ctx, n: int, listed_per_site: int = 2000, fetched: int = 1
         ("discovery", "frontier rows: scheduler/enqueued full / short",
          f"{full.stats.get('scheduler/enqueued', '?')} / "
          f"{short.stats.get('scheduler/enqueued', '?')}", ""),
-    ]
+    ]]
     if full_s is not None and short_s is not None:
         d = full_s.cpu - short_s.cpu
-        ctx.figures.append(("discovery", "listed URLs per CPU-s (stock)",
-                            f"{extra_urls / d:,.0f}" if d > 0 else "n/a", ""))
+        _fig(ctx, "discovery", "listed URLs per CPU-s (stock)",
+             f"{extra_urls / d:,.0f}" if d > 0 else "n/a")
 
 
 def wl_polite(ctx: Ctx, n: int, rest: float = 10.0, pages: int = 10) -> None:
@@ -328,7 +381,7 @@ def wl_polite(ctx: Ctx, n: int, rest: float = 10.0, pages: int = 10) -> None:
             "POLITE_REST_PAGE": rest, "POLITE_JITTER": 0, "POLITE_HOST_BUDGET": 10})
         s = None if ctx.args.skip_stock else run_stock(
             ctx, nginx, "polite", "main", urls,
-            ["--delay", str(rest), "--per-domain", "1", "--budget", "10", "--no-randomize",
+            ["--delay", str(rest), "--budget", "10", "--no-randomize",
              "--broad"])
     _keep(ctx, nginx, "polite")
     for run in (p, s):
@@ -337,16 +390,21 @@ def wl_polite(ctx: Ctx, n: int, rest: float = 10.0, pages: int = 10) -> None:
         lines = [(h.host, h.path, h.start, h.end) for h in run.hits]
         r = measure(run.crawler, lines, n, rest, run.wall)
         print("  ", r.line(rest, n), flush=True)
-        name = "" if run is p else "stock "
-        ctx.figures += [
-            ("polite", f"{name}efficiency, N={n}, R={rest:g}", f"{r.efficiency:.3f}",
-             ">= 0.95" if run is p else ""),
-            ("polite", f"{name}429s / rests < R / overlaps",
+        mine = run is p
+        name = "" if mine else "stock "
+        _fig(ctx, "polite", f"{name}efficiency, N={n}, R={rest:g}", f"{r.efficiency:.3f}",
+             ">= 0.95" if mine else "", run)
+        _fig(ctx, "polite", f"{name}429s / rests < R / overlaps",
              f"{sum(h.status == 429 for h in run.hits)} / {r.short} / {r.overlaps}",
-             "0 / 0 / 0" if run is p else ""),
-            ("polite", f"{name}CPU s (ms per request)",
-             f"{run.cpu:.1f} ({1000 * run.cpu / len(run.hits):.1f})", ""),
-        ]
+             "0 / 0 / 0" if mine else "")
+        _fig(ctx, "polite", f"{name}rest overrun at the median (gap - R), s",
+             f"{r.median_gap - rest:.3f}")
+        _fig(ctx, "polite", f"{name}CPU s (ms per request), requests",
+             f"{run.cpu:.1f} ({1000 * run.cpu / len(run.hits):.2f}), {len(run.hits)}", "", run)
+        _fig(ctx, "polite", f"{name}peak RSS MB", f"{run.rss_mb:.0f}")
+    if p.hits and s is not None and s.hits:
+        ratio = (p.cpu / len(p.hits)) / (s.cpu / len(s.hits))
+        _fig(ctx, "polite", "CPU per request, polite / stock", f"{ratio:.2f}x", "<= 0.5x")
 
 
 def _keep(ctx: Ctx, nginx: Nginx, name: str) -> None:
@@ -360,19 +418,23 @@ def _keep(ctx: Ctx, nginx: Nginx, name: str) -> None:
 
 
 def print_table(ctx: Ctx) -> None:
-    rows = [("workload", "figure", "value", "target"), *ctx.figures]
-    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    rows = [("workload", "figure", "value", "target", "pages avg KB raw / gzip"),
+            *ctx.figures]
+    widths = [max(len(r[i]) for r in rows) for i in range(5)]
     print()
+    print("command: " + " ".join([Path(sys.executable).name, "-m", "bench.realweb",
+                                  *sys.argv[1:]]))
     for i, r in enumerate(rows):
         print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
         if i == 0:
             print("  ".join("-" * w for w in widths))
     print()
     print(f"{'run':<40} {'pages':>7} {'requests':>8} {'CPU s':>7} {'wall s':>7} "
-          f"{'pages/CPU-s':>11}")
+          f"{'pages/CPU-s':>11} {'RSS MB':>6} {'KB raw / gz':>12}")
     for run in ctx.runs:
         print(f"{run.workload + ': ' + run.crawler:<40} {run.pages:>7} {len(run.hits):>8} "
-              f"{run.cpu:>7.1f} {run.wall:>7.1f} {run.rate:>11.1f}")
+              f"{run.cpu:>7.1f} {run.wall:>7.1f} {run.rate:>11.1f} {run.rss_mb:>6.0f} "
+              f"{run.size_text:>12}")
 
 
 def main(argv: list[str]) -> int:
@@ -403,7 +465,7 @@ def main(argv: list[str]) -> int:
         for wl in a.workload or WORKLOADS:
             n = a.sites or DEFAULT_SITES[wl]
             {"sitemap": wl_sitemap, "whole": wl_whole, "discovery": wl_discovery,
-             "polite": wl_polite}[wl](ctx, n)
+             "polite": wl_polite, "sorted": wl_sorted}[wl](ctx, n)
     finally:
         print_table(ctx)
         if a.keep is not None:

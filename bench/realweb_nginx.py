@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import html
 import os
+import random
 import re
 import resource
 import shutil
@@ -53,10 +54,11 @@ def free_port() -> int:
 
 
 def doc_pages(root: Path = DOCS) -> list[str]:
-    """Every HTML page under ``root``, as URL paths ("/library/os.html"), sorted."""
+    """Every HTML page under ``root``, as URL paths ("/library/os.html"), sorted; the
+    top ``index.html`` as "/" (the URL a crawl starts from, and its sitemap lists first)."""
     root = root.resolve()
-    return sorted("/" + p.relative_to(root).as_posix() for p in root.rglob("*.html")
-                  if p.is_file())
+    paths = ("/" + p.relative_to(root).as_posix() for p in root.rglob("*.html") if p.is_file())
+    return sorted("/" if p == "/index.html" else p for p in paths)
 
 
 @dataclass
@@ -81,6 +83,18 @@ class Hit:
         return self.status == 200 and self.ctype.startswith("text/html")
 
 
+def raw_size(root: Path, path: str) -> int | None:
+    """The size on disk of the file nginx serves for ``path`` under ``root`` (None: none)."""
+    rel = path.split("?", 1)[0].lstrip("/")
+    target = root / rel
+    if not rel or rel.endswith("/"):
+        target = target / "index.html"
+    try:
+        return target.stat().st_size
+    except OSError:
+        return None
+
+
 def read_log(path: Path) -> list[Hit]:
     out = []
     for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
@@ -93,9 +107,24 @@ def read_log(path: Path) -> list[Hit]:
 
 
 # --- the sites ---------------------------------------------------------------------------
+def host_order(host: str, paths: list[str]) -> list[str]:
+    """``paths`` in the host's own order: a shuffle seeded by the host's name (stable from
+    run to run), "/" first. Sites list their pages in orders of their own; listed in one
+    sorted order, a budget of 10 would fetch the same few small pages on every host."""
+    rest = [p for p in paths if p != "/"]
+    random.Random(f"sitemap order {host}").shuffle(rest)
+    return (["/"] if len(rest) < len(paths) else []) + rest
+
+
 def write_site_files(sites_dir: Path, hosts: list[str], port: int, paths: list[str], *,
-                     sitemap: bool = True) -> int:
-    """robots.txt (with a ``Sitemap:`` line) and sitemap.xml for every host; URLs listed."""
+                     sitemap: bool = True, order: str = "host") -> int:
+    """robots.txt (with a ``Sitemap:`` line) and sitemap.xml for every host; URLs listed.
+
+    ``order``: "host" lists each host's pages in its own order (:func:`host_order`),
+    "sorted" in ``paths``' order on every host.
+    """
+    if order not in ("host", "sorted"):
+        raise ValueError(f"order must be 'host' or 'sorted', not {order!r}")
     listed = 0
     for host in hosts:
         d = sites_dir / host
@@ -105,7 +134,9 @@ def write_site_files(sites_dir: Path, hosts: list[str], port: int, paths: list[s
         sm = d / "sitemap.xml"
         if sitemap:
             robots += f"\nSitemap: {base}/sitemap.xml\n"
-            body = "".join(f"<url><loc>{html.escape(base + p)}</loc></url>\n" for p in paths)
+            listing = host_order(host, paths) if order == "host" else paths
+            body = "".join(f"<url><loc>{html.escape(base + p)}</loc></url>\n"
+                           for p in listing)
             sm.write_text('<?xml version="1.0" encoding="UTF-8"?>\n'
                           '<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">\n'
                           f"{body}</urlset>\n", encoding="utf-8")

@@ -1,11 +1,14 @@
 """Stock Scrapy for ``bench.realweb``: a plain spider on the same sites, own process.
 
-Scrapy's own :class:`~scrapy.spiders.SitemapSpider` reads each site's robots.txt, its
-``Sitemap:`` lines and the sitemaps; every listed page is requested and every page's
-in-host links (Scrapy's :class:`~scrapy.linkextractors.LinkExtractor`) are followed.
-Scrapy's default settings, apart from what the workload fixes (``--delay``,
-``--per-domain``) and ``--budget`` (pages asked for per host, counted by the spider,
-the stand-in for POLITE_HOST_BUDGET).
+Written as a user would write it for this job: Scrapy's own
+:class:`~scrapy.spiders.SitemapSpider` reads each site's robots.txt, its ``Sitemap:``
+lines and the sitemaps; every listed page is requested and every page's in-host links
+(Scrapy's :class:`~scrapy.linkextractors.LinkExtractor`) are followed. Scrapy's default
+settings, with ``ROBOTSTXT_OBEY`` on, one request per domain
+(``CONCURRENT_REQUESTS_PER_DOMAIN = 1``, ``--per-domain`` to change), 128 requests at
+once (the project's ``CONCURRENT_REQUESTS``), what the workload fixes (``--delay``) and
+``--budget`` (pages asked for per host, counted by the spider: each site stops at the
+same number of pages as POLITE_HOST_BUDGET stops the polite crawl).
 
     python -m bench.realweb_stock --urls FILE [--budget N] [--delay S] [--per-domain K]
 """
@@ -32,12 +35,12 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--urls", type=Path, required=True)
     ap.add_argument("--budget", type=int, default=0, help="pages per host; 0: no limit")
     ap.add_argument("--delay", type=float, default=None, help="DOWNLOAD_DELAY")
-    ap.add_argument("--per-domain", type=int, default=None,
+    ap.add_argument("--per-domain", type=int, default=1,
                     help="CONCURRENT_REQUESTS_PER_DOMAIN")
     ap.add_argument("--no-randomize", action="store_true",
                     help="RANDOMIZE_DOWNLOAD_DELAY off (jitter 0)")
     ap.add_argument("--broad", action="store_true",
-                    help="the broad-crawl queue (DownloaderAwarePriorityQueue), 128 requests")
+                    help="the broad-crawl queue (DownloaderAwarePriorityQueue)")
     ap.add_argument("--log-file", type=str, default=None)
     a = ap.parse_args(argv)
     roots = a.urls.read_text().split()
@@ -54,11 +57,15 @@ def main(argv: list[str]) -> int:
             self.seen: set[str] = set()
 
         def _admit(self, request: Request) -> bool:
+            # The budget counts what POLITE_HOST_BUDGET counts: every request to the
+            # site but robots.txt (its sitemaps too).
+            host = request.url.split("/")[2]
             if request.callback == self._parse_sitemap:  # robots.txt, sitemaps
+                if not request.url.endswith("/robots.txt"):
+                    self.asked[host] += 1
                 return True
             if request.url in self.seen:
                 return False
-            host = request.url.split("/")[2]
             if budget and self.asked[host] >= budget:
                 return False
             self.asked[host] += 1
@@ -85,16 +92,16 @@ def main(argv: list[str]) -> int:
         "USER_AGENT": "StockScrapyBench/1.0",
         "LOG_LEVEL": "INFO",
         "LOG_FILE": a.log_file,
+        "ROBOTSTXT_OBEY": True,
+        "CONCURRENT_REQUESTS": 128,
+        "CONCURRENT_REQUESTS_PER_DOMAIN": a.per_domain,
     }
     if a.delay is not None:
         settings["DOWNLOAD_DELAY"] = a.delay
-    if a.per_domain is not None:
-        settings["CONCURRENT_REQUESTS_PER_DOMAIN"] = a.per_domain
     if a.no_randomize:
         settings["RANDOMIZE_DOWNLOAD_DELAY"] = False
     if a.broad:
         settings["SCHEDULER_PRIORITY_QUEUE"] = "scrapy.pqueues.DownloaderAwarePriorityQueue"
-        settings["CONCURRENT_REQUESTS"] = 128
     process = CrawlerProcess(settings)
     process.crawl(StockSpider)
     process.start()

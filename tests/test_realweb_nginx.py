@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import http.client
 import os
+import re
 import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -15,8 +16,10 @@ from bench.realweb_nginx import (
     NGINX,
     Nginx,
     free_port,
+    host_order,
     hosts_for,
     make_readable_tmp,
+    raw_size,
     read_log,
     write_site_files,
     write_small_pages,
@@ -88,3 +91,24 @@ def test_nginx_stops_when_the_bench_fails(web_dir: Path) -> None:
         raise RuntimeError("bench failed")
     assert not _alive(pid)
     assert not (tmp_path / "nginx.pid").exists()  # nginx removed it on its way out
+
+
+def test_each_site_lists_its_pages_in_its_own_stable_order(web_dir: Path) -> None:
+    paths = ["/"] + [f"/p{i}.html" for i in range(1, 40)]
+    hosts, port = hosts_for(3), 8000
+    orders = {h: host_order(h, paths) for h in hosts}
+    for order in orders.values():
+        assert order[0] == "/" and sorted(order) == sorted(paths)
+    assert len({tuple(o) for o in orders.values()}) == 3  # a different order on each host
+    assert host_order(hosts[0], paths) == orders[hosts[0]]  # the same from run to run
+    write_site_files(web_dir / "sites", hosts, port, paths)
+    listed = re.findall(r"<loc>http://[^/]+(/[^<]*)</loc>",
+                        (web_dir / "sites" / hosts[1] / "sitemap.xml").read_text())
+    assert listed == orders[hosts[1]]
+    write_site_files(web_dir / "sites", hosts, port, paths, order="sorted")
+    listed = re.findall(r"<loc>http://[^/]+(/[^<]*)</loc>",
+                        (web_dir / "sites" / hosts[1] / "sitemap.xml").read_text())
+    assert listed == paths
+    assert raw_size(web_dir / "sites" / hosts[1], "/sitemap.xml") == \
+        (web_dir / "sites" / hosts[1] / "sitemap.xml").stat().st_size
+    assert raw_size(web_dir, "/nothing.html") is None

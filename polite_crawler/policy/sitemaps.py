@@ -38,16 +38,12 @@ from __future__ import annotations
 import io
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 from urllib.parse import urljoin
 
 from lxml import etree
 
 from polite_crawler.policy.codings import decode_capped
 from polite_crawler.policy.urls import URLError, canonicalize, origin_of
-
-if TYPE_CHECKING:
-    from collections.abc import Iterator
 
 MAX_URLS = 50_000  # sitemaps.org: per file
 MAX_BYTES = 50 * 1024 * 1024  # sitemaps.org: 50 MB uncompressed
@@ -134,8 +130,10 @@ def _netloc(url: str) -> str:
     return url.partition("//")[2].partition("/")[0].rpartition("@")[2]
 
 
-def _in_scope(url: str, scope: str, result: SitemapResult, *, hosts_only: bool) -> bool:
-    if _netloc(url) != _netloc(scope):
+def _in_scope(url: str, scope: str, result: SitemapResult, *, hosts_only: bool,
+              scope_netloc: str | None = None) -> bool:
+    """``scope_netloc``: :func:`_netloc` of ``scope``, when the caller has it."""
+    if _netloc(url) != (_netloc(scope) if scope_netloc is None else scope_netloc):
         result.drop("offsite")
         return False
     # Scheme aside (an https sitemap may list http URLs of its host), the path must
@@ -147,29 +145,41 @@ def _in_scope(url: str, scope: str, result: SitemapResult, *, hosts_only: bool) 
 
 
 def _add(result: SitemapResult, raw: str | None, lastmod: str | None, base: str, scope: str,
-         *, index: bool, hosts_only: bool, max_urls: int) -> None:
-    if not raw or not raw.strip():
+         *, index: bool, hosts_only: bool, max_urls: int,
+         scope_netloc: str | None = None) -> None:
+    text = raw.strip() if raw else ""
+    if not text:
         result.drop("empty")
         return
-    if result.count >= max_urls:
+    if len(result.pages) + len(result.sitemaps) >= max_urls:
         result.drop("over_limit")
         return
-    text = raw.strip()
     try:
         url = canonicalize(_resolve(base, text))
     except ValueError:  # URLError, or urljoin's own ("http://["): this entry only
         result.drop("invalid")
         return
-    if not _in_scope(url, scope, result, hosts_only=hosts_only):
+    if not _in_scope(url, scope, result, hosts_only=hosts_only, scope_netloc=scope_netloc):
         return
-    entry = SitemapEntry(url, lastmod.strip() if lastmod and lastmod.strip() else None)
-    (result.sitemaps if index else result.pages).append(entry)
+    if lastmod:
+        lastmod = lastmod.strip() or None
+    (result.sitemaps if index else result.pages).append(SitemapEntry(url, lastmod or None))
+
+
+# Tag -> local name, lower case: a file names the same few tags again and again.
+_LOCAL_NAMES: dict[str, str] = {}
+_LOCAL_NAMES_MAX = 4096  # a file of ever new tag names does not grow it without end
 
 
 def _local(tag: object) -> str:
     if not isinstance(tag, str):
         return ""
-    return tag.rpartition("}")[2].lower()
+    name = _LOCAL_NAMES.get(tag)
+    if name is None:
+        name = tag.rpartition("}")[2].lower()
+        if len(_LOCAL_NAMES) < _LOCAL_NAMES_MAX:
+            _LOCAL_NAMES[tag] = name
+    return name
 
 
 def _child_text(elem: etree._Element, *names: str) -> str | None:
@@ -190,8 +200,12 @@ def _locs_of(elem: etree._Element) -> list[tuple[str | None, str | None]]:
     """
     pairs: list[tuple[str | None, str | None]] = []
     pending: str | None = None
+    local, names = _local, _LOCAL_NAMES
     for child in elem:
-        name = _local(child.tag)
+        tag = child.tag
+        name = names.get(tag) if isinstance(tag, str) else None
+        if name is None:
+            name = local(tag)
         if name == "loc":
             pairs.append((str(child.text) if child.text else None, pending))
             pending = None
@@ -231,12 +245,14 @@ def _declares_dtd(body: bytes) -> bool:
     return False
 
 
-def _xml_events(body: bytes) -> Iterator[tuple[str, etree._Element]]:
+def _xml_events(body: bytes) -> etree.iterparse:
     # resolve_entities=False: entity references stay references (no billion laughs,
     # no external file or URL read); load_dtd/no_network: nothing is fetched.
-    return etree.iterparse(  # type: ignore[no-any-return]
+    # End events only: an element is read once it is complete; the root element (the
+    # first event's tree's root) says what kind of file it is.
+    return etree.iterparse(
         io.BytesIO(body),
-        events=("start", "end"),
+        events=("end",),
         resolve_entities=False,
         load_dtd=False,
         no_network=True,
@@ -249,22 +265,29 @@ def _xml_events(body: bytes) -> Iterator[tuple[str, etree._Element]]:
     )
 
 
+_FREE_EVERY = 256  # entries read between two frees of the tree
+_ROOT_KINDS = {"urlset": URLSET, "sitemapindex": INDEX, "rss": RSS, "rdf": RSS, "feed": ATOM}
+
+
 def _parse_xml(body: bytes, base: str, scope: str, result: SitemapResult, max_urls: int) -> None:
     root_kind: str | None = None
-    for event, elem in _xml_events(body):
-        name = _local(elem.tag)
-        if event == "start":
-            if root_kind is None:
-                root_kind = {"urlset": URLSET, "sitemapindex": INDEX, "rss": RSS, "rdf": RSS,
-                             "feed": ATOM}.get(name, UNKNOWN)
-                result.kind = root_kind
-                if root_kind == UNKNOWN:
-                    return
-            continue
+    unfreed = 0
+    scope_netloc = _netloc(scope)
+    local, names = _local, _LOCAL_NAMES
+    for _event, elem in _xml_events(body):
+        if root_kind is None:
+            root_kind = _ROOT_KINDS.get(local(elem.getroottree().getroot().tag), UNKNOWN)
+            result.kind = root_kind
+            if root_kind == UNKNOWN:
+                return
+        tag = elem.tag
+        name = names.get(tag) if isinstance(tag, str) else None
+        if name is None:
+            name = local(tag)
         if root_kind in (URLSET, INDEX) and name in ("url", "sitemap"):
             for loc, lastmod in _locs_of(elem):
-                _add(result, loc, lastmod, base, scope,
-                     index=(name == "sitemap"), hosts_only=False, max_urls=max_urls)
+                _add(result, loc, lastmod, base, scope, index=(name == "sitemap"),
+                     hosts_only=False, max_urls=max_urls, scope_netloc=scope_netloc)
         elif root_kind == RSS and name == "item":
             link = _child_text(elem, "link")
             if link is None:  # RSS 2.0: a guid that is a permalink stands for the link
@@ -283,12 +306,16 @@ def _parse_xml(body: bytes, base: str, scope: str, result: SitemapResult, max_ur
                  index=False, hosts_only=True, max_urls=max_urls)
         else:
             continue
-        # Entries are read: free them so a 50 MB file never becomes a 50 MB tree.
-        elem.clear()
-        parent = elem.getparent()
-        if parent is not None:
-            while elem.getprevious() is not None:
-                del parent[0]
+        # Entries are read: free them so a 50 MB file never becomes a 50 MB tree; in
+        # batches (freeing one entry at a time cost more than reading it).
+        unfreed += 1
+        if unfreed >= _FREE_EVERY:
+            unfreed = 0
+            parent = elem.getparent()
+            if parent is None:
+                elem.clear()
+            else:
+                del parent[:parent.index(elem)]  # every entry before this one
 
 
 def _start_of_document(body: bytes) -> bytes:

@@ -26,7 +26,8 @@ Pages (listed, or linked) enter the frontier in bulk, as URL rows
 are applied here and the frontier's checks there, with no Request made and no
 trip through the spider middlewares until the frontier dispatches the row.
 Robots.txt and sitemap fetches are Requests. Under another scheduler (no
-``enqueue_urls``) every page is a Request, judged by the middlewares.
+``enqueue_urls``), or with ``bulk_pages = False`` on the spider class, every page
+is a Request, judged by the middlewares.
 
 Every fetch goes through the frontier, which gates it. Every duplicate decision
 uses the canonical URL (:func:`polite_crawler.policy.urls.canonicalize`), which
@@ -143,6 +144,9 @@ class SiteSpider(scrapy.Spider):
     sitemap_max_bytes: int = _DEFAULT["POLITE_SITEMAP_MAX_BYTES"]
     sitemap_max_urls: int = _DEFAULT["POLITE_SITEMAP_MAX_URLS"]
     trap_limits: TrapLimits = TrapLimits()
+    # Pages go to the frontier in bulk, as URL rows; False: every page is a Request the
+    # callback yields, judged by the spider middlewares (as another spider's would be).
+    bulk_pages: bool = True
     _queued_on_finish: int = 0  # pages the last _finish_discovery calls queued in bulk
 
     # --- helpers ---------------------------------------------------------------
@@ -233,7 +237,7 @@ class SiteSpider(scrapy.Spider):
         (:func:`polite_crawler.middlewares.trapmemory.link_memory`, as it judges a
         Request a page's callback yields).
         """
-        frontier = self._bulk()
+        frontier = self._bulk() if self.bulk_pages else None
         if frontier is None:
             if held is not None:
                 for url, _lastmod in found:
@@ -443,6 +447,9 @@ class SiteSpider(scrapy.Spider):
         found: list[tuple[str, str | None]] = []
         offsite = 0
         held = disc.held
+        # Entries are canonical (policy.sitemaps): with no parameters to strip, an
+        # entry is its own canonical URL (canonicalize is idempotent).
+        recanonical = bool(self.strip_params)
         for entry, ok in zip(result.pages,
                              self._in_scope_under((e.url for e in result.pages), response.url),
                              strict=True):
@@ -451,7 +458,8 @@ class SiteSpider(scrapy.Spider):
                 continue
             if held:
                 # Linked before the sitemap listed it: it is a listed page after all.
-                held.pop(self.canonical(entry.url) or entry.url, None)
+                held.pop((self.canonical(entry.url) or entry.url) if recanonical else entry.url,
+                         None)
             found.append((entry.url, entry.lastmod))
         self._inc("polite/discovery/dropped/offsite", offsite)
         # policy.sitemaps gives every entry in canonical form.
