@@ -4,7 +4,7 @@ Started once per test session with the Debian binaries
 (/usr/lib/postgresql/*/bin: initdb, pg_ctl) in a private directory, as the
 ``postgres`` user when the tests run as root; stopped and deleted at the end.
 Tests that need it skip with the reason when the binaries are absent
-(``make system-deps`` installs them).
+(``make system-deps`` installs them; under CI=true they fail: tests/services.py).
 """
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+
+from tests.services import unavailable
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -87,7 +89,7 @@ class PostgresServer:
 def pg_server() -> Iterator[PostgresServer]:
     bin_dir = _bin_dir()
     if bin_dir is None:
-        pytest.skip("PostgreSQL server binaries not installed (make system-deps)")
+        unavailable("PostgreSQL server binaries not installed (make system-deps)")
     server = PostgresServer(bin_dir).start()
     try:
         yield server
