@@ -7,11 +7,9 @@ import shutil
 import subprocess
 from typing import TYPE_CHECKING
 
-import pytest
-
 from polite_crawler.commands.report import build_sites, percentile, pick_logs
-from tests.services import needs
 from tests.commands_util import scrapy, scrapy_json
+from tests.services import needs
 from tests.test_commands_history import SITE, line, write
 
 if TYPE_CHECKING:

@@ -7,12 +7,8 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import pytest
-
-if TYPE_CHECKING:
-    from pathlib import Path as _Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -42,7 +38,7 @@ def test_there():
 '''
 
 
-def run(tmp: _Path, ci: str | None) -> subprocess.CompletedProcess[str]:
+def run(tmp: Path, ci: str | None) -> subprocess.CompletedProcess[str]:
     (tmp / "test_cases.py").write_text(CASES, encoding="utf-8")
     (tmp / "conftest.py").write_text("from tests.conftest import pytest_runtest_setup  "
                                      "# noqa: F401\n", encoding="utf-8")
@@ -52,8 +48,8 @@ def run(tmp: _Path, ci: str | None) -> subprocess.CompletedProcess[str]:
     if ci is not None:
         env["CI"] = ci
     return subprocess.run([sys.executable, "-m", "pytest", "-rA", "-p", "no:cacheprovider",
-                           "-c", str(tmp / "pytest.ini"), str(tmp)], cwd=tmp, env=env,
-                          capture_output=True, text=True, timeout=120)
+                           "-c", str(tmp / "pytest.ini"), str(tmp)], check=False, cwd=tmp,
+                          env=env, capture_output=True, text=True, timeout=120)
 
 
 def test_outside_ci_a_missing_service_skips_with_its_reason(tmp_path: Path) -> None:
