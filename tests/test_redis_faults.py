@@ -24,7 +24,6 @@ import json
 import os
 import re
 import signal
-import socket
 import threading
 import time
 from collections import Counter
@@ -33,6 +32,7 @@ from typing import Any
 
 import pytest
 
+from polite_crawler.frontier.redis_shared import origin_key
 from polite_crawler.web.server import (
     LogEntry,
     Req,
@@ -54,17 +54,22 @@ TTL = 2.0  # POLITE_REDIS_LEASE_TTL in worker_cmd
 EXCHANGE = 4.0  # DOWNLOAD_TIMEOUT 3 + 1: the bound a taken-over origin waits past the lease
 
 
-def site(n: int, host: str, delay: float) -> Site:
-    """A chain of ``n`` pages answered after ``delay``, each with an ETag (a page stored
-    is fetched again conditionally: 304)."""
+def site(n: int, host: str, delay: float, slow: dict[str, float] | None = None,
+         arrived: list[tuple[str, str, float]] | None = None) -> Site:
+    """A chain of ``n`` pages answered after ``delay`` (``slow``: path -> a longer delay),
+    each with an ETag (a page stored is fetched again conditionally: 304). ``arrived``
+    gets (host, path, time) as each request's head arrives."""
     paths = ["/"] + [f"/p{i}" for i in range(1, n)]
     routes: dict[str, Any] = {"/robots.txt": "User-agent: *\nAllow: /\n"}
     for i, path in enumerate(paths):
         words = " ".join(f"{host}-{path}-{k}" for k in range(30))
         body = page(path, words, paths[i + 1:i + 3])
+        wait = (slow or {}).get(path, delay)
 
-        def answer(req: Req, body: bytes = body) -> Resp:
-            return Resp(200, body, etag=etag_for(body), delay=delay)
+        def answer(req: Req, body: bytes = body, wait: float = wait, path: str = path) -> Resp:
+            if arrived is not None:
+                arrived.append((host, path, time.time()))
+            return Resp(200, body, etag=etag_for(body), delay=wait)
 
         routes[path] = answer
     return Site(routes)
@@ -196,3 +201,80 @@ def test_redis_killed_mid_crawl_with_everysec_loses_at_most_a_second(
     print("\nredis SIGKILL:", measure(entries, t0, t1, len(HOSTS) * (BUDGET - 1)),
           f"AOF bytes cut: {lost}")
     assert "A Redis frontier batch failed" in logs(tmp_path, "a", "b")
+
+
+# --- A frozen worker -------------------------------------------------------------------
+
+FROZEN_PAGES = 10
+SLOW = dict.fromkeys(("/p2", "/p5", "/p8"), 2.7)  # longer than the lease
+
+
+def taken_over(log: str, old: str) -> set[str]:
+    """Origins the log says were taken over from worker ``old``."""
+    return set(re.findall(r"(http://\S+) taken over from " + re.escape(old), log))
+
+
+def worker_ids(log: str) -> list[str]:
+    """The worker ids a worker's log names, in order: its first, then each new identity."""
+    first = re.findall(r"Redis frontier \S+, crawl \S+, worker (\S+)", log)
+    again = re.findall(r"rejoins as worker (\S+)", log)
+    return first[:1] + again
+
+
+@pytest.mark.slow
+def test_a_frozen_worker_sends_nothing_for_the_sites_it_lost_and_rejoins(
+        web_factory, tmp_path, redis_server, pg_uri):
+    arrived: list[tuple[str, str, float]] = []
+    web = web_factory({h: site(FROZEN_PAGES, h, 0.2, SLOW, arrived) for h in HOSTS})
+    a = b = None
+    try:
+        a = start(worker_cmd(web, tmp_path, "a", redis_server.url, pg_uri, LOG_LEVEL="DEBUG"))
+        wait_for((tmp_path / "access-a.jsonl").exists)
+        b = start(worker_cmd(web, tmp_path, "b", redis_server.url, pg_uri))
+        wait_for(lambda: worker_ids(logs(tmp_path, "b")))
+
+        wait_for(lambda: worker_ids(logs(tmp_path, "a")))
+        first = worker_ids(logs(tmp_path, "a"))[0].encode()
+        r = redis_server.client()
+
+        def slow_one_of_a() -> bool:
+            now = time.time()
+            return any(p in SLOW and now - at < 0.3
+                       and r.hget(origin_key(web.url(h, "/")[:-1]), "owner") == first
+                       for h, p, at in list(arrived))
+
+        wait_for(slow_one_of_a)  # a slow answer of a site only a served is under way
+        t0 = time.time()
+        os.kill(a.pid, signal.SIGSTOP)
+        time.sleep(TTL + EXCHANGE + 2.0)  # past its lease and the exchange timeout
+        t1 = time.time()
+        os.kill(a.pid, signal.SIGCONT)
+        assert b.wait(timeout=120) == 0
+        assert a.wait(timeout=120) == 0
+    finally:
+        if a is not None and a.poll() is None:
+            os.kill(a.pid, signal.SIGCONT)
+        stop(a, b)
+    entries = web.entries()
+    assert_polite(entries)
+    log_a, log_b = logs(tmp_path, "a"), logs(tmp_path, "b")
+    ids = worker_ids(log_a)
+    assert len(ids) == 2, "the woken worker says it rejoins under a new identity"
+    lost = taken_over(log_b, ids[0])
+    assert lost, "the other worker took the frozen one's sites over"
+    # Not one request of the woken worker for a site it lost before its new identity
+    # took the site again (a clean hand-over: the other worker gave it back).
+    again: dict[str, float] = {}
+    for origin, at in re.findall(r"(http://\S+) taken by " + re.escape(ids[1]) + r" at (\S+)",
+                                 log_a):
+        again.setdefault(origin, float(at))
+    late = [r for r in access(tmp_path, "a") if r.get("sent") is not None
+            and r["sent"] >= t0 and r["origin"] in lost
+            and r["sent"] < again.get(r["origin"], float("inf"))]
+    assert late == [], late
+    got = Counter((e.host, e.path) for e in content(entries))
+    assert len(got) == len(HOSTS) * FROZEN_PAGES
+    print("\nfrozen worker:", measure(entries, t0, t1, len(HOSTS) * FROZEN_PAGES),
+          f"sites taken over: {len(lost)}, retaken by the new identity: {len(again)}, "
+          f"requests of the woken worker after SIGCONT: "
+          f"{sum(1 for r in access(tmp_path, 'a') if (r.get('sent') or 0) >= t1)}")

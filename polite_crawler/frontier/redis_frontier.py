@@ -587,13 +587,14 @@ class RedisFrontier(Frontier):
                 del self._origins[origin]  # read afresh if it comes back
 
     def _lose_all(self) -> None:
-        logger.error("This worker's lease in Redis ran out (stalled, or Redis restarted); "
-                     "its origins go to other workers")
         self.count("polite/redis/lease_lost", 1)
         for origin in list(self.queue.own):
             self._forget(origin)
         self.origin_store.valid_until = 0.0
-        self.shared.worker = worker_id()
+        old, self.shared.worker = self.shared.worker, worker_id()
+        logger.error("The lease of worker %(old)s in Redis ran out (stalled, or Redis "
+                     "restarted); its origins go to other workers, and it rejoins as worker "
+                     "%(new)s", {"old": old, "new": self.shared.worker})
         self.shared.register(self.clock(), self.ttl)
 
     def _adopt(self, t: Taken, now: float) -> None:
@@ -618,6 +619,8 @@ class RedisFrontier(Frontier):
         elif t.state:
             state.next_allowed += self.clock_skew if state.next_allowed > now else 0.0
         self.count("polite/redis/origin_taken", 1)
+        logger.debug("%(origin)s taken by %(w)s at %(t).3f",
+                     {"origin": t.origin, "w": self.shared.worker, "t": now})
         if t.stop:
             self.stopped[t.origin] = t.stop
         own = self.queue.own.setdefault(t.origin, _Own())
