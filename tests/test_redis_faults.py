@@ -20,15 +20,16 @@ stall of a site, pages lost, pages fetched twice.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import signal
+import socket
 import threading
 import time
 from collections import Counter
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -48,6 +49,9 @@ from tests.pg import pg_server, pg_uri  # noqa: F401  (fixtures)
 from tests.redis_server import redis_production, redis_server  # noqa: F401  (fixtures)
 from tests.test_redis_frontier import HOSTS, REST, content, start, wait_for, worker_cmd
 
+if TYPE_CHECKING:
+    from pathlib import Path
+
 # ruff: noqa: F811
 
 TTL = 2.0  # POLITE_REDIS_LEASE_TTL in worker_cmd
@@ -55,15 +59,16 @@ EXCHANGE = 4.0  # DOWNLOAD_TIMEOUT 3 + 1: the bound a taken-over origin waits pa
 
 
 def site(n: int, host: str, delay: float, slow: dict[str, float] | None = None,
-         arrived: list[tuple[str, str, float]] | None = None) -> Site:
+         arrived: list[tuple[str, str, float]] | None = None, hub: bool = False) -> Site:
     """A chain of ``n`` pages answered after ``delay`` (``slow``: path -> a longer delay),
     each with an ETag (a page stored is fetched again conditionally: 304). ``arrived``
-    gets (host, path, time) as each request's head arrives."""
+    gets (host, path, time) as each request's head arrives. ``hub``: the first page links
+    to every other (all queued at once), else each page to the next two."""
     paths = ["/"] + [f"/p{i}" for i in range(1, n)]
     routes: dict[str, Any] = {"/robots.txt": "User-agent: *\nAllow: /\n"}
     for i, path in enumerate(paths):
         words = " ".join(f"{host}-{path}-{k}" for k in range(30))
-        body = page(path, words, paths[i + 1:i + 3])
+        body = page(path, words, paths[1:] if hub and i == 0 else paths[i + 1:i + 3])
         wait = (slow or {}).get(path, delay)
 
         def answer(req: Req, body: bytes = body, wait: float = wait, path: str = path) -> Resp:
@@ -278,3 +283,108 @@ def test_a_frozen_worker_sends_nothing_for_the_sites_it_lost_and_rejoins(
           f"sites taken over: {len(lost)}, retaken by the new identity: {len(again)}, "
           f"requests of the woken worker after SIGCONT: "
           f"{sum(1 for r in access(tmp_path, 'a') if (r.get('sent') or 0) >= t1)}")
+
+
+# --- Redis unreachable -------------------------------------------------------------------
+
+
+class Blackhole:
+    """A TCP proxy on loopback in front of Redis that can stop forwarding: connections
+    stay open, nothing passes either way (a network partition), until it resumes."""
+
+    def __init__(self, upstream_port: int) -> None:
+        self.upstream = upstream_port
+        self.sock = socket.socket()
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(64)
+        self.port = int(self.sock.getsockname()[1])
+        self.flowing = threading.Event()
+        self.flowing.set()
+        self.closed = False
+        self.conns: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def _accept(self) -> None:
+        while not self.closed:
+            try:
+                client, _ = self.sock.accept()
+            except OSError:
+                return
+            self.flowing.wait()
+            upstream = socket.create_connection(("127.0.0.1", self.upstream))
+            self.conns += [client, upstream]
+            for src, dst in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(src, dst), daemon=True).start()
+
+    def _pump(self, src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while True:
+                data = src.recv(65536)
+                if not data:
+                    break
+                self.flowing.wait()  # held here while the partition lasts
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (src, dst):
+                with contextlib.suppress(OSError):
+                    s.shutdown(socket.SHUT_RDWR)
+
+    def close(self) -> None:
+        self.closed = True
+        self.flowing.set()
+        self.sock.close()
+        for s in self.conns:
+            s.close()
+
+
+UNREACHABLE_PAGES = 20
+OUTAGE = 6.0  # longer than the lease (2 s) and the exchange timeout
+
+
+@pytest.mark.slow
+def test_redis_unreachable_longer_than_the_lease_no_dispatch_nothing_lost(
+        web_factory, tmp_path, redis_server, pg_uri):
+    web = web_factory({h: site(UNREACHABLE_PAGES, h, 0.1, hub=True) for h in HOSTS})
+    proxy = Blackhole(redis_server.port)
+    # Batches every 0.5 s: a worker holds rows claimed for a few seconds of rests, more
+    # than the lease has left when Redis goes silent.
+    extra = {"POLITE_REDIS_SYNC_INTERVAL": "0.5"}
+    a = b = None
+    try:
+        a = start(worker_cmd(web, tmp_path, "a", proxy.url, pg_uri, **extra))
+        wait_for((tmp_path / "access-a.jsonl").exists)
+        b = start(worker_cmd(web, tmp_path, "b", proxy.url, pg_uri, **extra))
+        wait_for((tmp_path / "access-b.jsonl").exists)  # both under way
+        wait_for(lambda: len(content(web.entries())) >= 2 * len(HOSTS))
+        t0 = time.time()
+        proxy.flowing.clear()
+        time.sleep(OUTAGE)
+        t1 = time.time()
+        proxy.flowing.set()
+        assert b.wait(timeout=120) == 0
+        assert a.wait(timeout=120) == 0
+    finally:
+        stop(a, b)
+        proxy.close()
+    entries = web.entries()
+    assert_polite(entries)
+    # Once the lease as last confirmed (sent before t0, plus the TTL) has run out,
+    # nothing is sent until Redis answers again.
+    blind = [e for e in entries if t0 + TTL + 0.1 <= e.started <= t1]
+    assert blind == [], blind
+    got = Counter((e.host, e.path) for e in content(entries))
+    assert len(got) == len(HOSTS) * UNREACHABLE_PAGES  # nothing queued is lost
+    assert max(got.values()) <= 2
+    # Every request the web saw is one a worker logged: nothing it cannot account for.
+    logged = [r for n in "ab" for r in access(tmp_path, n) if r.get("status") is not None]
+    assert len(logged) == len(entries)
+    print("\nredis unreachable:", measure(entries, t0, t1, len(HOSTS) * UNREACHABLE_PAGES),
+          f"requests in the lease's last {TTL:g} s: "
+          f"{sum(1 for e in entries if t0 <= e.started < t0 + TTL + 0.1)}")
