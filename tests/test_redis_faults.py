@@ -122,8 +122,8 @@ def stop(*procs: Any) -> None:
 # --- Redis killed with the production configuration ---------------------------------------
 
 PAGES = 10
-BUDGET = 6
-LONG_REST = 4.0  # longer than the outage: a rest the lost second forgot would show
+BUDGET = 5
+LONG_REST = 3.5  # longer than the outage and the lost second: a rest they forgot shows
 LOST = 1.0  # appendfsync everysec: a machine crash loses at most the last second
 
 

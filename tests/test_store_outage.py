@@ -8,6 +8,7 @@ goes to the spill file, and the next store opened with it writes them: no page l
 
 from __future__ import annotations
 
+import re
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -15,6 +16,7 @@ import pytest
 
 from polite_crawler.store.pages import PageStore, PageStoreDown, backend_factory
 from tests.pg import pg_own  # noqa: F401  (fixture)
+from tests.redis_server import redis_server_session, redis_url  # noqa: F401  (fixtures)
 from tests.test_store_pages import _rec
 
 if TYPE_CHECKING:
@@ -109,3 +111,99 @@ def test_without_a_spill_file_the_writes_given_up_are_counted_as_lost(
     finally:
         s.close()
     assert s.stats.get("lost") == 1
+
+
+# --- a crawl (a real worker process on the Redis frontier) through a PostgreSQL outage ----
+
+CRAWL_PAGES = 12
+
+
+def stored_urls(uri: str) -> set[str]:
+    import psycopg
+
+    with psycopg.connect(uri) as conn:
+        return {str(r[0]) for r in conn.execute("SELECT canonical_url FROM pages")}
+
+
+def fetched_urls(web: Any) -> set[str]:
+    from tests.test_redis_frontier import content
+
+    return {web.url(e.host, e.path) for e in content(web.entries()) if e.status == 200}
+
+
+@pytest.mark.slow
+def test_postgresql_restarted_mid_crawl_no_page_lost_and_the_crawl_goes_on(
+        web_factory: Any, tmp_path: Path, redis_url: str, pg_own: PostgresServer) -> None:
+    from tests.test_redis_faults import measure, site
+    from tests.test_redis_frontier import HOSTS, content, start, wait_for, worker_cmd
+
+    web = web_factory({h: site(CRAWL_PAGES, h, 0.1) for h in HOSTS})
+    uri = pg_own.new_database()
+    w = start(worker_cmd(web, tmp_path, "a", redis_url, uri, POLITE_STORE_FLUSH="0.1"))
+    try:
+        wait_for(lambda: len(content(web.entries())) >= 2 * len(HOSTS))
+        t0 = time.time()
+        pg_own.halt()
+        time.sleep(3.0)
+        pg_own.resume()
+        t1 = time.time()
+        assert w.wait(timeout=120) == 0
+    finally:
+        if w.poll() is None:
+            w.kill()
+            w.wait()
+    fetched = fetched_urls(web)
+    assert len(fetched) == len(HOSTS) * CRAWL_PAGES
+    assert stored_urls(uri) == fetched  # no page lost
+    log = (tmp_path / "a.log").read_text(encoding="utf-8")
+    assert "The page store lost its database" in log and "answers again" in log
+    print("\npostgresql restart:", measure(web.entries(), t0, t1, len(HOSTS) * CRAWL_PAGES),
+          f"stored {len(stored_urls(uri))} of {len(fetched)}")
+
+
+@pytest.mark.slow
+def test_postgresql_away_past_the_give_up_time_stops_the_crawl_and_keeps_its_pages(
+        web_factory: Any, tmp_path: Path, redis_url: str, pg_own: PostgresServer) -> None:
+    from tests.test_redis_faults import site
+    from tests.test_redis_frontier import HOSTS, content, start, wait_for, worker_cmd
+
+    # Answers of 0.3 s: pages in flight when the database goes.
+    web = web_factory({h: site(CRAWL_PAGES, h, 0.3) for h in HOSTS})
+    uri = pg_own.new_database()
+    settings = {"POLITE_STORE_FLUSH": "0.1", "POLITE_STORE_GIVE_UP": "2",
+                "POLITE_STORE_BUFFER": "20"}
+    w = start(worker_cmd(web, tmp_path, "a", redis_url, uri, **settings))
+    try:
+        wait_for(lambda: len(content(web.entries())) >= 2 * len(HOSTS))
+        pg_own.halt()
+        t0 = time.time()
+        code = w.wait(timeout=60)
+        stopped_after = time.time() - t0
+    finally:
+        if w.poll() is None:
+            w.kill()
+            w.wait()
+    assert code == 1  # closed for its page store, said in the exit status
+    log = (tmp_path / "a.log").read_text(encoding="utf-8")
+    assert "Giving up on the page store" in log
+    assert "'finish_reason': 'page_store_down'" in log
+    assert "Traceback" not in log
+    first = fetched_urls(web)
+    assert len(first) < len(HOSTS) * CRAWL_PAGES  # the crawl did stop
+    # The database back, the same crawl again: the pages the first run could not store
+    # are written from the spill file, the rows it could not finish are fetched.
+    pg_own.resume()
+    w = start(worker_cmd(web, tmp_path, "b", redis_url, uri, **settings))
+    try:
+        assert w.wait(timeout=120) == 0
+    finally:
+        if w.poll() is None:
+            w.kill()
+            w.wait()
+    fetched = fetched_urls(web)
+    assert len(fetched) == len(HOSTS) * CRAWL_PAGES
+    assert stored_urls(uri) == fetched  # no page dropped
+    spilled = re.findall(r"(\d+) page-store writes kept in", log)
+    print(f"\npostgresql away: stopped {stopped_after:.1f} s after the outage began, "
+          f"fetched {len(first)} pages before, writes spilled {spilled}, "
+          f"all {len(fetched)} stored after the second run")
