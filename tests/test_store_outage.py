@@ -134,7 +134,7 @@ def fetched_urls(web: Any) -> set[str]:
 @pytest.mark.slow
 def test_postgresql_restarted_mid_crawl_no_page_lost_and_the_crawl_goes_on(
         web_factory: Any, tmp_path: Path, redis_url: str, pg_own: PostgresServer) -> None:
-    from tests.test_redis_faults import measure, site
+    from tests.test_redis_faults import measure, site, stop
     from tests.test_redis_frontier import HOSTS, content, start, wait_for, worker_cmd
 
     web = web_factory({h: site(CRAWL_PAGES, h, 0.1) for h in HOSTS})
@@ -149,9 +149,7 @@ def test_postgresql_restarted_mid_crawl_no_page_lost_and_the_crawl_goes_on(
         t1 = time.time()
         assert w.wait(timeout=120) == 0
     finally:
-        if w.poll() is None:
-            w.kill()
-            w.wait()
+        stop(w)
     fetched = fetched_urls(web)
     assert len(fetched) == len(HOSTS) * CRAWL_PAGES
     assert stored_urls(uri) == fetched  # no page lost
@@ -164,7 +162,7 @@ def test_postgresql_restarted_mid_crawl_no_page_lost_and_the_crawl_goes_on(
 @pytest.mark.slow
 def test_postgresql_away_past_the_give_up_time_stops_the_crawl_and_keeps_its_pages(
         web_factory: Any, tmp_path: Path, redis_url: str, pg_own: PostgresServer) -> None:
-    from tests.test_redis_faults import site
+    from tests.test_redis_faults import site, stop
     from tests.test_redis_frontier import HOSTS, content, start, wait_for, worker_cmd
 
     # Answers of 0.3 s: pages in flight when the database goes.
@@ -180,9 +178,7 @@ def test_postgresql_away_past_the_give_up_time_stops_the_crawl_and_keeps_its_pag
         code = w.wait(timeout=60)
         stopped_after = time.time() - t0
     finally:
-        if w.poll() is None:
-            w.kill()
-            w.wait()
+        stop(w)
     assert code == 1  # closed for its page store, said in the exit status
     log = (tmp_path / "a.log").read_text(encoding="utf-8")
     assert "Giving up on the page store" in log
@@ -197,9 +193,7 @@ def test_postgresql_away_past_the_give_up_time_stops_the_crawl_and_keeps_its_pag
     try:
         assert w.wait(timeout=120) == 0
     finally:
-        if w.poll() is None:
-            w.kill()
-            w.wait()
+        stop(w)
     fetched = fetched_urls(web)
     assert len(fetched) == len(HOSTS) * CRAWL_PAGES
     assert stored_urls(uri) == fetched  # no page dropped
