@@ -388,3 +388,46 @@ def test_redis_unreachable_longer_than_the_lease_no_dispatch_nothing_lost(
     print("\nredis unreachable:", measure(entries, t0, t1, len(HOSTS) * UNREACHABLE_PAGES),
           f"requests in the lease's last {TTL:g} s: "
           f"{sum(1 for e in entries if t0 <= e.started < t0 + TTL + 0.1)}")
+
+
+# --- A take the restart lost (injected clocks, a real redis-server restarted) -------------
+
+
+def test_an_origin_whose_take_a_restart_lost_waits_the_restart_plus_the_timeout(
+        redis_server):
+    """A worker took an origin from the free set and has a request out when Redis dies;
+    the log it replays lost that take (the origin is free again, its state from before).
+    Whoever takes it next waits until the restart + the exchange timeout + the rest."""
+    from tests.test_redis_lease import ORIGIN, REST, TIMEOUT, Clock, push, worker
+
+    ca = Clock(time.time() - 30.0)  # A's work is from before the restart
+    a = worker(redis_server.url, "A", ca)
+    push(a, "/1", "/2", "/3")
+    a.run_batch()
+    a.run_batch()
+    d = a.pop()
+    assert d is not None and d.row is not None
+    a.settle(ORIGIN, d.token, start=ca(), end=ca() + 0.1)
+    a.done(d.row.id)
+    a.run_batch()  # this state is what the log keeps
+    ca.t += 0.2 + REST
+    assert a.pop() is not None  # /2 goes out: A's request is on the wire
+    r = redis_server.client()
+    # What the lost second held: A's take (the origin free again, as before it).
+    r.hdel(origin_key(ORIGIN), "owner")
+    r.sadd(a.shared.free_key, ORIGIN)
+    redis_server.restart()
+    restarted = time.time()
+    cb = Clock(restarted)
+    b = worker(redis_server.url, "B", cb)
+    b.run_batch()
+    b._sampled = 0.0
+    b.run_batch()
+    assert b.owned() == [ORIGIN]
+    for t in (restarted + 1.0, restarted + TIMEOUT + REST - 0.5):
+        cb.t = t
+        b.run_batch()
+        assert b.pop() is None, t - restarted
+    cb.t = restarted + TIMEOUT + REST + 1.5  # uptime is read in whole seconds
+    b.run_batch()
+    assert b.pop() is not None

@@ -600,6 +600,7 @@ class RedisFrontier(Frontier):
     def _adopt(self, t: Taken, now: float) -> None:
         state = OriginState.from_json(t.state) if t.state else OriginState(t.origin)
         state.origin = t.origin
+        saved = state.next_allowed
         if t.state and t.run != self.queue.run_id:
             state.reset_run()
         params = self._params_for(t.origin)
@@ -618,6 +619,16 @@ class RedisFrontier(Frontier):
                                                  "at": state.next_allowed - now})
         elif t.state:
             state.next_allowed += self.clock_skew if state.next_allowed > now else 0.0
+        started = now - t.redis_up
+        if t.state and t.redis_up < self.ttl + self.exchange_timeout and 0 < saved < started:
+            # Redis restarted moments ago and this state is from before: the log may have
+            # lost its last second, this origin's last take and state with it, while the
+            # worker that took it had a request out. That request ended by the restart
+            # plus the timeout. (A state written since the start is not from before.)
+            bound = started + self.exchange_timeout + self.clock_skew
+            rest = max(params.base(False), state.last_rest)
+            state.next_allowed = max(state.next_allowed, bound + rest)
+            self.count("polite/redis/origin_taken_after_restart", 1)
         self.count("polite/redis/origin_taken", 1)
         logger.debug("%(origin)s taken by %(w)s at %(t).3f",
                      {"origin": t.origin, "w": self.shared.worker, "t": now})

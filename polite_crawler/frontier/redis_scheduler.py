@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import gc
 import logging
+import time
 from typing import TYPE_CHECKING, Any
 
 from scrapy import signals
@@ -42,6 +43,9 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
 
 logger = logging.getLogger(__name__)
+
+# Seconds a worker starting while Redis does not answer (a restart) waits for it.
+STARTUP_WAIT = 30.0
 
 
 class RedisFrontierScheduler(FrontierScheduler):
@@ -69,9 +73,7 @@ class RedisFrontierScheduler(FrontierScheduler):
         self.spider = spider
         self.codec = RequestCodec(spider)
         shared = self.shared = RedisShared(self.url, self.crawl_name, worker_id())
-        now = self.clock()
-        shared.register(now, self.ttl)
-        self.seeder = shared.claim_seeding()  # only named in the log: the first worker
+        now = self._register(shared)
         f = self.frontier = RedisFrontier(
             shared, self.config, clock=self.clock, ttl=self.ttl, interval=self.interval,
             exchange_timeout=self.exchange_timeout, clock_skew=self.clock_skew, rng=self.rng,
@@ -92,6 +94,26 @@ class RedisFrontierScheduler(FrontierScheduler):
         self._sync_loop.start(self.interval, now=True)
         gc.collect()
         gc.freeze()
+
+    def _register(self, shared: RedisShared) -> float:
+        """Register this worker (and claim the seeding, only named in the log). A Redis
+        that does not answer yet (restarting) is asked again for up to STARTUP_WAIT
+        seconds before the crawl fails to open; nothing runs before it is open."""
+        import redis
+
+        deadline = time.monotonic() + STARTUP_WAIT
+        while True:
+            now = self.clock()
+            try:
+                shared.register(now, self.ttl)
+                self.seeder = shared.claim_seeding()
+                return now
+            except (redis.ConnectionError, redis.TimeoutError) as exc:
+                if time.monotonic() >= deadline:
+                    raise
+                logger.warning("Redis %(url)s does not answer (%(e)s); asking again",
+                               {"url": self.url, "e": exc})
+                time.sleep(0.5)
 
     def close(self, reason: str) -> None:
         gc.unfreeze()
