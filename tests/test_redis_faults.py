@@ -228,19 +228,19 @@ def worker_ids(log: str) -> list[str]:
 
 @pytest.mark.slow
 def test_a_frozen_worker_sends_nothing_for_the_sites_it_lost_and_rejoins(
-        web_factory, tmp_path, redis_server, pg_uri):
+        web_factory, tmp_path, redis_production, pg_uri):
     arrived: list[tuple[str, str, float]] = []
     web = web_factory({h: site(FROZEN_PAGES, h, 0.2, SLOW, arrived) for h in HOSTS})
     a = b = None
     try:
-        a = start(worker_cmd(web, tmp_path, "a", redis_server.url, pg_uri, LOG_LEVEL="DEBUG"))
+        a = start(worker_cmd(web, tmp_path, "a", redis_production.url, pg_uri, LOG_LEVEL="DEBUG"))
         wait_for((tmp_path / "access-a.jsonl").exists)
-        b = start(worker_cmd(web, tmp_path, "b", redis_server.url, pg_uri))
+        b = start(worker_cmd(web, tmp_path, "b", redis_production.url, pg_uri))
         wait_for(lambda: worker_ids(logs(tmp_path, "b")))
 
         wait_for(lambda: worker_ids(logs(tmp_path, "a")))
         first = worker_ids(logs(tmp_path, "a"))[0].encode()
-        r = redis_server.client()
+        r = redis_production.client()
 
         def slow_one_of_a() -> bool:
             now = time.time()
@@ -251,7 +251,7 @@ def test_a_frozen_worker_sends_nothing_for_the_sites_it_lost_and_rejoins(
         wait_for(slow_one_of_a)  # a slow answer of a site only a served is under way
         t0 = time.time()
         os.kill(a.pid, signal.SIGSTOP)
-        time.sleep(TTL + EXCHANGE + 2.0)  # past its lease and the exchange timeout
+        time.sleep(TTL + EXCHANGE + 1.0)  # past its lease and the exchange timeout
         t1 = time.time()
         os.kill(a.pid, signal.SIGCONT)
         assert b.wait(timeout=120) == 0
@@ -264,15 +264,16 @@ def test_a_frozen_worker_sends_nothing_for_the_sites_it_lost_and_rejoins(
     assert_polite(entries)
     log_a, log_b = logs(tmp_path, "a"), logs(tmp_path, "b")
     ids = worker_ids(log_a)
-    assert len(ids) == 2, "the woken worker says it rejoins under a new identity"
+    # (More than one new identity when the machine itself stalls past a lease later.)
+    assert len(ids) >= 2, "the woken worker says it rejoins under a new identity"
     lost = taken_over(log_b, ids[0])
     assert lost, "the other worker took the frozen one's sites over"
-    # Not one request of the woken worker for a site it lost before its new identity
-    # took the site again (a clean hand-over: the other worker gave it back).
+    # Not one request of the woken worker for a site it lost before a new identity of
+    # its took the site again (a clean hand-over, or a takeover with its wait).
     again: dict[str, float] = {}
-    for origin, at in re.findall(r"(http://\S+) taken by " + re.escape(ids[1]) + r" at (\S+)",
-                                 log_a):
-        again.setdefault(origin, float(at))
+    for origin, who, at in re.findall(r"(http://\S+) taken by (\S+) at (\S+)", log_a):
+        if who in ids[1:]:
+            again.setdefault(origin, float(at))
     late = [r for r in access(tmp_path, "a") if r.get("sent") is not None
             and r["sent"] >= t0 and r["origin"] in lost
             and r["sent"] < again.get(r["origin"], float("inf"))]
@@ -350,9 +351,9 @@ OUTAGE = 6.0  # longer than the lease (2 s) and the exchange timeout
 
 @pytest.mark.slow
 def test_redis_unreachable_longer_than_the_lease_no_dispatch_nothing_lost(
-        web_factory, tmp_path, redis_server, pg_uri):
+        web_factory, tmp_path, redis_production, pg_uri):
     web = web_factory({h: site(UNREACHABLE_PAGES, h, 0.1, hub=True) for h in HOSTS})
-    proxy = Blackhole(redis_server.port)
+    proxy = Blackhole(redis_production.port)
     # Batches every 0.5 s: a worker holds rows claimed for a few seconds of rests, more
     # than the lease has left when Redis goes silent.
     extra = {"POLITE_REDIS_SYNC_INTERVAL": "0.5"}
