@@ -437,3 +437,22 @@ def test_an_origin_whose_take_a_restart_lost_waits_the_restart_plus_the_timeout(
     cb.t = restarted + TIMEOUT + REST + 1.5  # uptime is read in whole seconds
     b.run_batch()
     assert b.pop() is not None
+
+
+# --- A worker starting while Redis restarts ---------------------------------------------
+
+
+def test_what_a_worker_reads_at_start_waits_for_a_restarting_redis(redis_server):
+    """Its registration and the opt-out list are asked again while Redis refuses (a
+    worker started then failed to open); past the wait the error is raised."""
+    import redis
+
+    from polite_crawler.store.redis_start import when_redis_answers
+
+    client = redis_server.client()
+    redis_server.stop_process()
+    threading.Timer(1.0, redis_server.start).start()
+    assert when_redis_answers(client.ping, redis_server.url, wait=20.0) is True
+    redis_server.stop_process()
+    with pytest.raises(redis.ConnectionError):
+        when_redis_answers(client.ping, redis_server.url, wait=0.6)

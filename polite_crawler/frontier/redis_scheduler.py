@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import gc
 import logging
-import time
 from typing import TYPE_CHECKING, Any
 
 from scrapy import signals
@@ -37,15 +36,13 @@ from polite_crawler.frontier.redis_shared import RedisShared
 from polite_crawler.frontier.scheduler import FrontierScheduler
 from polite_crawler.frontier.serialize import RequestCodec
 from polite_crawler.policy.urls import origin_of
+from polite_crawler.store.redis_start import when_redis_answers
 
 if TYPE_CHECKING:
     from scrapy import Spider
     from scrapy.crawler import Crawler
 
 logger = logging.getLogger(__name__)
-
-# Seconds a worker starting while Redis does not answer (a restart) waits for it.
-STARTUP_WAIT = 30.0
 
 
 class RedisFrontierScheduler(FrontierScheduler):
@@ -96,24 +93,15 @@ class RedisFrontierScheduler(FrontierScheduler):
         gc.freeze()
 
     def _register(self, shared: RedisShared) -> float:
-        """Register this worker (and claim the seeding, only named in the log). A Redis
-        that does not answer yet (restarting) is asked again for up to STARTUP_WAIT
-        seconds before the crawl fails to open; nothing runs before it is open."""
-        import redis
-
-        deadline = time.monotonic() + STARTUP_WAIT
-        while True:
+        """Register this worker (and claim the seeding, only named in the log), waiting
+        for a Redis that does not answer yet (store.redis_start)."""
+        def register() -> float:
             now = self.clock()
-            try:
-                shared.register(now, self.ttl)
-                self.seeder = shared.claim_seeding()
-                return now
-            except (redis.ConnectionError, redis.TimeoutError) as exc:
-                if time.monotonic() >= deadline:
-                    raise
-                logger.warning("Redis %(url)s does not answer (%(e)s); asking again",
-                               {"url": self.url, "e": exc})
-                time.sleep(0.5)
+            shared.register(now, self.ttl)
+            self.seeder = shared.claim_seeding()
+            return now
+
+        return when_redis_answers(register, self.url)
 
     def close(self, reason: str) -> None:
         gc.unfreeze()

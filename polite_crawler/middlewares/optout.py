@@ -45,6 +45,7 @@ from polite_crawler.policy.urls import origin_of
 from polite_crawler.store.optout import OptOutList
 from polite_crawler.store.paths import origins_db_path
 from polite_crawler.store.redis_optout import RedisOptOutList
+from polite_crawler.store.redis_start import when_redis_answers
 
 if TYPE_CHECKING:
     from scrapy import Request, Spider
@@ -76,7 +77,7 @@ class OptOutMiddleware:
             # taken for gone by forget because one poll was late.
             self.alive_ttl = max(settings.getfloat("POLITE_REDIS_LEASE_TTL", 15.0),
                                  20 * self.poll, 1.0)
-            self.version, self.refused = self.redis.snapshot()
+            self.version, self.refused = when_redis_answers(self.redis.snapshot, url)
         else:
             self.list = OptOutList(origins_db_path(settings))
             self.version, self.refused = self.list.snapshot()
