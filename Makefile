@@ -19,7 +19,7 @@ install: $(STAMP)
 
 # Servers the tests start themselves (PostgreSQL, nginx), Chromium (the report and render tests)
 # and python3-doc (pages nginx serves); from Debian when missing and when we are root. Tests
-# that need one skip with a reason otherwise.
+# that need one skip with a reason otherwise (fail under CI=true: tests/services.py).
 system-deps:
 	@bash scripts/system-deps.sh
 

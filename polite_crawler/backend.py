@@ -106,15 +106,24 @@ class Backend:
         path = self.pages_path(state)
         return page_backend_factory(self.store_uri, str(path) if path else "")
 
-    def open_page_store(self, settings: BaseSettings) -> PageStore:
-        """The crawl's page store, written in batches by its thread."""
-        from polite_crawler.store.pages import PageStore
+    def open_page_store(self, settings: BaseSettings,
+                        on_state: Callable[[str, str], None] | None = None) -> PageStore:
+        """The crawl's page store, written in batches by its thread; ``on_state`` hears
+        when its database goes away and comes back (:class:`~.pages.StoreWatch`)."""
+        from polite_crawler.defaults import POLITE_DEFAULTS
+        from polite_crawler.store.pages import SPILL_FILE, PageStore
         from polite_crawler.store.paths import state_dir
 
-        return PageStore(self.page_backends(state_dir(settings)),
+        state = state_dir(settings)
+        return PageStore(self.page_backends(state),
                          batch_size=settings.getint("POLITE_STORE_BATCH", 200),
                          flush_interval=settings.getfloat("POLITE_STORE_FLUSH", 1.0),
-                         max_distance=settings.getint("POLITE_SIMHASH_DISTANCE", 8))
+                         max_distance=settings.getint("POLITE_SIMHASH_DISTANCE", 8),
+                         buffer=settings.getint("POLITE_STORE_BUFFER",
+                                                POLITE_DEFAULTS["POLITE_STORE_BUFFER"]),
+                         give_up=settings.getfloat("POLITE_STORE_GIVE_UP",
+                                                   POLITE_DEFAULTS["POLITE_STORE_GIVE_UP"]),
+                         spill=state / SPILL_FILE, on_state=on_state)
 
     # --- the robots.txt cache and the opt-out list --------------------------------------
     def robots_book(self, settings: BaseSettings, *, clock: Callable[[], float] | None = None,
@@ -196,15 +205,20 @@ def backend_of(settings: BaseSettings) -> Backend:
 def page_store(crawler: Crawler) -> PageStore:
     """The crawl's page store (``polite_context(crawler).pages``), opened on first use.
 
-    Closed (pending writes committed) when the spider closes.
+    Closed (pending writes committed) when the spider closes. While its database is
+    away the crawl fetches on until ``POLITE_STORE_BUFFER`` writes wait, then pauses
+    until they are made; a database away for ``POLITE_STORE_GIVE_UP`` seconds closes
+    the crawl (reason ``page_store_down``), the writes not made kept in the spill file.
     """
     from scrapy import signals
 
     from polite_crawler.context import polite_context
+    from polite_crawler.store.pages import StoreWatch
 
     ctx = polite_context(crawler)
     if ctx.pages is None:
-        store = backend_of(crawler.settings).open_page_store(crawler.settings)
+        store = backend_of(crawler.settings).open_page_store(crawler.settings,
+                                                             StoreWatch(crawler))
         ctx.pages = store
 
         async def _close() -> None:

@@ -116,6 +116,12 @@ POLITE_DEFAULTS: dict[str, Any] = {
     "POLITE_SIMHASH_DISTANCE": 8,  # bits; measured: bench/simhash_tuning.py
     "POLITE_STORE_BATCH": 200,  # page-store writes per transaction (a crash loses one batch)
     "POLITE_STORE_FLUSH": 1.0,  # seconds before an open batch is committed anyway
+    # A page store whose database went away (a PostgreSQL restart): writes wait and are
+    # retried; past this many waiting, fetching pauses until they are made.
+    "POLITE_STORE_BUFFER": 2000,
+    # Seconds the database may stay away before the crawl closes (page_store_down), the
+    # writes not made kept in the state directory (made when a store opens there next).
+    "POLITE_STORE_GIVE_UP": 300.0,
     "POLITE_RECRAWL": "",  # "all": revisit every stored page (as -a recrawl=all), conditionally
     # --- hostile input (issue 10) -------------------------------------------
     "POLITE_ALLOW_NETWORKS": [],

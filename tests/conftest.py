@@ -5,6 +5,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from polite_crawler.web.server import Site, TestWeb
+from tests.services import check_marks
 
 # Doctests are collected from every module under tests/: the atheris entry point
 # imports atheris, which only `make fuzz` installs.
@@ -12,6 +13,12 @@ collect_ignore = ["fuzz/atheris_main.py"]
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A test marked as needing a missing service skips, or fails under CI=true
+    (tests/services.py)."""
+    check_marks(item)
 
 
 @pytest.fixture

@@ -4,7 +4,7 @@ Started once per test session with the Debian binaries
 (/usr/lib/postgresql/*/bin: initdb, pg_ctl) in a private directory, as the
 ``postgres`` user when the tests run as root; stopped and deleted at the end.
 Tests that need it skip with the reason when the binaries are absent
-(``make system-deps`` installs them).
+(``make system-deps`` installs them; under CI=true they fail: tests/services.py).
 """
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+
+from tests.services import unavailable
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -59,15 +61,25 @@ class PostgresServer:
             shutil.chown(self.dir, "postgres", "postgres")
         self._run(self.bin / "initdb", "-D", str(self.data), "-A", "trust", "-U", "postgres",
                   "-E", "UTF8", "--no-sync", "--locale=C")
+        self.resume()
+        return self
+
+    def resume(self) -> None:
+        """Start the server (again) on its port and data directory."""
         opts = (f"-c listen_addresses=127.0.0.1 -p {self.port} -k {self.dir} "
                 "-c fsync=off -c full_page_writes=off")
         self._run(self.bin / "pg_ctl", "-D", str(self.data), "-o", opts, "-l",
                   str(self.dir / "log"), "-w", "-t", "60", "start")
-        return self
+
+    def halt(self) -> None:
+        """Stop the server (fast: its sessions are cut), its data kept for resume()."""
+        self._run(self.bin / "pg_ctl", "-D", str(self.data), "-m", "fast", "-w", "stop")
 
     def stop(self) -> None:
         try:
             self._run(self.bin / "pg_ctl", "-D", str(self.data), "-m", "immediate", "-w", "stop")
+        except subprocess.CalledProcessError:
+            pass  # already stopped (halt)
         finally:
             shutil.rmtree(self.dir, ignore_errors=True)
 
@@ -83,16 +95,26 @@ class PostgresServer:
         return self.uri(name)
 
 
-@pytest.fixture(scope="session")
-def pg_server() -> Iterator[PostgresServer]:
+def _serve() -> Iterator[PostgresServer]:
     bin_dir = _bin_dir()
     if bin_dir is None:
-        pytest.skip("PostgreSQL server binaries not installed (make system-deps)")
+        unavailable("PostgreSQL server binaries not installed (make system-deps)")
     server = PostgresServer(bin_dir).start()
     try:
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[PostgresServer]:
+    yield from _serve()
+
+
+@pytest.fixture
+def pg_own() -> Iterator[PostgresServer]:
+    """A server of this test's own (for tests that stop and restart it)."""
+    yield from _serve()
 
 
 @pytest.fixture

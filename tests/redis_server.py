@@ -2,8 +2,12 @@
 
 Debian's ``redis-server`` (``make system-deps`` installs it), started on 127.0.0.1 on a
 port the OS picked, in a private directory, with AOF persistence there (so a test can
-restart it and find its data) and no RDB snapshots; stopped by its PID. Tests that need
-it skip with the reason when the binary or the ``redis`` client is absent.
+restart it and find its data) and no RDB snapshots; stopped by its PID. ``conf`` starts it
+with a config file instead (the production one, ``deploy/redis/redis.conf``: AOF with
+``appendfsync everysec``), its address, directory and log still the test's own;
+``kill()`` stops it with SIGKILL (what the last second wrote may be lost). Tests that need
+it skip with the reason when the binary or the ``redis`` client is absent (fail under
+CI=true: tests/services.py).
 """
 
 from __future__ import annotations
@@ -17,6 +21,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
+
+from tests.services import unavailable
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -36,9 +42,10 @@ def redis_binary() -> str | None:
 
 
 class RedisServer:
-    def __init__(self, binary: str, *, aof: bool = True) -> None:
+    def __init__(self, binary: str, *, aof: bool = True, conf: Path | None = None) -> None:
         self.binary = binary
         self.aof = aof
+        self.conf = conf
         self.dir = Path(tempfile.mkdtemp(prefix="polite-redis-"))
         self.port = _free_port()
         self.proc: subprocess.Popen[bytes] | None = None
@@ -48,10 +55,12 @@ class RedisServer:
         return f"redis://127.0.0.1:{self.port}/0"
 
     def start(self, timeout: float = 10.0) -> RedisServer:
-        cmd = [self.binary, "--bind", "127.0.0.1", "--port", str(self.port),
+        # Options after the config file override it: the address, directory and log.
+        cmd = [self.binary, *([str(self.conf)] if self.conf is not None else []),
+               "--bind", "127.0.0.1", "--port", str(self.port),
                "--dir", str(self.dir), "--save", "", "--daemonize", "no",
                "--protected-mode", "yes", "--logfile", str(self.dir / "log")]
-        if self.aof:
+        if self.aof and self.conf is None:
             cmd += ["--appendonly", "yes", "--appendfsync", "always"]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + timeout
@@ -83,6 +92,13 @@ class RedisServer:
             proc.kill()
             proc.wait(timeout=10)
 
+    def kill(self) -> None:
+        """SIGKILL by its PID: no shutdown, the AOF as the last fsync left it."""
+        proc, self.proc = self.proc, None
+        if proc is not None:
+            proc.kill()
+            proc.wait(timeout=10)
+
     def restart(self) -> None:
         """Stop and start again on the same port and directory (the AOF is replayed)."""
         self.stop_process()
@@ -100,12 +116,18 @@ class RedisServer:
         return redis.Redis.from_url(self.url)
 
 
-def _serve() -> Iterator[RedisServer]:
+PRODUCTION_CONF = Path(__file__).resolve().parent.parent / "deploy" / "redis" / "redis.conf"
+
+
+def _serve(conf: Path | None = None) -> Iterator[RedisServer]:
     binary = redis_binary()
     if binary is None:
-        pytest.skip("redis-server not installed (make system-deps)")
-    pytest.importorskip("redis", reason="the redis client is not installed (extra 'redis')")
-    server = RedisServer(binary).start()
+        unavailable("redis-server not installed (make system-deps)")
+    try:
+        import redis  # noqa: F401
+    except ImportError:
+        unavailable("the redis client is not installed (extra 'redis')")
+    server = RedisServer(binary, conf=conf).start()
     try:
         yield server
     finally:
@@ -128,3 +150,9 @@ def redis_url(redis_server_session: RedisServer) -> str:
 def redis_server() -> Iterator[RedisServer]:
     """A server of this test's own (for tests that restart or kill it)."""
     yield from _serve()
+
+
+@pytest.fixture
+def redis_production() -> Iterator[RedisServer]:
+    """A server of this test's own with deploy/redis/redis.conf (appendfsync everysec)."""
+    yield from _serve(PRODUCTION_CONF)

@@ -7,10 +7,9 @@ import shutil
 import subprocess
 from typing import TYPE_CHECKING
 
-import pytest
-
 from polite_crawler.commands.report import build_sites, percentile, pick_logs
 from tests.commands_util import scrapy, scrapy_json
+from tests.services import needs
 from tests.test_commands_history import SITE, line, write
 
 if TYPE_CHECKING:
@@ -77,8 +76,8 @@ def test_report_json_and_bad_input(tmp_path):
     assert done.returncode == 2 and "no access log" in done.stderr
 
 
-@pytest.mark.skipif(not shutil.which(CHROMIUM), reason="Chromium is not installed "
-                    "(scripts/system-deps.sh installs Debian's chromium)")
+@needs(not shutil.which(CHROMIUM), "Chromium is not installed "
+       "(scripts/system-deps.sh installs Debian's chromium)")
 def test_report_renders_in_headless_chromium_with_its_plots(tmp_path):
     state = crawl_logs(tmp_path)
     out = tmp_path / "report.html"

@@ -24,9 +24,9 @@ from bench.realweb_nginx import (
     write_site_files,
     write_small_pages,
 )
+from tests.services import needs
 
-pytestmark = pytest.mark.skipif(
-    not NGINX.exists(), reason="nginx is not installed (scripts/system-deps.sh bench)")
+pytestmark = needs(not NGINX.exists(), "nginx is not installed (scripts/system-deps.sh bench)")
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -50,7 +50,7 @@ def _alive(pid: int) -> bool:
     return True
 
 
-@pytest.mark.skipif(not DOCS.is_dir(), reason="python3-doc is not installed")
+@needs(not DOCS.is_dir(), "python3-doc is not installed (scripts/system-deps.sh)")
 def test_sites_robots_sitemaps_and_the_log(web_dir: Path) -> None:
     tmp_path = web_dir
     hosts, port = hosts_for(2), free_port()

@@ -193,6 +193,7 @@ def test_redis_restarting_mid_crawl_the_crawl_resumes_and_no_rest_is_shortened(
         web_factory, tmp_path, redis_server, pg_uri):
     web = web_factory({h: slow_site(PAGES, h, 0.1) for h in HOSTS})
     a = start(worker_cmd(web, tmp_path, "a", redis_server.url, pg_uri))
+    b = None
     try:
         wait_for((tmp_path / "access-a.jsonl").exists)
         b = start(worker_cmd(web, tmp_path, "b", redis_server.url, pg_uri))
@@ -202,6 +203,9 @@ def test_redis_restarting_mid_crawl_the_crawl_resumes_and_no_rest_is_shortened(
         redis_server.start()
         assert b.wait(timeout=180) == 0
     finally:
+        if b is not None and b.poll() is None:  # never left running after a failure
+            b.kill()
+            b.wait()
         assert a.wait(timeout=180) == 0
     fetched = assert_clean(web)
     assert len(fetched) == len(HOSTS) * PAGES

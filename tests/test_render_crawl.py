@@ -23,15 +23,16 @@ from polite_crawler.spiders.site import SiteSpider
 from polite_crawler.web.rendered import PRIVATE, BeaconSite, RenderedSite, story
 from polite_crawler.web.server import LogEntry, Req, Resp, Site, TestWeb, overlaps
 from tests.crawl import run_crawl
+from tests.services import needs
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(not os.path.exists(CHROMIUM),
-                       reason="Chromium is not installed (make test installs it from Debian "
-                              "as root: scripts/system-deps.sh)"),
-    pytest.mark.skipif(importlib.util.find_spec("scrapy_playwright") is None,
-                       reason="scrapy-playwright is not installed (pip install -e '.[render]')"),
+    needs(not os.path.exists(CHROMIUM),
+          "Chromium is not installed (make test installs it from Debian as root: "
+          "scripts/system-deps.sh)"),
+    needs(importlib.util.find_spec("scrapy_playwright") is None,
+          "scrapy-playwright is not installed (pip install -e '.[render]')"),
 ]
 
 A, B, INTERNAL = "127.0.19.1", "127.0.19.2", "127.0.19.3"

@@ -124,7 +124,22 @@ class Command(ScrapyCrawlCommand):
     def long_desc(self) -> str:
         return ("Run a spider of the current project, by name. With the polite_crawler "
                 "add-on, a crawl that would refuse to start says why in one line and "
-                "exits with status 2.")
+                "exits with status 2; one closed because its page store stayed away "
+                "exits with status 1.")
+
+    def _create_crawler(self, spidercls: Any) -> Any:
+        crawler = super()._create_crawler(spidercls)
+        self._crawler = crawler
+        return crawler
+
+    def run(self, args: list[str], opts: argparse.Namespace) -> None:
+        super().run(args, opts)
+        from polite_crawler.store.pages import STORE_DOWN
+
+        crawler = getattr(self, "_crawler", None)
+        stats = getattr(crawler, "stats", None)
+        if stats is not None and stats.get_value("finish_reason") == STORE_DOWN:
+            self.exitcode = 1
 
     def process_options(self, args: list[str], opts: argparse.Namespace) -> None:
         super().process_options(args, opts)

@@ -379,6 +379,9 @@ class RedisFrontier:
         self.ttl = ttl
         self.interval = interval
         self.exchange_timeout = exchange_timeout
+        # Seconds after Redis's start in which an origin state from before it is taken
+        # as one the log may have lost the last second of (see _adopt).
+        self.restart_window = ttl + exchange_timeout
         self.clock_skew = clock_skew
         self.margin = min(ttl / 3, max(2 * interval, 0.5))
         self.active = 0
@@ -572,18 +575,20 @@ class RedisFrontier:
         self.frontier.forget_origin(origin)
 
     def _lose_all(self) -> None:
-        logger.error("This worker's lease in Redis ran out (stalled, or Redis restarted); "
-                     "its origins go to other workers")
         self.count("polite/redis/lease_lost", 1)
         for origin in list(self.queue.own):
             self._forget(origin)
         self.origin_store.valid_until = 0.0
-        self.shared.worker = worker_id()
+        old, self.shared.worker = self.shared.worker, worker_id()
+        logger.error("The lease of worker %(old)s in Redis ran out (stalled, or Redis "
+                     "restarted); its origins go to other workers, and it rejoins as worker "
+                     "%(new)s", {"old": old, "new": self.shared.worker})
         self.shared.register(self.clock(), self.ttl)
 
     def _adopt(self, t: Taken, now: float) -> None:
         state = OriginState.from_json(t.state) if t.state else OriginState(t.origin)
         state.origin = t.origin
+        saved = state.next_allowed
         if t.state and t.run != self.queue.run_id:
             state.reset_run()
         params = self.frontier.params_for(t.origin)
@@ -602,7 +607,19 @@ class RedisFrontier:
                                                  "at": state.next_allowed - now})
         elif t.state:
             state.next_allowed += self.clock_skew if state.next_allowed > now else 0.0
+        started = now - t.redis_up
+        if t.state and t.redis_up < self.restart_window and 0 < saved < started:
+            # Redis restarted moments ago and this state is from before: the log may have
+            # lost its last second, this origin's last take and state with it, while the
+            # worker that took it had a request out. That request ended by the restart
+            # plus the timeout. (A state written since the start is not from before.)
+            bound = started + self.exchange_timeout + self.clock_skew
+            rest = max(params.base(False), state.last_rest)
+            state.next_allowed = max(state.next_allowed, bound + rest)
+            self.count("polite/redis/origin_taken_after_restart", 1)
         self.count("polite/redis/origin_taken", 1)
+        logger.debug("%(origin)s taken by %(w)s at %(t).3f",
+                     {"origin": t.origin, "w": self.shared.worker, "t": now})
         if t.stop:
             self.frontier.stopped[t.origin] = t.stop
         own = self.queue.own.setdefault(t.origin, _Own())

@@ -36,6 +36,7 @@ from polite_crawler.frontier.redis_frontier import (
 )
 from polite_crawler.frontier.redis_shared import RedisShared
 from polite_crawler.policy.urls import origin_of
+from polite_crawler.store.redis_start import when_redis_answers
 
 if TYPE_CHECKING:
     from scrapy import Spider
@@ -70,9 +71,7 @@ class ClusterDriver:
     def open(self, spider: Spider) -> Frontier:
         sched = self.scheduler
         shared = self.shared = RedisShared(self.url, self.crawl_name, worker_id())
-        now = sched.clock()
-        shared.register(now, self.ttl)
-        self.seeder = shared.claim_seeding()  # only named in the log: the first worker
+        now = self._register(shared)
         sync = self.sync = RedisFrontier(
             shared, sched.config, clock=sched.clock, ttl=self.ttl, interval=self.interval,
             exchange_timeout=self.exchange_timeout, clock_skew=self.clock_skew,
@@ -89,6 +88,17 @@ class ClusterDriver:
         self._sync_loop = create_looping_call(self._tick)
         self._sync_loop.start(self.interval, now=True)
         return sync.frontier
+
+    def _register(self, shared: RedisShared) -> float:
+        """Register this worker (and claim the seeding, only named in the log), waiting
+        for a Redis that does not answer yet (store.redis_start)."""
+        def register() -> float:
+            now = self.scheduler.clock()
+            shared.register(now, self.ttl)
+            self.seeder = shared.claim_seeding()
+            return now
+
+        return when_redis_answers(register, self.url)
 
     def close(self, finished: bool) -> None:
         if self._sync_loop is not None and self._sync_loop.running:

@@ -193,6 +193,9 @@ class Taken:
     stop: str
     last_owner: str
     last_owner_until: float  # end of the last owner's lease (0: it gave the origin back)
+    # Seconds since Redis started, read with the take: a Redis restarted from its AOF may
+    # have lost the last second's writes (this origin's last take and state among them).
+    redis_up: float = float("inf")
 
 
 def parse_row(row: bytes) -> tuple[int, bytes, str, bytes]:
@@ -398,7 +401,10 @@ class RedisShared:
         pipe = self.r.pipeline(transaction=False)
         for o in origins:
             pipe.hget(self.okey(o), "owner")
-        owners = [bytes(v).decode() if v else "" for v in pipe.execute()]
+        pipe.info("server")
+        *found, server = pipe.execute()
+        up = float(server.get("uptime_in_seconds", float("inf")))
+        owners = [bytes(v).decode() if v else "" for v in found]
         others = sorted({w for w in owners if w and w != self.worker})
         dead: dict[str, float] = {}
         if others:
@@ -428,7 +434,7 @@ class RedisShared:
             last = bytes(res[6]).decode() if res[6] else ""
             out.append(Taken(o, bytes(res[1]).decode(), bytes(res[2]).decode(), int(res[3]),
                              int(res[4]), bytes(res[5]).decode(), last,
-                             dead.get(w, 0.0) if last else 0.0))
+                             dead.get(w, 0.0) if last else 0.0, up))
         if out:
             self.r.sadd(self.owned_key(self.worker), *[t.origin for t in out])
         return out

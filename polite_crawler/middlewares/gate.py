@@ -20,7 +20,9 @@ answer never stops the origin: RFC 9309 section 2.3.1.3 says it means "no
 restrictions". Their retries are the robots.txt book's business, not the gate's.
 
 A request released without having been dispatched (a middleware below the gate
-dropped it or answered it) frees its origin with no rest.
+dropped it or answered it) frees its origin with no rest. One that failed because the
+page store's database stayed away (``PageStoreDown``: the crawl is closing) keeps its
+row queued for the next run.
 
 For the access log and other components the gate leaves on the request's meta:
 ``polite_start`` and ``polite_end`` (epoch seconds), ``polite_duration`` (gate to gate),
@@ -48,6 +50,7 @@ from polite_crawler.policy.verdicts import (
     may_retry,
     text_headers,
 )
+from polite_crawler.store.pages import PageStoreDown
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -128,6 +131,10 @@ class GateMiddleware:
         if not request.meta.get("polite_dispatched"):
             if self.frontier.owns(request):
                 self.frontier.release(request)
+                if isinstance(exception, PageStoreDown):
+                    # Its stored copy could not be read: the crawl is closing, and the
+                    # row stays queued for the next run (not done: never fetched).
+                    return None
                 self.frontier.done(request)
                 if request.meta.get("polite_robots"):
                     # robots.txt could not even be sent: nothing may be fetched from the origin.

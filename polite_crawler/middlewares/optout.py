@@ -45,6 +45,7 @@ from polite_crawler.frontier.store import process_owner
 from polite_crawler.policy.urls import origin_of
 from polite_crawler.store.optout import OptOutList
 from polite_crawler.store.paths import origins_db_path
+from polite_crawler.store.redis_start import when_redis_answers
 
 if TYPE_CHECKING:
     from scrapy import Request, Spider
@@ -67,7 +68,8 @@ class OptOutMiddleware:
         self.clock = self.ctx.clock
         settings = crawler.settings
         self.poll = max(settings.getfloat("POLITE_OPTOUT_POLL", 0.2), 0.01)
-        self.redis: RedisOptOutList | None = backend_of(settings).cluster_optout(settings)
+        backend = backend_of(settings)
+        self.redis: RedisOptOutList | None = backend.cluster_optout(settings)
         self.list: OptOutList | None = None
         if self.redis is not None:
             self.crawl_name = settings.get("POLITE_CRAWL", "") or "default"
@@ -75,7 +77,8 @@ class OptOutMiddleware:
             # taken for gone by forget because one poll was late.
             self.alive_ttl = max(settings.getfloat("POLITE_REDIS_LEASE_TTL", 15.0),
                                  20 * self.poll, 1.0)
-            self.version, self.refused = self.redis.snapshot()
+            self.version, self.refused = when_redis_answers(self.redis.snapshot,
+                                                            backend.frontier_url)
         else:
             self.list = OptOutList(origins_db_path(settings))
             self.version, self.refused = self.list.snapshot()

@@ -11,6 +11,7 @@ from polite_crawler.items import PageItem
 from polite_crawler.pipelines import ALIAS, NOT_REQUESTED, PagePipeline
 from polite_crawler.pipelines.store import fetch_record, revisit_bounds
 from polite_crawler.store.aio import result
+from polite_crawler.store.pages import PageStoreDown
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -33,10 +34,14 @@ class DuplicatesPipeline(PagePipeline):
         if revisit == "not_modified" or revisit in NOT_REQUESTED:
             return item
         simhash = item.get("simhash")
-        found = await result(self.store.dedupe(
-            item["canonical_url"], item.get("text_hash"),
-            int(simhash, 16) if simhash else None, int(item.get("words") or 0),
-            float(item.get("fetched_at") or self.ctx.clock())))
+        try:
+            found = await result(self.store.dedupe(
+                item["canonical_url"], item.get("text_hash"),
+                int(simhash, 16) if simhash else None, int(item.get("words") or 0),
+                float(item.get("fetched_at") or self.ctx.clock())))
+        except PageStoreDown:
+            return item  # the store gave up: the page goes to its spill file unjudged
+
         if found.duplicate_of is not None:
             self.inc("duplicate")
             # Its own validators, freshness and copy: the next crawl revalidates it.

@@ -10,7 +10,7 @@ from polite_crawler.pipelines import NOT_REQUESTED, PagePipeline
 from polite_crawler.policy.revisit import Bounds, freshness
 from polite_crawler.policy.urls import URLError, canonicalize
 from polite_crawler.store.aio import result
-from polite_crawler.store.pages import FetchRecord, PageRecord
+from polite_crawler.store.pages import FetchRecord, PageRecord, PageStoreDown
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -131,7 +131,14 @@ class PageStorePipeline(PagePipeline):
         )
         metrics = self.ctx.metrics
         began = self.ctx.clock() if metrics is not None else 0.0
-        outcome = await result(self.store.record_visit(rec, aliases_of(item), self.bounds))
+        try:
+            outcome = await result(self.store.record_visit(rec, aliases_of(item), self.bounds))
+        except PageStoreDown:
+            # The store gave up on its database (the crawl is closing): the page is in
+            # its spill file, written when a store opens on this state directory next.
+            self.inc("spilled")
+            item["revisit"] = "spilled"
+            return item
         if metrics is not None:  # POLITE_METRICS_PORT: the page store's write latency
             metrics.page_written(self.ctx.clock() - began)
         item["revisit"] = outcome
@@ -139,5 +146,5 @@ class PageStorePipeline(PagePipeline):
         return item
 
     async def close_spider(self) -> None:
-        if self.ctx.pages is not None:
+        if self.ctx.pages is not None and self.ctx.pages.down is None:
             await result(self.store.flush())

@@ -22,8 +22,10 @@ connection; cheap on SQLite).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import pickle
 import queue
 import threading
 import time
@@ -39,6 +41,9 @@ from polite_crawler.store.migrations import migrate
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
+    from pathlib import Path
+
+    from scrapy.crawler import Crawler
 
     from polite_crawler.policy.revisit import Bounds
 
@@ -210,6 +215,11 @@ class SQLPageBackend:
 
     def begin_sql(self) -> str:
         return "BEGIN"
+
+    def lost(self, exc: BaseException) -> bool:
+        """Whether ``exc`` means the connection to the database is gone (a server
+        restarted or unreachable): the store reconnects and writes its batch again."""
+        return False
 
     # --- transactions ----------------------------------------------------------
     def migrate(self) -> list[int]:
@@ -465,6 +475,10 @@ class DedupeResult:
 _STOP = object()
 
 
+class PageStoreDown(RuntimeError):
+    """The page store's database did not come back in time: the crawl stops."""
+
+
 class PageStore:
     """A page backend on a thread of its own, with batched commits.
 
@@ -476,8 +490,25 @@ class PageStore:
     def __init__(self, factory: Callable[[], SQLPageBackend], *, batch_size: int = 200,
                  flush_interval: float = 1.0, idle_commit: bool = True, max_distance: int = 8,
                  reader_factory: Callable[[], SQLPageBackend] | None = None,
-                 on_commit: Callable[[int], None] | None = None) -> None:
+                 on_commit: Callable[[int], None] | None = None,
+                 buffer: int = 2000, give_up: float = 300.0, spill: Path | None = None,
+                 on_state: Callable[[str, str], None] | None = None,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
         self.batch_size = max(1, batch_size)
+        # A database that went away (see _recover): writes wait, at most ``buffer`` of
+        # them (beyond it ``on_state("full", ...)``: the crawl pauses), retried for
+        # ``give_up`` seconds; then ``on_state("down", reason)``, and every write not
+        # made goes to the ``spill`` file, written at the next start.
+        self.buffer = max(1, buffer)
+        self.give_up = give_up
+        self.spill = spill
+        self.on_state = on_state
+        self._sleep = sleep
+        self.down: str | None = None  # why the store gave up
+        self._full = False
+        self._waiting = 0  # writes submitted and not finished
+        self._batch: list[tuple[Callable[..., Any], tuple[Any, ...]]] = []  # uncommitted
+        self.stats: dict[str, int] = {}  # retried, spilled, lost
         self.flush_interval = flush_interval
         # Commit as soon as no more work is queued: the write lock (shared with other jobs
         # on the same state directory) is held only while writes keep coming.
@@ -494,6 +525,7 @@ class PageStore:
         self._committed = 0
         self._near: NearDuplicates | None = None
         self._claims: dict[str, str] = {}  # text hash -> canonical URL, not written yet
+        self._count_lock = threading.Lock()
         self._ready: Future[None] = Future()
         self._thread = threading.Thread(target=self._run, name="polite-page-store", daemon=True)
         self._closed = False
@@ -505,12 +537,12 @@ class PageStore:
         try:
             backend = self._factory()
             backend.migrate()
+            self._replay_spill(backend)
         except BaseException as exc:
             self._ready.set_exception(exc)
             return
         self._ready.set_result(None)
         self.backend = backend
-        n = 0
         while True:
             timeout = None
             if self._pending:
@@ -518,53 +550,199 @@ class PageStore:
             try:
                 job = self._jobs.get(timeout=timeout)
             except queue.Empty:
-                self._commit(backend)
+                self._commit(self.backend)
                 continue
             if job is _STOP:
                 break
             fn, args, write, future = job
             if not future.set_running_or_notify_cancel():
+                self._finished(write)
                 continue
             try:
-                if write:
-                    backend.begin()
-                    n += 1
-                    backend.execute(f"SAVEPOINT w{n % 2}")
-                    try:
-                        result = fn(backend, *args)
-                    except BaseException:
-                        backend.execute(f"ROLLBACK TO SAVEPOINT w{n % 2}")
-                        backend.execute(f"RELEASE SAVEPOINT w{n % 2}")
-                        raise
-                    backend.execute(f"RELEASE SAVEPOINT w{n % 2}")
-                    if not self._pending:
-                        self._since = time.monotonic()
-                    self._pending += 1
-                else:
-                    result = fn(backend, *args)
+                if self.down is not None:
+                    if write:
+                        self._spill_writes([(fn, args)])
+                    raise PageStoreDown(self.down)
+                result = self._attempt(fn, args, write)
             except BaseException as exc:
                 future.set_exception(exc)
             else:
                 future.set_result(result)
+            self._finished(write)
             if self._pending and (self._pending >= self.batch_size
                                   or time.monotonic() - self._since >= self.flush_interval
                                   or (self.idle_commit and self._jobs.empty())):
-                self._commit(backend)
-        self._commit(backend)
-        backend.close()
+                self._commit(self.backend)
+        self._commit(self.backend)
+        if self.down is None:
+            self.backend.close()
+
+    def _apply(self, backend: SQLPageBackend, fn: Callable[..., Any], args: tuple[Any, ...],
+               write: bool) -> Any:
+        """Run one job; a write under a savepoint (one failing write leaves the others)."""
+        if not write:
+            return fn(backend, *args)
+        backend.begin()
+        mark = f"w{len(self._batch) % 2}"
+        backend.execute(f"SAVEPOINT {mark}")
+        try:
+            result = fn(backend, *args)
+        except BaseException:
+            backend.execute(f"ROLLBACK TO SAVEPOINT {mark}")
+            backend.execute(f"RELEASE SAVEPOINT {mark}")
+            raise
+        backend.execute(f"RELEASE SAVEPOINT {mark}")
+        return result
+
+    def _attempt(self, fn: Callable[..., Any], args: tuple[Any, ...], write: bool) -> Any:
+        """One job; a lost connection is recovered (the open batch written again) and the
+        job tried again, until the store gives up (PageStoreDown)."""
+        while True:
+            try:
+                result = self._apply(self.backend, fn, args, write)
+            except Exception as exc:
+                if not self.backend.lost(exc):
+                    raise
+                self._recover(exc, [(fn, args)] if write else [])
+                continue
+            if write:
+                self._batch.append((fn, args))
+                if not self._pending:
+                    self._since = time.monotonic()
+                self._pending += 1
+            return result
+
+    def _recover(self, exc: BaseException,
+                 current: list[tuple[Callable[..., Any], tuple[Any, ...]]]) -> None:
+        """Reconnect with backoff and write the open batch again. After ``give_up``
+        seconds, give up: the batch, ``current`` and every write queued go to the spill
+        file, every job queued fails, and PageStoreDown is raised."""
+        started = time.monotonic()
+        logger.error("The page store lost its database (%(e)s); the %(n)d writes of the "
+                     "open batch and those that come are kept and written when it answers "
+                     "(giving up after %(t)g s)",
+                     {"e": str(exc).strip(), "n": len(self._batch), "t": self.give_up})
+        self._signal("retrying", str(exc))
+        delay = 0.1
+        last: BaseException = exc
+        while time.monotonic() - started < self.give_up:
+            self._sleep(delay)
+            delay = min(2 * delay, 2.0)
+            with contextlib.suppress(Exception):  # already gone: nothing to close
+                self.backend.close()
+            try:
+                backend = self._factory()
+                for fn, args in self._batch:
+                    self._apply(backend, fn, args, True)
+            except Exception as again:
+                last = again
+                continue
+            self.backend = backend
+            self._count("retried", 1)
+            logger.warning("The page store's database answers again after %(t).1f s; the "
+                           "%(n)d writes of the open batch were written again",
+                           {"t": time.monotonic() - started, "n": len(self._batch)})
+            self._signal("ok", "")
+            return
+        self.down = (f"the page store's database did not answer for {self.give_up:g} s "
+                     f"({str(last).strip()})")
+        logger.error("Giving up on the page store: %(why)s", {"why": self.down})
+        spilled = self._batch + current
+        self._batch, self._pending = [], 0
+        while True:
+            try:
+                job = self._jobs.get_nowait()
+            except queue.Empty:
+                break
+            if job is _STOP:
+                self._jobs.put(_STOP)
+                break
+            fn, args, write, future = job
+            if write:
+                spilled.append((fn, args))
+            if future.set_running_or_notify_cancel():
+                future.set_exception(PageStoreDown(self.down))
+            self._finished(write)
+        self._spill_writes(spilled)
+        self._signal("down", self.down)
+        raise PageStoreDown(self.down) from last
+
+    def _count(self, what: str, n: int) -> None:
+        self.stats[what] = self.stats.get(what, 0) + n
+
+    # --- the spill file: writes the store could not make, made at its next start --------
+    def _spill_writes(self, writes: list[tuple[Callable[..., Any], tuple[Any, ...]]]) -> None:
+        if not writes:
+            return
+        if self.spill is None:
+            self._count("lost", len(writes))
+            logger.error("%(n)d page-store writes lost (no spill file to keep them in)",
+                         {"n": len(writes)})
+            return
+        with self.spill.open("ab") as out:
+            for fn, args in writes:
+                pickle.dump((fn.__name__, args), out)
+        self._count("spilled", len(writes))
+        logger.error("%(n)d page-store writes kept in %(path)s (written when the store next "
+                     "opens)", {"n": len(writes), "path": str(self.spill)})
+
+    def _replay_spill(self, backend: SQLPageBackend) -> None:
+        path = self.spill
+        if path is None or not path.exists():
+            return
+        n = 0
+        with path.open("rb") as src:
+            while True:
+                try:
+                    name, args = pickle.load(src)  # this store's own file
+                except EOFError:
+                    break
+                self._apply(backend, getattr(self, name), args, True)
+                n += 1
+        backend.commit()
+        path.unlink()
+        logger.warning("Wrote the %(n)d page-store writes a former run could not make "
+                       "(%(path)s)", {"n": n, "path": str(path)})
+
+    def _signal(self, state: str, why: str) -> None:
+        if self.on_state is not None:
+            self.on_state(state, why)
+
+    def _finished(self, write: bool) -> None:
+        if not write:
+            return
+        with self._count_lock:
+            self._waiting -= 1
+            calm = self._full and self._waiting <= self.buffer // 2
+            if calm:
+                self._full = False
+        if calm:
+            self._signal("room", "")
 
     def _commit(self, backend: SQLPageBackend) -> None:
         if not self._pending:
             return
-        try:
-            backend.commit()
-        except Exception:
-            logger.exception("Page store commit failed; %(n)d writes lost", {"n": self._pending})
-            backend.rollback()
-            self._pending = 0
-            return
+        while True:
+            try:
+                backend.commit()
+            except Exception as exc:
+                if self.down is None and backend.lost(exc):
+                    try:
+                        self._recover(exc, [])
+                    except PageStoreDown:
+                        return
+                    backend = self.backend
+                    continue
+                logger.exception("Page store commit failed; %(n)d writes lost",
+                                 {"n": self._pending})
+                backend.rollback()
+                self._pending = 0
+                self._batch = []
+                return
+            break
         self._committed += self._pending
         self._pending = 0
+        self._batch = []
         if self.on_commit is not None:
             self.on_commit(self._committed)
 
@@ -574,6 +752,14 @@ class PageStore:
         if self._closed:
             future.set_exception(RuntimeError("page store closed"))
             return future
+        if write:
+            with self._count_lock:
+                self._waiting += 1
+                full = not self._full and self._waiting >= self.buffer
+                if full:
+                    self._full = True
+            if full:
+                self._signal("full", f"{self._waiting} page-store writes waiting")
         self._jobs.put((fn, args, write, future))
         return future
 
@@ -696,8 +882,13 @@ class PageStore:
 
     def add_alias(self, alias_url: str, canonical_url: str, reason: str,
                   seen_at: float) -> Future[None]:
-        return self.call(lambda b: b.add_alias(alias_url, canonical_url, reason, seen_at),
+        return self.call(self._add_alias, alias_url, canonical_url, reason, seen_at,
                          write=True)
+
+    @staticmethod
+    def _add_alias(backend: SQLPageBackend, alias_url: str, canonical_url: str, reason: str,
+                   seen_at: float) -> None:
+        backend.add_alias(alias_url, canonical_url, reason, seen_at)
 
     # --- URLs fetched that are not pages of their own ----------------------------------
     def get_fetch(self, url: str, *, body: bool = False) -> Future[FetchRecord | None]:
@@ -755,11 +946,59 @@ class PageStore:
                                        due_at=fetched_at + interval)
 
 
+# --------------------------------------------------------------------------------------
+# What the crawl does when its page store's database goes away.
+
+
+# The writes a page store gave up on, in the state directory: made when a store opens
+# there next.
+SPILL_FILE = "page-store-unwritten.pickle"
+# The close reason of a crawl whose page store's database stayed away.
+STORE_DOWN = "page_store_down"
+
+
+class StoreWatch:
+    """What the crawl does when its page store's database goes away (any thread)."""
+
+    def __init__(self, crawler: Crawler) -> None:
+        self.crawler = crawler
+        self.paused = False
+
+    def __call__(self, state: str, why: str) -> None:
+        from twisted.internet import reactor
+
+        reactor.callFromThread(self._on_reactor, state, why)
+
+    def _on_reactor(self, state: str, why: str) -> None:
+        engine = self.crawler.engine
+        stats = self.crawler.stats
+        if stats is not None:
+            stats.inc_value(f"polite/pages/store_{state}")
+        if engine is None:
+            return
+        if state == "full" and not self.paused:
+            self.paused = True
+            engine.pause()
+            logger.warning("Fetching paused: %(why)s for a page store that does not answer",
+                           {"why": why})
+        elif state in ("room", "ok") and self.paused:
+            self.paused = False
+            engine.unpause()
+            logger.info("Fetching resumed: the page store takes writes again")
+        elif state == "down":
+            from scrapy.utils.defer import deferred_from_coro
+
+            logger.error("Closing the crawl: %(why)s", {"why": why})
+            engine.unpause()
+            deferred_from_coro(engine.close_spider_async(reason=STORE_DOWN))
+
+
 __all__ = [
     "DedupeResult",
     "FetchRecord",
     "NearDuplicates",
     "PageRecord",
     "PageStore",
+    "PageStoreDown",
     "SQLPageBackend",
 ]

@@ -37,6 +37,13 @@ class PostgresPageBackend(SQLPageBackend):
                 cur.execute(sql)
             return list(cur.fetchall()) if cur.description is not None else []
 
+    def lost(self, exc: BaseException) -> bool:
+        import psycopg
+
+        return isinstance(exc, psycopg.OperationalError) and (
+            self.conn.broken or self.conn.closed
+            or isinstance(exc, (psycopg.errors.AdminShutdown, psycopg.errors.CannotConnectNow)))
+
     def close(self) -> None:
         if self.in_transaction:
             self.commit()
