@@ -62,6 +62,12 @@ def redis_cpu(r: Any) -> float:
     return float(info["used_cpu_sys"]) + float(info["used_cpu_user"])
 
 
+def by_command(r: Any) -> dict[str, int]:
+    """Calls so far of each command (those scripts run included)."""
+    return {k.removeprefix("cmdstat_"): int(v["calls"])
+            for k, v in r.info("commandstats").items() if k.startswith("cmdstat_")}
+
+
 def crawl_once(tmp: Path, nginx: Nginx, urls: Path, rest: float, label: str,
                redis_url: str) -> dict[str, Any]:
     """One crawl of every site by one worker; ``redis_url`` empty: the embedded frontier."""
@@ -118,10 +124,12 @@ def crawl_part(sites: int, rest: float) -> None:
         try:
             r = redis.Redis(port=redis_port)
             c0, s0 = commands_total(r)
+            by0 = by_command(r)
             cpu0 = redis_cpu(r)
             red = crawl_once(tmp, nginx, urls, rest, "redis",
                              f"redis://127.0.0.1:{redis_port}/0")
             c1, s1 = commands_total(r)
+            by1 = by_command(r)
             cpu1 = redis_cpu(r)
             r.close()
         finally:
@@ -135,7 +143,10 @@ def crawl_part(sites: int, rest: float) -> None:
           f"Redis {red_ms:.2f} ms ({red['requests']} requests): "
           f"{red_ms / emb_ms if emb_ms else 0:.2f}x (target <= 1.25x)")
     print(f"Redis per request: {(c1 - c0) / n:.2f} commands (inside scripts included; "
-          f"target <= 10), {(s1 - s0) / n:.2f} script calls")
+          f"target <= 10), {(s1 - s0) / n:.2f} script calls; by command:", " ".join(
+              f"{k} {v / n:.2f}" for k, v in sorted(
+                  ((k, by1[k] - by0.get(k, 0)) for k in by1), key=lambda kv: -kv[1])
+              if v / n >= 0.05))
     print(f"Redis server CPU: {srv:.3f} s per 1,000 requests: one Redis core would hold "
           f"{1000 / srv if srv else 0:.0f} requests/s")
     for res in (emb, red):
