@@ -59,21 +59,26 @@ from polite_crawler.store.redis_keys import (
 
 # KEYS: o, q, s.  ARGV: crawl, then (fingerprint or '', prio, url\ndata) per row.
 _PUSH = """
-if redis.call('HEXISTS', KEYS[1], 'stop:' .. ARGV[1]) == 1 then return {-1, 0, 1} end
-local added, dup = 0, 0
 local seqf = 'seq:' .. ARGV[1]
+-- The stop, the row counter and the owner in one read; the counter is written once
+-- (the script runs alone: the same numbers as one HINCRBY a row).
+local v = redis.call('HMGET', KEYS[1], seqf, 'owner', 'stop:' .. ARGV[1])
+if v[3] then return {-1, 0, 1} end
+local added, dup = 0, 0
+local seq0 = tonumber(v[1] or '0')
+local owner = v[2]
 for i = 2, #ARGV, 3 do
   local fp = ARGV[i]
   if fp == '' or redis.call('SADD', KEYS[3], fp) == 1 then
-    local seq = redis.call('HINCRBY', KEYS[1], seqf, 1)
+    added = added + 1
+    local seq = seq0 + added
     local prio = tonumber(ARGV[i + 1])
     redis.call('ZADD', KEYS[2], -prio * 1e9 + seq, ARGV[i + 1] .. ' ' .. seq .. ' ' .. ARGV[i + 2])
-    added = added + 1
   else
     dup = dup + 1
   end
 end
-local owner = redis.call('HGET', KEYS[1], 'owner')
+if added > 0 then redis.call('HSET', KEYS[1], seqf, seq0 + added) end
 return {added, dup, (owner and owner ~= '') and 1 or 0}
 """
 
