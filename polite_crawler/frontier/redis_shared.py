@@ -122,13 +122,15 @@ return {1, v[1] or '', v[2] or '', n, redis.call('ZCARD', KEYS[2]), v[3] or '', 
 # owner), {1, queued, claimed count, n gone, gone seqs..., rows...} or {2, queued}.
 _SYNC = _REQUEUE_LUA + """
 local nd = tonumber(ARGV[6])
-for i = 1, nd do
-  redis.call('HDEL', KEYS[3], ARGV[6 + i])
-  redis.call('ZREM', KEYS[2], ARGV[6 + nd + i])
+for lo = 1, nd, 1000 do  -- one HDEL and one ZREM for every 1,000 done rows
+  local hi = math.min(nd, lo + 999)
+  redis.call('HDEL', KEYS[3], unpack(ARGV, 6 + lo, 6 + hi))
+  redis.call('ZREM', KEYS[2], unpack(ARGV, 6 + nd + lo, 6 + nd + hi))
 end
-if redis.call('HGET', KEYS[1], 'owner') ~= ARGV[1] then return {0} end
+local v = redis.call('HMGET', KEYS[1], 'owner', 'stop:' .. ARGV[2])
+if v[1] ~= ARGV[1] then return {0} end
 if ARGV[3] ~= '' then redis.call('HSET', KEYS[1], 'state', ARGV[3], 'run', ARGV[2]) end
-if redis.call('HEXISTS', KEYS[1], 'stop:' .. ARGV[2]) == 1 then redis.call('DEL', KEYS[2]) end
+if v[2] then redis.call('DEL', KEYS[2]) end
 if ARGV[5] == '1' then
   requeue(KEYS[2], KEYS[3])
   redis.call('HSET', KEYS[1], 'owner', '')
@@ -146,12 +148,17 @@ end
 local n = tonumber(ARGV[4])
 if n > 0 then
   local popped = redis.call('ZPOPMIN', KEYS[2], n)
+  local claimed = {}
   for i = 1, #popped, 2 do
     local m = popped[i]
     local a = string.find(m, ' ', 1, true)
     local b = string.find(m, ' ', a + 1, true)
-    redis.call('HSET', KEYS[3], string.sub(m, a + 1, b - 1), m)
+    claimed[#claimed + 1] = string.sub(m, a + 1, b - 1)
+    claimed[#claimed + 1] = m
     out[#out + 1] = m
+  end
+  for lo = 1, #claimed, 2000 do  -- one HSET for every 1,000 rows claimed
+    redis.call('HSET', KEYS[3], unpack(claimed, lo, math.min(#claimed, lo + 1999)))
   end
 end
 out[2] = redis.call('ZCARD', KEYS[2])
