@@ -161,7 +161,12 @@ def _fmt(res: dict[str, Any]) -> dict[str, Any]:
 def memory_part(urls: int, origins: int) -> None:
     import redis
 
-    from polite_crawler.frontier.redis_shared import RedisShared, seen_fp, template_id
+    from polite_crawler.frontier.redis_shared import (
+        RedisShared,
+        row_body,
+        seen_fp,
+        template_id,
+    )
 
     tmp = make_readable_tmp("polite-bench-redis-mem-")
     proc, port = start_redis(tmp)
@@ -183,7 +188,7 @@ def memory_part(urls: int, origins: int) -> None:
                 rows: list[tuple[int | None, int, bytes]] = []
                 for k in range(per):
                     u = f"{name}/section{k % 10}/article-{k:06d}.html"
-                    rows.append((seen_fp(u), 0, u.encode("utf-8") + b"\n" + data))
+                    rows.append((seen_fp(u), 0, row_body(name, u, data)))
                 pushes[name] = rows
             shared.batch(now=time.time(), ttl=3600.0, pushes=pushes, seen={}, templates={},
                          stops={}, drops=[], owned=[])

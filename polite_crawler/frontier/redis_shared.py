@@ -15,7 +15,8 @@ on one Redis Cluster slot:
   empty), ``seq:C`` (row counter), ``stop:C`` (why the crawl stopped the origin).
 - ``P:q:{O}:C`` sorted set: the crawl's queued rows of the origin. A row is
   ``b"<prio> <seq> <url>\\n<data>"``, scored ``-prio * 1e9 + seq`` (highest priority
-  first, then first in).
+  first, then first in); ``<url>`` is the path and query alone when the URL lies under
+  ``O`` (:func:`row_body`; whole URLs, as rows were first written, are read too).
 - ``P:f:{O}:C`` hash ``seq -> row``: rows the owner has claimed (buffered or in flight).
   A worker taking the origin over puts them back into the queue.
 - ``P:s:{O}:C`` set: the crawl's seen set for the origin, 64-bit fingerprints as
@@ -207,12 +208,25 @@ class Taken:
     last_owner_until: float  # end of the last owner's lease (0: it gave the origin back)
 
 
-def parse_row(row: bytes) -> tuple[int, bytes, str, bytes]:
-    """``(prio, seq, url, data)`` of a stored row."""
+def row_body(origin: str, url: str, data: bytes) -> bytes:
+    """A queue row after its priority and sequence: the URL, without its origin when it
+    lies under it (the row's key names the origin: ~25 bytes a row fewer), then the data."""
+    if url.startswith(origin) and url[len(origin):len(origin) + 1] == "/":
+        url = url[len(origin):]
+    return url.encode("utf-8") + b"\n" + data
+
+
+def parse_row(row: bytes, origin: str) -> tuple[int, bytes, str, bytes]:
+    """``(prio, seq, url, data)`` of a stored row of ``origin``: a URL stored without its
+    origin (it starts with ``/``) gets it back; a whole URL (rows written before rows
+    left their origin out, or a URL not under it) is read as it is."""
     a = row.index(b" ")
     b = row.index(b" ", a + 1)
     nl = row.index(b"\n", b + 1)
-    return int(row[:a]), row[a + 1:b], row[b + 1:nl].decode("utf-8"), row[nl + 1:]
+    url = row[b + 1:nl].decode("utf-8")
+    if url.startswith("/"):
+        url = origin + url
+    return int(row[:a]), row[a + 1:b], url, row[nl + 1:]
 
 
 class RedisShared:
