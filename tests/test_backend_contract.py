@@ -234,6 +234,20 @@ def test_priority_then_first_in(side: Side) -> None:
     assert got == [f"{A}/high", f"{A}/low1", f"{A}/low2"]
 
 
+def test_first_in_across_pushes(side: Side) -> None:
+    """The row counter goes on from one push to the next (later rows sort after)."""
+    w = side.worker()
+    for path in ("/b1", "/b2"):
+        w.offer(f"{A}{path}")
+    w.sync()
+    w.offer(f"{A}/a1")
+    w.sync()
+    w.offer(f"{A}/a0")
+    w.sync()
+    got = w.drain(side.clock.t + 20)
+    assert got == [f"{A}/b1", f"{A}/b2", f"{A}/a1", f"{A}/a0"]
+
+
 def test_a_url_is_queued_once(side: Side) -> None:
     w = side.worker()
     w.offer(f"{A}/1")

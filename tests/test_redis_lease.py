@@ -304,3 +304,37 @@ def test_without_the_setting_the_embedded_frontier_stays():
     # One scheduler; the backend is the driver it runs.
     assert shared.settings["SCHEDULER"] == plain.settings["SCHEDULER"]
     assert load_object(backend_of(shared.settings).frontier_driver) is ClusterDriver
+
+
+def test_a_queue_row_leaves_its_origin_out_and_whole_url_rows_are_still_read(two):
+    """The row's key names its origin: a row keeps the path alone; a row in the first
+    form (the whole URL) is read as it is, and both come back as whole URLs."""
+    a, _ca, _b, _cb = two
+    push(a, "/new")
+    a.run_batch()
+    r = a.shared.r
+    q, f = a.shared.qkey(ORIGIN), a.shared.fkey(ORIGIN)
+    assert [*r.zrange(q, 0, -1), *r.hvals(f)] == [b"0 1 /new\ndata"]
+    r.zadd(q, {f"0 9 {ORIGIN}/old\ndata".encode(): 9})
+    for _ in range(4):
+        a.run_batch()
+    own = a.queue.own[ORIGIN]
+    assert [row.url for row in own.buffer] == [ORIGIN + "/new", ORIGIN + "/old"]
+
+
+def test_every_done_row_leaves_the_claimed_hash_and_the_queue(redis_url):
+    """Done rows leave Redis whoever owns the origin now (a row a takeover put back is not
+    fetched again): all of a batch's, not only the first."""
+    from polite_crawler.frontier.redis_shared import OriginSync
+
+    c = Clock(1000.0)
+    s = RedisShared(redis_url, "c", "A")
+    s.register(c(), TTL)
+    rows = [f"0 {i} /p{i}\ndata".encode() for i in (1, 2, 3)]
+    s.r.zadd(s.qkey(ORIGIN), {m: i for i, m in enumerate(rows, 1)})
+    s.r.hset(s.fkey(ORIGIN), mapping={str(i): m for i, m in enumerate(rows, 1)})
+    s.batch(now=c(), ttl=TTL, pushes={}, seen={}, templates={}, stops={}, drops=[],
+            owned=[OriginSync(ORIGIN, done=[(b"1", rows[0]), (b"2", rows[1])])])
+    assert s.r.zrange(s.qkey(ORIGIN), 0, -1) == [rows[2]]
+    assert s.r.hkeys(s.fkey(ORIGIN)) == [b"3"]
+    s.close()

@@ -38,6 +38,7 @@ from polite_crawler.frontier.redis_shared import (
     SyncResult,
     Taken,
     parse_row,
+    row_body,
     row_template,
     template_id,
 )
@@ -126,7 +127,7 @@ class RedisQueue:
         return _fp64(fp)
 
     def _out(self, origin: str, prio: int, url: str, data: bytes) -> None:
-        body = url.encode("utf-8") + b"\n" + data
+        body = row_body(origin, url, data)
         self.pushes.setdefault(origin, []).append((self._fp_for(url), prio, body))
         self.pushed_n += 1
 
@@ -174,7 +175,7 @@ class RedisQueue:
         return n
 
     def claimed(self, origin: str, raw: bytes) -> Row:
-        prio, seq, url, data = parse_row(raw)
+        prio, seq, url, data = parse_row(raw, origin)
         own = self.own.get(origin)
         self._ids += 1
         if own is not None:

@@ -15,7 +15,8 @@ on one Redis Cluster slot:
   empty), ``seq:C`` (row counter), ``stop:C`` (why the crawl stopped the origin).
 - ``P:q:{O}:C`` sorted set: the crawl's queued rows of the origin. A row is
   ``b"<prio> <seq> <url>\\n<data>"``, scored ``-prio * 1e9 + seq`` (highest priority
-  first, then first in).
+  first, then first in); ``<url>`` is the path and query alone when the URL lies under
+  ``O`` (:func:`row_body`; whole URLs, as rows were first written, are read too).
 - ``P:f:{O}:C`` hash ``seq -> row``: rows the owner has claimed (buffered or in flight).
   A worker taking the origin over puts them back into the queue.
 - ``P:s:{O}:C`` set: the crawl's seen set for the origin, 64-bit fingerprints as
@@ -59,21 +60,26 @@ from polite_crawler.store.redis_keys import (
 
 # KEYS: o, q, s.  ARGV: crawl, then (fingerprint or '', prio, url\ndata) per row.
 _PUSH = """
-if redis.call('HEXISTS', KEYS[1], 'stop:' .. ARGV[1]) == 1 then return {-1, 0, 1} end
-local added, dup = 0, 0
 local seqf = 'seq:' .. ARGV[1]
+-- The stop, the row counter and the owner in one read; the counter is written once
+-- (the script runs alone: the same numbers as one HINCRBY a row).
+local v = redis.call('HMGET', KEYS[1], seqf, 'owner', 'stop:' .. ARGV[1])
+if v[3] then return {-1, 0, 1} end
+local added, dup = 0, 0
+local seq0 = tonumber(v[1] or '0')
+local owner = v[2]
 for i = 2, #ARGV, 3 do
   local fp = ARGV[i]
   if fp == '' or redis.call('SADD', KEYS[3], fp) == 1 then
-    local seq = redis.call('HINCRBY', KEYS[1], seqf, 1)
+    added = added + 1
+    local seq = seq0 + added
     local prio = tonumber(ARGV[i + 1])
     redis.call('ZADD', KEYS[2], -prio * 1e9 + seq, ARGV[i + 1] .. ' ' .. seq .. ' ' .. ARGV[i + 2])
-    added = added + 1
   else
     dup = dup + 1
   end
 end
-local owner = redis.call('HGET', KEYS[1], 'owner')
+if added > 0 then redis.call('HSET', KEYS[1], seqf, seq0 + added) end
 return {added, dup, (owner and owner ~= '') and 1 or 0}
 """
 
@@ -117,13 +123,15 @@ return {1, v[1] or '', v[2] or '', n, redis.call('ZCARD', KEYS[2]), v[3] or '', 
 # owner), {1, queued, claimed count, n gone, gone seqs..., rows...} or {2, queued}.
 _SYNC = _REQUEUE_LUA + """
 local nd = tonumber(ARGV[6])
-for i = 1, nd do
-  redis.call('HDEL', KEYS[3], ARGV[6 + i])
-  redis.call('ZREM', KEYS[2], ARGV[6 + nd + i])
+for lo = 1, nd, 1000 do  -- one HDEL and one ZREM for every 1,000 done rows
+  local hi = math.min(nd, lo + 999)
+  redis.call('HDEL', KEYS[3], unpack(ARGV, 6 + lo, 6 + hi))
+  redis.call('ZREM', KEYS[2], unpack(ARGV, 6 + nd + lo, 6 + nd + hi))
 end
-if redis.call('HGET', KEYS[1], 'owner') ~= ARGV[1] then return {0} end
+local v = redis.call('HMGET', KEYS[1], 'owner', 'stop:' .. ARGV[2])
+if v[1] ~= ARGV[1] then return {0} end
 if ARGV[3] ~= '' then redis.call('HSET', KEYS[1], 'state', ARGV[3], 'run', ARGV[2]) end
-if redis.call('HEXISTS', KEYS[1], 'stop:' .. ARGV[2]) == 1 then redis.call('DEL', KEYS[2]) end
+if v[2] then redis.call('DEL', KEYS[2]) end
 if ARGV[5] == '1' then
   requeue(KEYS[2], KEYS[3])
   redis.call('HSET', KEYS[1], 'owner', '')
@@ -141,12 +149,17 @@ end
 local n = tonumber(ARGV[4])
 if n > 0 then
   local popped = redis.call('ZPOPMIN', KEYS[2], n)
+  local claimed = {}
   for i = 1, #popped, 2 do
     local m = popped[i]
     local a = string.find(m, ' ', 1, true)
     local b = string.find(m, ' ', a + 1, true)
-    redis.call('HSET', KEYS[3], string.sub(m, a + 1, b - 1), m)
+    claimed[#claimed + 1] = string.sub(m, a + 1, b - 1)
+    claimed[#claimed + 1] = m
     out[#out + 1] = m
+  end
+  for lo = 1, #claimed, 2000 do  -- one HSET for every 1,000 rows claimed
+    redis.call('HSET', KEYS[3], unpack(claimed, lo, math.min(#claimed, lo + 1999)))
   end
 end
 out[2] = redis.call('ZCARD', KEYS[2])
@@ -198,12 +211,25 @@ class Taken:
     redis_up: float = float("inf")
 
 
-def parse_row(row: bytes) -> tuple[int, bytes, str, bytes]:
-    """``(prio, seq, url, data)`` of a stored row."""
+def row_body(origin: str, url: str, data: bytes) -> bytes:
+    """A queue row after its priority and sequence: the URL, without its origin when it
+    lies under it (the row's key names the origin: ~25 bytes a row fewer), then the data."""
+    if url.startswith(origin) and url[len(origin):len(origin) + 1] == "/":
+        url = url[len(origin):]
+    return url.encode("utf-8") + b"\n" + data
+
+
+def parse_row(row: bytes, origin: str) -> tuple[int, bytes, str, bytes]:
+    """``(prio, seq, url, data)`` of a stored row of ``origin``: a URL stored without its
+    origin (it starts with ``/``) gets it back; a whole URL (rows written before rows
+    left their origin out, or a URL not under it) is read as it is."""
     a = row.index(b" ")
     b = row.index(b" ", a + 1)
     nl = row.index(b"\n", b + 1)
-    return int(row[:a]), row[a + 1:b], row[b + 1:nl].decode("utf-8"), row[nl + 1:]
+    url = row[b + 1:nl].decode("utf-8")
+    if url.startswith("/"):
+        url = origin + url
+    return int(row[:a]), row[a + 1:b], url, row[nl + 1:]
 
 
 class RedisShared:
