@@ -329,6 +329,8 @@ async def test_a_redis_crawl_exports_its_lease_and_the_cluster(web_factory, tmp_
                                    + " > 0") is not None, True),
             "ping": (p.value(_last("polite_redis_ping_seconds", "cluster") + " > 0")
                      is not None, True),
+            "batch time": (p.value(_last("polite_redis_batch_seconds_total", "cluster")
+                                   + " > 0") is not None, True),
             "names": p.names(),
             "max queued": p.value('max(max_over_time(polite_cluster_urls_queued'
                                   '{crawl="cluster"}[10m]))'),

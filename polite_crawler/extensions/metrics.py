@@ -74,6 +74,10 @@ STAT_COUNTERS: dict[str, tuple[str, str, str]] = {
                                "Rests halved again by the latency watch", ""),
     "polite_redis_lease_renewals": ("polite/redis/batches",
                                     "Redis batches that renewed this worker's lease", ""),
+    "polite_redis_batch_seconds": ("polite/redis/batch_us",
+                                   "Seconds of this worker's Redis batches, sent to applied "
+                                   "(over polite_redis_lease_renewals: the mean round trip)",
+                                   "seconds"),
     "polite_redis_batch_failures": ("polite/redis/batch_failed",
                                     "Redis batches that failed (retried with the next)", ""),
     "polite_redis_leases_lost": ("polite/redis/lease_lost",
@@ -437,7 +441,8 @@ class Metrics:
         redis = getattr(self.ctx.frontier, "shared", None) is not None
         for name, (key, doc, unit) in STAT_COUNTERS.items():
             if redis or not name.startswith("polite_redis_"):  # the Redis frontier's own
-                yield counter(name, doc, float(stats.get(key, 0) or 0), unit)
+                value = float(stats.get(key, 0) or 0)
+                yield counter(name, doc, value / 1e6 if key.endswith("_us") else value, unit)
         labelled = {name: dict.fromkeys(seed, 0.0)
                     for name, (_p, _l, _d, seed) in STAT_LABELLED.items()}
         robots = dict.fromkeys(ROBOTS_OUTCOMES.values(), 0.0)

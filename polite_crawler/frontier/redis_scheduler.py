@@ -18,6 +18,7 @@ the engine) is the same; what the driver adds:
 from __future__ import annotations
 
 import logging
+import time
 from typing import TYPE_CHECKING, Any
 
 from scrapy import signals
@@ -130,10 +131,14 @@ class ClusterDriver:
         self._busy = True
         plan = sync.plan()
         d = deferToThread(execute, sync.shared, plan, self.ttl)
-        d.addCallbacks(self._applied, self._failed, errbackArgs=(plan,))
+        d.addCallbacks(self._applied, self._failed, callbackArgs=(time.monotonic(),),
+                       errbackArgs=(plan,))
 
-    def _applied(self, outcome: Outcome) -> None:
+    def _applied(self, outcome: Outcome, sent: float) -> None:
         self._busy = False
+        # The batch's round trip as the reactor sees it (sent to applied), summed in
+        # microseconds: over polite/redis/batches, the mean latency of this worker's batches.
+        self.scheduler._count("polite/redis/batch_us", round((time.monotonic() - sent) * 1e6))
         if self.sync is not None:
             self.sync.apply(outcome)
             self.scheduler._arm()
