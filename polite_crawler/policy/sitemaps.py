@@ -269,11 +269,20 @@ _FREE_EVERY = 256  # entries read between two frees of the tree
 _ROOT_KINDS = {"urlset": URLSET, "sitemapindex": INDEX, "rss": RSS, "rdf": RSS, "feed": ATOM}
 
 
+# The first element's name, for a file cut before any element of it ended (no end event
+# to read the root from).
+_FIRST_ELEMENT = re.compile(rb"<([A-Za-z_][^\s>/]*)")
+
+
 def _parse_xml(body: bytes, base: str, scope: str, result: SitemapResult, max_urls: int) -> None:
     root_kind: str | None = None
     unfreed = 0
     scope_netloc = _netloc(scope)
     local, names = _local, _LOCAL_NAMES
+    first = _FIRST_ELEMENT.search(body)
+    if first is not None:  # read again from the tree once an element ends
+        name = first.group(1).rpartition(b":")[2].decode("ascii", "replace").lower()
+        result.kind = _ROOT_KINDS.get(name, UNKNOWN)
     for _event, elem in _xml_events(body):
         if root_kind is None:
             root_kind = _ROOT_KINDS.get(local(elem.getroottree().getroot().tag), UNKNOWN)
