@@ -351,3 +351,68 @@ def test_issue15_feed_cut_mid_item_lists_the_items_before_it() -> None:
     assert r.kind == RSS
     assert [e.url for e in r.pages] == [f"http://example.org/post/{i}" for i in range(4)]
     assert r.truncated
+
+
+# --- entries already in canonical form skip canonicalize: the same entries either way ---
+
+_PREFIXES = ["http://example.org/docs/", "http://example.org/", "http://EXAMPLE.org/docs/",
+             "http://example.org:80/docs/", "https://example.org/docs/",
+             "http://example.org:8080/docs/", "http://other.example/docs/"]
+_TAIL = st.text(alphabet="aZ09-._~/!$&'()*+,;=:@%?# \u00e9", max_size=12)
+
+
+def _expected(text: str, scope: str) -> tuple[str | None, str | None]:
+    """(canonical URL, None) or (None, drop reason), worked out the general way."""
+    from urllib.parse import urljoin
+
+    from polite_crawler.policy.urls import canonicalize
+
+    text = text.strip()
+    if not text:
+        return None, "empty"
+    try:
+        url = canonicalize(urljoin("http://example.org/docs/sitemap.xml", text))
+    except ValueError:
+        return None, "invalid"
+    host = url.split("://", 1)[1].split("/", 1)[0]
+    if host != scope.split("://", 1)[1].split("/", 1)[0]:
+        return None, "offsite"
+    if not url.split("://", 1)[1].startswith(scope.split("://", 1)[1]):
+        return None, "outside_path"
+    return url, None
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(_PREFIXES), _TAIL), min_size=1, max_size=8))
+def test_entries_in_canonical_form_are_read_as_canonicalize_reads_them(
+        entries: list[tuple[str, str]]) -> None:
+    from html import escape
+
+    scope = "http://example.org/docs/"
+    texts = [prefix + tail for prefix, tail in entries]
+    result = parse_sitemap(urlset(*(escape(t) for t in texts)),
+                           "http://example.org/docs/sitemap.xml")
+    expected = [_expected(t, scope) for t in texts]
+    assert [e.url for e in result.pages] == [u for u, _r in expected if u is not None]
+    reasons: dict[str, int] = {}
+    for _u, reason in expected:
+        if reason is not None:
+            reasons[reason] = reasons.get(reason, 0) + 1
+    assert result.dropped == reasons
+
+
+def test_an_entry_whose_tag_is_spelt_in_capitals_is_read() -> None:
+    # Entries' end events are asked of lxml by name, which it matches case and all; a
+    # file spelling a tag name otherwise is read with every event, as before.
+    body = (f'<?xml version="1.0"?><urlset {NS}><url><loc>http://example.org/a</loc></url>'
+            "<URL><loc>http://example.org/b</loc></URL>"
+            "<Url><LOC>http://example.org/c</LOC></Url></urlset>").encode()
+    result = parse_sitemap(body, SM)
+    assert [e.url for e in result.pages] == [
+        "http://example.org/a", "http://example.org/b", "http://example.org/c"]
+
+
+def test_a_urlset_without_entries_is_still_known_by_its_root() -> None:
+    body = f'<?xml version="1.0"?><!-- <feed> --><urlset {NS}><other/></urlset>'.encode()
+    result = parse_sitemap(body, SM)
+    assert (result.kind, result.pages, result.dropped) == (URLSET, [], {})

@@ -144,9 +144,38 @@ def _in_scope(url: str, scope: str, result: SitemapResult, *, hosts_only: bool,
     return True
 
 
+# The rest of a URL after its origin, when canonicalize leaves it as it is: a path of
+# characters it never escapes and no query or fragment (and, checked apart, no dot
+# segment and no "(" of an ASP.NET session id).
+_CANONICAL_PATH = re.compile(r"/[A-Za-z0-9\-._~/!$&'*+,=:@]*")
+
+
+def _canonical_prefix(scope: str) -> tuple[str, int] | None:
+    """``(scope, length of its origin)`` when entries that start with ``scope`` may skip
+    :func:`canonicalize` (see :func:`_add`); None when the scope is not so plain.
+
+    >>> _canonical_prefix("http://example.org:8080/docs/")
+    ('http://example.org:8080/docs/', 23)
+    >>> _canonical_prefix("http://Example.org/"), _canonical_prefix("http://example.org")
+    (None, None)
+    """
+    start = scope.find("//") + 2
+    end = scope.find("/", start)
+    if start < 2 or end < 0 or "@" in scope[:end]:
+        return None
+    origin = scope[:end]
+    try:
+        if canonicalize(origin + "/") != origin + "/":
+            return None
+    except URLError:
+        return None
+    return scope, end
+
+
 def _add(result: SitemapResult, raw: str | None, lastmod: str | None, base: str, scope: str,
          *, index: bool, hosts_only: bool, max_urls: int,
-         scope_netloc: str | None = None) -> None:
+         scope_netloc: str | None = None, prefix: tuple[str, int] | None = None) -> None:
+    """``prefix``: :func:`_canonical_prefix` of ``scope``, when the caller has it."""
     text = raw.strip() if raw else ""
     if not text:
         result.drop("empty")
@@ -154,13 +183,20 @@ def _add(result: SitemapResult, raw: str | None, lastmod: str | None, base: str,
     if len(result.pages) + len(result.sitemaps) >= max_urls:
         result.drop("over_limit")
         return
-    try:
-        url = canonicalize(_resolve(base, text))
-    except ValueError:  # URLError, or urljoin's own ("http://["): this entry only
-        result.drop("invalid")
-        return
-    if not _in_scope(url, scope, result, hosts_only=hosts_only, scope_netloc=scope_netloc):
-        return
+    if (prefix is not None and not hosts_only and text.startswith(prefix[0])
+            and _CANONICAL_PATH.fullmatch(text, prefix[1]) is not None
+            and "/." not in text and "(" not in text):
+        # Already canonical (canonicalize would return it as it is) and under the
+        # sitemap's own directory, so in scope: most entries of most sitemaps.
+        url = text
+    else:
+        try:
+            url = canonicalize(_resolve(base, text))
+        except ValueError:  # URLError, or urljoin's own ("http://["): this entry only
+            result.drop("invalid")
+            return
+        if not _in_scope(url, scope, result, hosts_only=hosts_only, scope_netloc=scope_netloc):
+            return
     if lastmod:
         lastmod = lastmod.strip() or None
     (result.sitemaps if index else result.pages).append(SitemapEntry(url, lastmod or None))
@@ -245,7 +281,31 @@ def _declares_dtd(body: bytes) -> bool:
     return False
 
 
-def _xml_events(body: bytes) -> etree.iterparse:
+# The entries' element names, in any namespace: with these as iterparse's ``tag``, only
+# the entries' end events reach Python (not their <loc> and <lastmod>). lxml matches a
+# name's case as written, so a file with an upper-case letter in any tag name is read
+# with every event. To find one fast, every byte but "<", ">", XML white space and
+# A-Z is deleted (C speed): a name's upper-case letters then follow its "<" at once,
+# and nothing else can (text and attribute values follow a ">" or a space).
+_ENTRY_TAGS = ("{*}url", "{*}sitemap", "{*}item", "{*}entry")
+_TAG_CASE_KEEP = frozenset(b"<> \t\r\n" + bytes(range(ord("A"), ord("Z") + 1)))
+_TAG_CASE_DELETE = bytes(c for c in range(256) if c not in _TAG_CASE_KEEP)
+_UPPER_AFTER_LT = re.compile(rb"<[A-Z]")
+
+
+def _upper_case_tag(body: bytes) -> bool:
+    """Whether some tag name in ``body`` may hold an upper-case ASCII letter (or a
+    ``<`` is followed by one for another reason: a CDATA section, a DOCTYPE).
+
+    >>> _upper_case_tag(b'<urlset a="B"><url><loc>http://e.org/A</loc></url></urlset>')
+    False
+    >>> _upper_case_tag(b"<urlset><URL><loc>x</loc></URL>"), _upper_case_tag(b"<s:uRl>")
+    (True, True)
+    """
+    return _UPPER_AFTER_LT.search(body.translate(None, _TAG_CASE_DELETE)) is not None
+
+
+def _xml_events(body: bytes, tag: tuple[str, ...] | None = None) -> etree.iterparse:
     # resolve_entities=False: entity references stay references (no billion laughs,
     # no external file or URL read); load_dtd/no_network: nothing is fetched.
     # End events only: an element is read once it is complete; the root element (the
@@ -253,6 +313,7 @@ def _xml_events(body: bytes) -> etree.iterparse:
     return etree.iterparse(
         io.BytesIO(body),
         events=("end",),
+        tag=tag,
         resolve_entities=False,
         load_dtd=False,
         no_network=True,
@@ -275,20 +336,43 @@ _FIRST_ELEMENT = re.compile(rb"<([A-Za-z_][^\s>/]*)")
 
 
 def _parse_xml(body: bytes, base: str, scope: str, result: SitemapResult, max_urls: int) -> None:
+    # Entries' end events only, unless an entry's name is spelt in another case. A file
+    # with no entry at all (no event then) is read again with every event: its root is
+    # read from the first element that ends, as ever.
+    if not _upper_case_tag(body) and _parse_xml_events(
+            body, base, scope, result, max_urls, only=_ENTRY_TAGS):
+        return
+    _parse_xml_events(body, base, scope, result, max_urls, only=None)
+
+
+def _parse_xml_events(body: bytes, base: str, scope: str, result: SitemapResult,
+                      max_urls: int, *, only: tuple[str, ...] | None) -> bool:
+    """Read the file's entries from its end events (``only``: those elements' alone);
+    False when, with ``only``, no event came (nor an error after one)."""
     root_kind: str | None = None
     unfreed = 0
     scope_netloc = _netloc(scope)
+    prefix = _canonical_prefix(scope)
     local, names = _local, _LOCAL_NAMES
     first = _FIRST_ELEMENT.search(body)
     if first is not None:  # read again from the tree once an element ends
         name = first.group(1).rpartition(b":")[2].decode("ascii", "replace").lower()
         result.kind = _ROOT_KINDS.get(name, UNKNOWN)
-    for _event, elem in _xml_events(body):
+    events = iter(_xml_events(body, only))
+    while True:
+        try:
+            _event, elem = next(events)
+        except StopIteration:
+            break
+        except (etree.LxmlError, ValueError, RecursionError):
+            if only is not None and root_kind is None:
+                return False  # read again with every event: it may end before the error
+            raise
         if root_kind is None:
             root_kind = _ROOT_KINDS.get(local(elem.getroottree().getroot().tag), UNKNOWN)
             result.kind = root_kind
             if root_kind == UNKNOWN:
-                return
+                return True
         tag = elem.tag
         name = names.get(tag) if isinstance(tag, str) else None
         if name is None:
@@ -296,7 +380,8 @@ def _parse_xml(body: bytes, base: str, scope: str, result: SitemapResult, max_ur
         if root_kind in (URLSET, INDEX) and name in ("url", "sitemap"):
             for loc, lastmod in _locs_of(elem):
                 _add(result, loc, lastmod, base, scope, index=(name == "sitemap"),
-                     hosts_only=False, max_urls=max_urls, scope_netloc=scope_netloc)
+                     hosts_only=False, max_urls=max_urls, scope_netloc=scope_netloc,
+                     prefix=prefix)
         elif root_kind == RSS and name == "item":
             link = _child_text(elem, "link")
             if link is None:  # RSS 2.0: a guid that is a permalink stands for the link
@@ -325,6 +410,7 @@ def _parse_xml(body: bytes, base: str, scope: str, result: SitemapResult, max_ur
                 elem.clear()
             else:
                 del parent[:parent.index(elem)]  # every entry before this one
+    return root_kind is not None
 
 
 def _start_of_document(body: bytes) -> bytes:
