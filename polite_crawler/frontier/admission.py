@@ -32,6 +32,8 @@ from polite_crawler.policy.traps import LOW_YIELD, URL_LENGTH, TrapLimits, url_t
 from polite_crawler.policy.urls import URLError, canonicalize, origin_of
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from polite_crawler.policy.traps import YieldMonitor
 
 BAD_URL = "bad_url"
@@ -93,6 +95,50 @@ class UrlRules:
             return Judged(BAD_URL, origin)
         return Judged(url_trap(canonical, depth, limits), origin, canonical)
 
+
+    def judge_canonical(self, urls: Sequence[str], depth: int,
+                        ) -> tuple[list[str | None], list[str]]:
+        """:meth:`judge` of each URL with ``canonical_form=True``, in one pass: the
+        reasons (None: passed) and the origins ("" where :meth:`judge` has none).
+
+        A sitemap's entries share their origin, so it is read off the text once and
+        the origin's stop looked up once; a plain path with fewer slashes than the
+        segment-repeat limit has no trap to look for (``url_trap`` is asked the rest).
+        """
+        if self.strip_params:
+            judged = [self.judge(url, depth, canonical_form=True) for url in urls]
+            return [j.reason for j in judged], [j.origin for j in judged]
+        limits = self.limits
+        max_length, repeats = limits.max_url_length, limits.max_segment_repeats
+        too_deep = depth > limits.max_depth
+        monitor = self.monitor
+        stopped: dict[str, bool] = {}
+        reasons: list[str | None] = []
+        origins: list[str] = []
+        prefix, origin, cut = "\0", "", 0
+        for url in urls:
+            if not url.startswith(prefix):
+                origin = canonical_origin(url)
+                cut = len(origin) + 1
+                # Every URL that starts with "<origin>/" has this origin (no "@" in it).
+                prefix = origin + "/" if url[:cut] == origin + "/" else "\0"
+            origins.append(origin)
+            if monitor is not None:
+                halted = stopped.get(origin)
+                if halted is None:
+                    halted = stopped[origin] = monitor.stopped(origin)
+                if halted:
+                    reasons.append(LOW_YIELD)
+                    continue
+            if len(url) > max_length:
+                reasons.append(URL_LENGTH)
+            elif too_deep or prefix == "\0" or "?" in url or url.count("/", cut - 1) >= repeats:
+                reasons.append(url_trap(url, depth, limits))
+            else:
+                # No query; the path has fewer non-empty segments than slashes, so
+                # fewer than the repeats that make a loop (url_trap says None).
+                reasons.append(None)
+        return reasons, origins
 
     def page_reason(self, url: str, depth: int) -> str | None:
         """The page rules alone (no origin check): the part of :meth:`judge` after the stop."""

@@ -95,6 +95,14 @@ _REFUSED = {
 }
 
 
+def _allows_all(rules: Any) -> bool:
+    """Whether parsed robots.txt rules allow every URL: they hold no Disallow (what
+    they hand the matcher is their ``rules``' allow and disallow lines, and with no
+    disallow line no URL matches one)."""
+    lines = getattr(rules, "rules", None)
+    return isinstance(lines, list) and all(kind == "allow" for kind, _value in lines)
+
+
 def rest_params(settings: BaseSettings) -> RestParams:
     return RestParams(
         rest_page=settings.getfloat("POLITE_REST_PAGE", 3.0),
@@ -254,52 +262,73 @@ class FrontierScheduler:
         not checked), the origin's stop, its budget, and its robots.txt when the
         copy is known already. Refusals are counted.
         """
+        fps = [fp for _o, _u, fp in candidates if fp is not None]
+        fresh = self._add_seen(fps)
+        if len(fps) < len(candidates):  # a Request with dont_filter: not in the seen set
+            it = iter(fresh)
+            fresh = [fp is None or next(it) for _o, _u, fp in candidates]
+        return self._admit_many([o for o, _u, _fp in candidates],
+                                [u for _o, u, _fp in candidates], fresh)
+
+    def _add_seen(self, fps: list[bytes]) -> list[bool]:
         f = self.frontier
         assert f is not None
-        fps = [fp for _o, _u, fp in candidates if fp is not None]
-        fresh = iter(f.queue.add_seen_many(fps) if fps else ())
-        robots = self.ctx.robots
-        rules: dict[str, Any] = {}
-        admitted: dict[str, str | None] = {}  # origin -> f.admit(origin), once a batch
+        return f.queue.add_seen_many(fps) if fps else []
+
+    def _admit_many(self, origins: list[str], urls: list[str],
+                    fresh: list[bool]) -> list[str | None]:
+        """:meth:`_admit` of URLs whose seen-set answers are in: ``fresh`` (False: seen)."""
+        # origin -> (f.admit(origin), its robots.txt rules or None when they let every
+        # URL through now), worked out once a batch, for an origin with a new URL only
+        checks: dict[str, tuple[str | None, Any]] = {}
         out: list[str | None] = []
         refused: Counter[str] = Counter()
-        for origin, url, fp in candidates:
-            reason: str | None = None
-            if fp is not None and not next(fresh):
-                reason = "duplicate"
-            else:
-                reason = admitted[origin] if origin in admitted else admitted.setdefault(
-                    origin, f.admit(origin))
-                if reason is None and robots is not None and not self._robots_allow(
-                        robots, rules, origin, url):
-                    reason = "disallowed"
+        last_origin = "\0"
+        reason: str | None = None
+        rules: Any = None
+        found: tuple[str | None, Any] | None
+        for origin, url, new in zip(origins, urls, fresh, strict=True):
+            if not new:
+                out.append("duplicate")
+                refused["duplicate"] += 1
+                continue
+            if origin != last_origin:
+                found = checks.get(origin)
+                if found is None:
+                    found = checks[origin] = self._origin_checks(origin)
+                last_origin, (reason, rules) = origin, found
             if reason is not None:
                 refused[reason] += 1
-            out.append(reason)
-        for reason, n in refused.items():
-            self._count(_REFUSED[reason], n)
+                out.append(reason)
+            elif rules is not None and not rules.allowed(url):
+                refused["disallowed"] += 1
+                out.append("disallowed")
+            else:
+                out.append(None)
+        for why, n in refused.items():
+            self._count(_REFUSED[why], n)
         if refused["disallowed"] and logger.isEnabledFor(logging.DEBUG):
-            for (_o, url, _fp), reason in zip(candidates, out, strict=True):
-                if reason == "disallowed":
+            for url, verdict in zip(urls, out, strict=True):
+                if verdict == "disallowed":
                     logger.debug("Forbidden by robots.txt: %(url)s", {"url": url})
         return out
 
-    @staticmethod
-    def _robots_allow(robots: Any, rules: dict[str, Any], origin: str, url: str) -> bool:
-        """robots.txt's answer where the origin's copy is usable now; True until it is."""
-        found = rules.get(origin, rules)
-        if found is rules:
-            if getattr(getattr(robots, "store", None), "remote", False) \
-                    and not robots.cached(origin):
-                # Not read here (a round trip on the reactor): the owner's take batch
-                # reads it, and the dispatch judges the URL.
-                return True
-            found = rules[origin] = robots.rules(origin) if robots.ready(origin) else None
-            if found is None and robots.ready(origin):
-                found = rules[origin] = True  # a copy that allows everything (a 4xx)
-        if found is None or found is True:
-            return True
-        return bool(found.allowed(url))
+    def _origin_checks(self, origin: str) -> tuple[str | None, Any]:
+        """``(f.admit(origin), rules)``: ``rules`` is the origin's robots.txt copy in use
+        now, None where none is (not known yet, a 4xx allow-all, not read here) or where
+        it lets every URL through."""
+        f = self.frontier
+        assert f is not None
+        reason = f.admit(origin)
+        robots = self.ctx.robots
+        if reason is not None or robots is None:
+            return reason, None
+        if getattr(getattr(robots, "store", None), "remote", False) and not robots.cached(origin):
+            # Not read here (a round trip on the reactor): the owner's take batch reads
+            # it, and the dispatch judges the URL.
+            return reason, None
+        rules = robots.rules(origin) if robots.ready(origin) else None
+        return reason, None if rules is None or _allows_all(rules) else rules
 
     def _enqueue(self, request: Request, origin: str) -> bool:
         f = self.frontier
@@ -345,13 +374,19 @@ class FrontierScheduler:
         """
         f = self.frontier
         assert f is not None, "the scheduler is not open"
-        batch = [(url, origin, extra) for url, origin, extra in urls]
+        batch = urls if isinstance(urls, list) else list(urls)
         if not batch:
             return 0
-        verdicts = self._admit([(origin, url, url_fingerprint(url)) for url, origin, _ in batch])
+        url_list = [url for url, _origin, _extra in batch]
+        verdicts = self._admit_many([origin for _url, origin, _extra in batch], url_list,
+                                    self._add_seen([url_fingerprint(u) for u in url_list]))
         plain = URL_ROW + str(self._template(callback, errback, meta)).encode("ascii")
         with_lastmod = plain + b"\0"
+        fixed = priority if isinstance(priority, int) else 0
+        prio_of: Callable[[str], int] = (
+            priority if not isinstance(priority, int) else lambda _url: fixed)
         rows: list[tuple[str, int, str, bytes]] = []
+        append = rows.append
         for (url, origin, extra), refused in zip(batch, verdicts, strict=True):
             if refused is not None:
                 continue
@@ -361,8 +396,7 @@ class FrontierScheduler:
                 data = with_lastmod + extra[_LASTMOD].encode("utf-8")
             else:
                 data = plain + b"\1" + pickle.dumps(dict(extra), protocol=5)
-            prio = priority if isinstance(priority, int) else priority(url)
-            rows.append((origin, prio, url, data))
+            append((origin, prio_of(url), url, data))
         if rows:
             f.push_many(rows)
             self._count("scheduler/enqueued", len(rows))

@@ -254,6 +254,18 @@ class SiteSpider(scrapy.Spider):
         rows: list[tuple[str, str, dict[str, Any] | None]] = []
         memory = parent is not None and hasattr(self, "crawler") and held is None
         parent_trail = parent.meta.get(TRAIL) if parent is not None else None
+        if canonical_form and not memory:
+            # A sitemap's entries (or held links): judged in one pass, as judge would.
+            found = found if isinstance(found, list) else list(found)
+            reasons, origins = rules.judge_canonical([url for url, _lastmod in found], depth)
+            for (url, lastmod), reason, origin in zip(found, reasons, origins, strict=True):
+                if reason is not None:
+                    refused[reason] += 1
+                elif held is not None:
+                    held.setdefault(url, depth)
+                else:
+                    rows.append((url, origin, {"polite_lastmod": lastmod} if lastmod else None))
+            found = ()
         for url, lastmod in found:
             judged = rules.judge(url, depth, canonical_form=canonical_form)
             extra: dict[str, Any] | None = {"polite_lastmod": lastmod} if lastmod else None
@@ -279,9 +291,17 @@ class SiteSpider(scrapy.Spider):
         if not rows:
             return [], 0
         priority = self.priority
+        if type(self).priority is SiteSpider.priority:
+            plain = -4 * depth  # what priority() gives a URL with no query
+
+            def prio(u: str) -> int:
+                return plain if "?" not in u else priority(u, depth)
+        else:
+            def prio(u: str) -> int:
+                return priority(u, depth)
         queued = frontier.enqueue_urls(
             rows, callback="parse", errback="page_failed", meta=self._page_meta(depth, source),
-            priority=lambda u: priority(u, depth),
+            priority=prio,
         )
         return [], int(queued)
 
@@ -451,16 +471,16 @@ class SiteSpider(scrapy.Spider):
         # entry is its own canonical URL (canonicalize is idempotent).
         recanonical = bool(self.strip_params)
         for entry, ok in zip(result.pages,
-                             self._in_scope_under((e.url for e in result.pages), response.url),
+                             self._in_scope_under([e.url for e in result.pages], response.url),
                              strict=True):
             if not ok:
                 offsite += 1
                 continue
+            url = entry.url
             if held:
                 # Linked before the sitemap listed it: it is a listed page after all.
-                held.pop((self.canonical(entry.url) or entry.url) if recanonical else entry.url,
-                         None)
-            found.append((entry.url, entry.lastmod))
+                held.pop((self.canonical(url) or url) if recanonical else url, None)
+            found.append((url, entry.lastmod))
         self._inc("polite/discovery/dropped/offsite", offsite)
         # policy.sitemaps gives every entry in canonical form.
         requests, listed = self.queue_pages(found, depth=0, source="sitemap",
