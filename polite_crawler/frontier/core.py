@@ -431,8 +431,13 @@ class Frontier:
 
     def release_held(self, key: str) -> None:
         """What the spider kept for ``key`` is queued now: the rows held for it go."""
-        for row_id, _since in self._held.pop(key, []):
-            self.done(row_id)
+        held = self._held.pop(key, None)
+        if not held:
+            return
+        for row_id, _since in held:  # as done() each, in one commit
+            self._settled_rows.pop(row_id, None)
+            self.queue.delete(row_id)
+        self.queue.commit()
 
     def _done_all(self) -> None:
         for row_id in list(self._settled_rows):

@@ -26,6 +26,8 @@ import socket
 import sqlite3
 import uuid
 from dataclasses import dataclass
+from functools import lru_cache
+from itertools import chain
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -39,6 +41,15 @@ if TYPE_CHECKING:
 QUEUED, IN_FLIGHT = 0, 1
 # Fingerprints inserted per statement (SQLite allows 32,766 parameters).
 _IN_CHUNK = 500
+# Queue rows inserted per statement (4 parameters each).
+_PUSH_CHUNK = 250
+
+
+@lru_cache(maxsize=8)
+def _push_sql(n: int) -> str:
+    """The INSERT of ``n`` queue rows in one statement."""
+    return ("INSERT INTO frontier_queue (origin, prio, state, url, data) VALUES "
+            + ",".join(["(?, ?, 0, ?, ?)"] * n))
 
 _QUEUE_SCHEMA = """
 CREATE TABLE IF NOT EXISTS frontier_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -127,12 +138,18 @@ class QueueStore:
         return cur.lastrowid
 
     def push_many(self, rows: list[tuple[str, int, str, bytes]]) -> None:
-        """Queue ``(origin, prio, url, data)`` rows in one statement (the open transaction)."""
+        """Queue ``(origin, prio, url, data)`` rows (the open transaction), in order.
+
+        Many rows a statement: SQLite's per-statement work (AUTOINCREMENT's
+        ``sqlite_sequence`` read and write among it) is then done once for
+        :data:`_PUSH_CHUNK` rows, not once a row as with ``executemany``; the ids
+        are given in the rows' order either way.
+        """
         self._begin()
-        self.conn.executemany(
-            "INSERT INTO frontier_queue (origin, prio, state, url, data) VALUES (?, ?, 0, ?, ?)",
-            rows,
-        )
+        conn = self.conn
+        for i in range(0, len(rows), _PUSH_CHUNK):
+            chunk = rows[i:i + _PUSH_CHUNK]
+            conn.execute(_push_sql(len(chunk)), list(chain.from_iterable(chunk)))
 
     def head(self, origin: str) -> Row | None:
         """The origin's next queued row (highest priority, then first in)."""
@@ -185,8 +202,11 @@ class QueueStore:
         self._begin()
         new: set[bytes] = set()
         conn = self.conn
-        for i in range(0, len(fps), _IN_CHUNK):
-            chunk = fps[i:i + _IN_CHUNK]
+        # In key order: each statement's inserts then fall on neighbouring pages of
+        # the seen set's B-tree (what is new does not depend on the order).
+        ordered = sorted(fps)
+        for i in range(0, len(ordered), _IN_CHUNK):
+            chunk = ordered[i:i + _IN_CHUNK]
             values = ",".join(["(?)"] * len(chunk))
             new.update(row[0] for row in conn.execute(
                 f"INSERT OR IGNORE INTO frontier_seen (fp) VALUES {values} RETURNING fp", chunk))
