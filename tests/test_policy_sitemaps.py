@@ -416,3 +416,19 @@ def test_a_urlset_without_entries_is_still_known_by_its_root() -> None:
     body = f'<?xml version="1.0"?><!-- <feed> --><urlset {NS}><other/></urlset>'.encode()
     result = parse_sitemap(body, SM)
     assert (result.kind, result.pages, result.dropped) == (URLSET, [], {})
+
+
+def test_lastmod_of_entries_in_canonical_form_as_of_any_other() -> None:
+    body = (f'<?xml version="1.0"?><urlset {NS}>'
+            "<url><loc> http://example.org/a </loc><lastmod> 2026-01-02 </lastmod></url>"
+            "<url><loc>http://example.org/b</loc><lastmod>  </lastmod></url>"
+            "<url><lastmod>2026-03-04</lastmod><loc>http://example.org/c</loc></url>"
+            "<url><loc>http://EXAMPLE.org/d</loc><lastmod>2026-05-06</lastmod></url>"
+            "<url><loc>http://example.org/e</loc><loc>http://example.org/f</loc></url>"
+            "<url><loc>   </loc></url></urlset>").encode()
+    result = parse_sitemap(body, SM, max_urls=5)
+    assert result.pages == [
+        SitemapEntry("http://example.org/a", "2026-01-02"), SitemapEntry("http://example.org/b"),
+        SitemapEntry("http://example.org/c", "2026-03-04"),
+        SitemapEntry("http://example.org/d", "2026-05-06"), SitemapEntry("http://example.org/e")]
+    assert result.dropped == {"over_limit": 1, "empty": 1}

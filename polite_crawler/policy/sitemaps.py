@@ -354,6 +354,7 @@ def _parse_xml_events(body: bytes, base: str, scope: str, result: SitemapResult,
     scope_netloc = _netloc(scope)
     prefix = _canonical_prefix(scope)
     local, names = _local, _LOCAL_NAMES
+    pages, children, canonical_path = result.pages, result.sitemaps, _CANONICAL_PATH.fullmatch
     first = _FIRST_ELEMENT.search(body)
     if first is not None:  # read again from the tree once an element ends
         name = first.group(1).rpartition(b":")[2].decode("ascii", "replace").lower()
@@ -378,7 +379,20 @@ def _parse_xml_events(body: bytes, base: str, scope: str, result: SitemapResult,
         if name is None:
             name = local(tag)
         if root_kind in (URLSET, INDEX) and name in ("url", "sitemap"):
-            for loc, lastmod in _locs_of(elem):
+            pairs = _locs_of(elem)
+            loc, lastmod = pairs[0] if len(pairs) == 1 else (None, None)
+            if loc and prefix is not None:
+                # _add's way for an entry in canonical form under the scope, inline
+                text = loc.strip()
+                if (text.startswith(prefix[0]) and canonical_path(text, prefix[1]) is not None
+                        and "/." not in text and "(" not in text
+                        and len(pages) + len(children) < max_urls):
+                    if lastmod:
+                        lastmod = lastmod.strip() or None
+                    (children if name == "sitemap" else pages).append(
+                        SitemapEntry(text, lastmod or None))
+                    pairs = []
+            for loc, lastmod in pairs:
                 _add(result, loc, lastmod, base, scope, index=(name == "sitemap"),
                      hosts_only=False, max_urls=max_urls, scope_netloc=scope_netloc,
                      prefix=prefix)
