@@ -22,8 +22,9 @@ import heapq
 import itertools
 import logging
 import random
-from collections import deque
+from collections import Counter, deque
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -219,10 +220,7 @@ class Frontier:
         self.queue.push_many(rows)
         if self.queue.deferred:
             return
-        per_origin: dict[str, int] = {}
-        for origin, _prio, _url, _data in rows:
-            per_origin[origin] = per_origin.get(origin, 0) + 1
-        for origin, n in per_origin.items():
+        for origin, n in Counter(map(itemgetter(0), rows)).items():
             rec = self._get(origin)
             rec.queued += n
             self.pending += n

@@ -28,6 +28,7 @@ import uuid
 from dataclasses import dataclass
 from functools import lru_cache
 from itertools import chain
+from operator import itemgetter
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -208,8 +209,10 @@ class QueueStore:
         for i in range(0, len(ordered), _IN_CHUNK):
             chunk = ordered[i:i + _IN_CHUNK]
             values = ",".join(["(?)"] * len(chunk))
-            new.update(row[0] for row in conn.execute(
-                f"INSERT OR IGNORE INTO frontier_seen (fp) VALUES {values} RETURNING fp", chunk))
+            new.update(map(itemgetter(0), conn.execute(
+                f"INSERT OR IGNORE INTO frontier_seen (fp) VALUES {values} RETURNING fp", chunk)))
+        if len(new) == len(fps):  # every one new, and none twice (a sitemap's, mostly)
+            return [True] * len(fps)
         out = []
         for fp in fps:
             fresh = fp in new
