@@ -75,6 +75,18 @@ def test_past_the_cap_anchors_are_counted_not_resolved() -> None:
     assert got.links == [] and got.dropped == 6
 
 
+def test_meta_tags_anywhere_and_past_the_cap_are_read() -> None:
+    # Anchors and meta tags are read in one walk: meta tags among the anchors, in
+    # the body and after the cap are all kept, in page order.
+    page = (b'<head><meta name="Robots" content="noarchive"><meta charset="utf-8"></head>'
+            b'<body><a href="/a">a</a><meta name="x" content="1"><a href="/b">b</a>'
+            b'<a href="/c">c</a><meta name=" Googlebot " content="nofollow"></body>')
+    got = extract_links(page, "http://example.org/", max_links=1)
+    assert [link.url for link in got.links] == ["http://example.org/a"]
+    assert got.dropped == 2
+    assert got.metas == [("robots", "noarchive"), ("x", "1"), ("googlebot", "nofollow")]
+
+
 @pytest.mark.parametrize("charset", ["utf\x008", "zlib", "rot13", "idna", "base64", "\x00"])
 def test_charset_that_is_not_a_text_encoding_is_ignored(charset: str) -> None:
     # Fuzz finding: a NUL in the name made codecs.lookup raise ValueError.

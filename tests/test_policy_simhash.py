@@ -14,6 +14,7 @@ from polite_crawler.policy.simhash import (
     distance,
     fingerprint,
     from_signed,
+    shingle_hashes,
     simhash,
     to_signed,
 )
@@ -139,3 +140,16 @@ def test_index_is_sublinear_at_100k() -> None:
     # The unmerged buffer (< 2048) plus the probed band values: far under a scan.
     assert max(compared) < 2048 + 1000, max(compared)
     assert sum(compared) / len(compared) < 0.03 * len(hashes)
+
+
+@pytest.mark.parametrize("size", [0, 1, 2, 3, 50, 5000])
+def test_distinct_shingles_are_numpy_unique(size: int) -> None:
+    # The shingles' distinct values are taken without np.unique (cheaper): the same
+    # array, repeats and the largest 64-bit values included.
+    rng = np.random.default_rng(size)
+    tokens = rng.integers(0, 40, size=size, dtype=np.uint64)  # few words: many repeats
+    tokens[::7] = np.uint64((1 << 64) - 1)
+    mixed = shingle_hashes(tokens, distinct=False)
+    got = shingle_hashes(tokens)
+    assert got.dtype == np.uint64
+    assert np.array_equal(got, np.unique(mixed))

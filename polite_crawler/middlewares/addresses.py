@@ -34,7 +34,6 @@ from polite_crawler.policy.addresses import AddressPolicy, AddressRefused
 if TYPE_CHECKING:
     from scrapy import Request, Spider
     from scrapy.crawler import Crawler
-    from scrapy.http import Response
 
 logger = logging.getLogger(__name__)
 
@@ -146,9 +145,6 @@ class AddressPolicyMiddleware:
             refusal = AddressRefusedError(reason, request.url)
             record_refusal(self.crawler, request, refusal)
             raise refusal
-
-    def process_response(self, request: Request, response: Response) -> Response:
-        return response
 
     def process_exception(self, request: Request, exception: Exception) -> None:
         if isinstance(exception, AddressRefused):

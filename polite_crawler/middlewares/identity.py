@@ -25,7 +25,6 @@ if TYPE_CHECKING:
 
     from scrapy import Request, Spider
     from scrapy.crawler import Crawler
-    from scrapy.http import Response
     from scrapy.settings import BaseSettings
 
     from polite_crawler.policy.network import Network
@@ -118,9 +117,6 @@ class IdentityMiddleware:
             request.headers[b"From"] = self.identity.from_header
         elif b"From" in request.headers:
             del request.headers[b"From"]
-
-    def process_response(self, request: Request, response: Response) -> Response:
-        return response
 
 
 def _start_urls(spider: Spider) -> list[str]:

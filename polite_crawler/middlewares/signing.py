@@ -34,7 +34,6 @@ from polite_crawler.policy.signing import (
 if TYPE_CHECKING:
     from scrapy import Request, Spider
     from scrapy.crawler import Crawler
-    from scrapy.http import Response
     from scrapy.settings import BaseSettings
 
     from polite_crawler.policy.signing import KeyRing, RequestSigner
@@ -109,9 +108,6 @@ class SigningMiddleware:
         for name, value in fields.items():
             request.headers[name] = value  # replaces a retry's earlier signature
         stats.inc_value("polite/signing/signed")
-
-    def process_response(self, request: Request, response: Response) -> Response:
-        return response
 
 
 __all__ = ["SigningError", "SigningMiddleware", "signer_for"]

@@ -1,9 +1,9 @@
 """Fast link extraction from HTML bytes: the crawler's hot path on every page.
 
-lxml's HTML parser (libxml2) reads the page once; the anchors are walked with
-``iter("a", "area")`` and joined to the base with string operations where the
-href is already absolute or root-relative (most are), :func:`urljoin` only for
-the rest. Measured against Scrapy's LinkExtractor and a Lexbor-based parser
+lxml's HTML parser (libxml2) reads the page once; the anchors and meta tags are
+walked in one ``iter("a", "area", "meta")``, and hrefs are joined to the base with
+string operations where the href is already absolute or root-relative (most are),
+:func:`urljoin` only for the rest. Measured against Scrapy's LinkExtractor and a Lexbor-based parser
 in ``bench/links.py``.
 
 Bounded work (issue 10): at most ``max_links`` links are returned; the anchors
@@ -233,23 +233,26 @@ def extract_links(
         if "canonical" in _rel_tokens(link_el.get("rel")) and link_el.get("href"):
             result.canonical = _with_host(join((link_el.get("href") or "").strip()))
             break
-    for meta_el in root.iter("meta"):
-        name, content = meta_el.get("name"), meta_el.get("content")
-        if name is not None and content is not None:
-            result.metas.append((name.strip().lower(), content))
+    metas = result.metas
     found: dict[str, bool] = {}
     # A page links the same page many times (anchors to its sections): each
     # distinct href, fragment dropped, is joined once.
     joined: dict[str, str | None] = {}
-    anchors = root.iter("a", "area")
-    for el in anchors:
+    # One walk of the tree for anchors and meta tags (each walk of a whole page
+    # costs about as much as reading the anchors it finds).
+    for el in root.iter("a", "area", "meta"):
+        if el.tag == "meta":
+            name, content = el.get("name"), el.get("content")
+            if name is not None and content is not None:
+                metas.append((name.strip().lower(), content))
+            continue
         href = el.get("href")
         if not href:
             continue
         if len(found) >= max_links:
             # The cap is reached: count the rest, resolve none of them.
-            result.dropped = 1 + sum(1 for rest in anchors if rest.get("href"))
-            break
+            result.dropped += 1
+            continue
         href = href.partition("#")[0]
         if href in joined:
             target = joined[href]

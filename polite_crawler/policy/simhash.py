@@ -57,7 +57,22 @@ def shingle_hashes(tokens: npt.NDArray[np.uint64], shingle: int = SHINGLE, *,
     for j in range(1, k):
         acc = acc * _PRIME + tokens[j : j + n]
     mixed = mix64(acc)
-    return np.unique(mixed) if distinct else mixed
+    return _distinct(mixed) if distinct else mixed
+
+
+def _distinct(values: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
+    """``np.unique(values)`` for a 1-d array, about 3x faster.
+
+    numpy 2.3+ answers ``np.unique`` with a hash table and then sorts its output;
+    a sort and a mask of the changes is less work for the same answer.
+    """
+    out = np.sort(values)
+    if out.size > 1:
+        keep = np.empty(out.size, dtype=bool)
+        keep[0] = True
+        np.not_equal(out[1:], out[:-1], out=keep[1:])
+        out = out[keep]
+    return out
 
 
 def simhash_of_hashes(features: npt.NDArray[np.uint64]) -> int:
