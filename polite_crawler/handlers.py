@@ -28,8 +28,10 @@ HTTP/1.1 handler with these changes:
   ``tcpi_last_data_recv``, one jiffy of resolution) each time the response's bytes are
   read. Time the reactor spent elsewhere before it sent the request or read the answer
   is not in it, so a crawler busy with its own CPU does not look like a slow server to
-  the latency watch. Where the kernel has no ``TCP_INFO`` the key is absent and the
-  gate times the exchange itself.
+  the latency watch. With it, ``meta["polite_received"]``: when (epoch seconds) the
+  response's last byte arrived, the end of the exchange the origin's rest runs from.
+  Where the kernel has no ``TCP_INFO`` both keys are absent and the gate times the
+  exchange itself.
 * **No silent re-send.** Twisted's pool re-sends a request that failed on a
   reused keep-alive connection, at once and unseen by the gate; that is off
   (``retryAutomatically = False``): every failure goes to the gate, which
@@ -52,6 +54,7 @@ import logging
 import math
 import socket
 import struct
+import time
 from typing import TYPE_CHECKING, Any
 
 from scrapy import signals
@@ -144,8 +147,9 @@ def _socket_of(transport: Any) -> socket.socket | None:
     return None
 
 
-def tcp_transfer(sock: socket.socket) -> float | None:
-    """Seconds from the last data this socket sent to the last data it received.
+def tcp_times(sock: socket.socket) -> tuple[float, float] | None:
+    """Seconds from the last data this socket sent to the last data it received, and
+    seconds since it received that data.
 
     Read from the kernel, so it is when the bytes went and came, not when the process
     got round to them. None when the kernel cannot tell (no TCP_INFO, closed socket).
@@ -159,18 +163,26 @@ def tcp_transfer(sock: socket.socket) -> float | None:
     if len(info) < _TIMES_AT + _TIMES.size:
         return None
     sent_ago, _ack_ago, received_ago = _TIMES.unpack_from(info, _TIMES_AT)
-    return max(int(sent_ago) - int(received_ago), 0) / 1000.0
+    return max(int(sent_ago) - int(received_ago), 0) / 1000.0, int(received_ago) / 1000.0
+
+
+def tcp_transfer(sock: socket.socket) -> float | None:
+    """Seconds from the last data this socket sent to the last data it received."""
+    times = tcp_times(sock)
+    return None if times is None else times[0]
 
 
 class _GuardedProtocol(_LenientHTTP11ClientProtocol):
     head_cap = 64 * 1024
     guard: _ConnectionGuard | None = None
-    # The current exchange's duration at the transport so far (see tcp_transfer).
+    # The current exchange's duration at the transport so far (see tcp_times), and
+    # when (epoch seconds) its last byte so far was received.
     transfer: float | None = None
+    received: float | None = None
     _sock: socket.socket | None = None
 
     def request(self, request: Any) -> defer.Deferred[Any]:
-        self.transfer = None
+        self.transfer = self.received = None
         d = super().request(request)
         parser: Any = self._parser
         if parser is not None:
@@ -183,7 +195,12 @@ class _GuardedProtocol(_LenientHTTP11ClientProtocol):
         if sock is None:
             sock = self._sock = _socket_of(self.transport)
         if sock is not None:
-            self.transfer = tcp_transfer(sock)
+            times = tcp_times(sock)
+            if times is None:
+                self.transfer = self.received = None
+            else:
+                self.transfer, ago = times
+                self.received = time.time() - ago
         guard = self.guard
         if guard is None:
             super().dataReceived(bytes)  # type: ignore[no-untyped-call]
@@ -346,6 +363,7 @@ class GuardedHTTPDownloadHandler(HTTP11DownloadHandler):
         request.meta["download_timeout"] = exchange
         request.meta.pop("download_latency", None)  # set again when this head arrives
         request.meta.pop("polite_transfer", None)  # a retry's copy carries the last one
+        request.meta.pop("polite_received", None)
         d: defer.Deferred[Response] = deferred_from_coro(super().download_request(request))
         head_late = False
 
@@ -364,6 +382,7 @@ class GuardedHTTPDownloadHandler(HTTP11DownloadHandler):
             # has used the connection since the response's last byte.
             if proto is not None and proto.transfer is not None:
                 request.meta["polite_transfer"] = proto.transfer
+                request.meta["polite_received"] = proto.received
             return response
         except AddressRefusedError as exc:
             record_refusal(self.crawler, request, exc)

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 import pytest_twisted
 
-from polite_crawler.handlers import tcp_transfer
+from polite_crawler.handlers import tcp_times, tcp_transfer
 from polite_crawler.web.server import LogEntry, Req, Resp, Site, TestWeb, page
 from tests.crawl import run_crawl
 from tests.fetch import FetchSpider, fetch
@@ -145,7 +145,8 @@ async def test_a_slow_server_doubles_the_rest_and_it_comes_back_down(
 
 @linux_only
 def test_transport_time_leaves_out_a_busy_reader() -> None:
-    """tcp_transfer: the server's 100 ms, not the 300 ms the reader took to look."""
+    """tcp_transfer: the server's 100 ms, not the 300 ms the reader took to look; and
+    tcp_times: the answer had been in the kernel for the last 200 ms of those."""
     srv = socket.socket()
     srv.bind(("127.0.0.1", 0))
     srv.listen()
@@ -165,8 +166,44 @@ def test_transport_time_leaves_out_a_busy_reader() -> None:
             burn(0.3)  # the client is busy; the answer waits in the kernel
             client.recv(1000)
             measured = tcp_transfer(client)
+            times = tcp_times(client)
     finally:
         thread.join()
         srv.close()
     assert measured is not None
     assert 0.09 <= measured < 0.15
+    assert times is not None
+    assert times[0] == measured
+    assert times[1] >= 0.15
+
+
+class SlowAboveTheGate:
+    """A downloader middleware between the handler and the gate that keeps the reactor
+    busy LAG seconds with every response: the gate sees it that much after its last
+    byte arrived."""
+
+    LAG = 0.4
+
+    def process_response(self, request: Any, response: Any) -> Any:
+        burn(self.LAG)
+        return response
+
+
+@linux_only
+@pytest_twisted.ensureDeferred
+async def test_the_rest_runs_from_the_last_byte_not_from_a_late_gate(web_factory,
+                                                                     tmp_path) -> None:
+    host = "127.0.0.1"
+    rest = 0.6
+    web = web_factory({host: Phased(lambda n: 0.0)})
+    urls = [web.url(host, f"/p{i}") for i in range(4)]
+    settings = _settings(tmp_path, POLITE_REST_PAGE=rest, DOWNLOADER_MIDDLEWARES={
+        "tests.test_latency_watch_crawl.SlowAboveTheGate": 993})
+    result = await fetch(urls, settings)
+    assert result.stats.get("item_scraped_count") == len(urls)
+    entries = _pages(web, host)
+    gaps = [b.started - a.finished for a, b in itertools.pairwise(entries)]
+    # Never less than the rest from the server's end ...
+    assert min(gaps) >= rest, gaps
+    # ... and not the rest counted from the gate, LAG later (which gave rest + LAG).
+    assert max(gaps) < rest + SlowAboveTheGate.LAG * 0.75, gaps

@@ -7,7 +7,9 @@ duration (for a response, the transport's: request sent to last byte received, a
 download handler read it from the kernel, ``meta["polite_transfer"]``; otherwise the
 gate's own timestamps, body included), ask
 :mod:`polite_crawler.policy.verdicts` for the verdict, fold it into the origin's
-failure state and settle the origin in the frontier (end time + rest). Then:
+failure state and settle the origin in the frontier (end time + rest; the end is when
+the response's last byte arrived, ``meta["polite_received"]``, where the handler read
+it from the kernel, else the gate's own time). Then:
 
 * RETRY_LATER: a copy of the request goes back to the frontier, behind the wait
   (``meta["polite_retry_times"]``, at most POLITE_RETRY_TIMES);
@@ -33,6 +35,7 @@ from __future__ import annotations
 
 import logging
 import random
+import time
 from typing import TYPE_CHECKING
 
 from scrapy.exceptions import IgnoreRequest, NotConfigured
@@ -60,6 +63,10 @@ if TYPE_CHECKING:
     from polite_crawler.frontier.scheduler import FrontierScheduler
 
 logger = logging.getLogger(__name__)
+
+# The kernel's TCP timestamps count in jiffies (10 ms at most): the rest runs from the
+# last byte's arrival as the kernel tells it plus this, never from before it.
+RECEIVED_RESOLUTION = 0.010
 
 
 class GateMiddleware:
@@ -176,15 +183,25 @@ class GateMiddleware:
         failure = apply_verdict(frontier.failure(origin), verdict, end, params, self.rng)
         # The rest and the latency watch take the transport's duration when the handler
         # measured one: the time the reactor was busy elsewhere is the crawler's, not
-        # the server's. The rest still runs from the gate's end, which is later. A
-        # rendered page's duration is the render handler's (it moved polite_start).
+        # the server's. A rendered page's duration is the render handler's (it moved
+        # polite_start), and its rest runs from the gate's end.
         transfer = meta.pop("polite_transfer", None)  # never carried into a retry's copy
+        received = meta.pop("polite_received", None)
         if not observe or "polite_render_wire_duration" in meta:
-            transfer = None
-        timed_from = end - float(transfer) if transfer is not None else start
+            transfer = received = None
+        # The rest runs from the end of the response: when its last byte arrived (the
+        # kernel's time, less its resolution), not when the reactor got round to the
+        # gate, which on a busy crawler is tenths of a second later and would make
+        # every rest that much longer than the policy's.
+        rest_from = end
+        if received is not None:
+            lag = time.time() - float(received) - RECEIVED_RESOLUTION
+            if 0.0 < lag < end - start:
+                rest_from = end - lag
+        timed_from = rest_from - float(transfer) if transfer is not None else start
         state = frontier.frontier.state(origin) if frontier.frontier is not None else None
         factor = state.latency_factor if state is not None else 1.0
-        rest = frontier.settle(request, start=timed_from, end=end, failure=failure,
+        rest = frontier.settle(request, start=timed_from, end=rest_from, failure=failure,
                                observe=observe and verdict.success)
         if state is not None and state.latency_factor < factor:
             self._inc("polite/frontier/latency_eased")
