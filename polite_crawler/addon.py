@@ -85,6 +85,7 @@ COMPONENTS: dict[str, dict[str, int | None]] = {
         "polite_crawler.extensions.accesslog.AccessLog": 0,  # POLITE_ACCESS_LOG
         "polite_crawler.extensions.progress.Progress": 0,  # the periodic "where it stands" line
         "polite_crawler.extensions.metrics.Metrics": 0,  # POLITE_METRICS_PORT: /metrics
+        "polite_crawler.extensions.collector.CollectorTuning": 0,  # POLITE_GC_THRESHOLDS
     },
 }
 
