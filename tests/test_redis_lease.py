@@ -323,18 +323,25 @@ def test_a_queue_row_leaves_its_origin_out_and_whole_url_rows_are_still_read(two
 
 
 def test_every_done_row_leaves_the_claimed_hash_and_the_queue(redis_url):
-    """Done rows leave Redis whoever owns the origin now (a row a takeover put back is not
-    fetched again): all of a batch's, not only the first."""
+    """Done rows leave Redis whoever owns the origin now: those still claimed (a claim
+    popped them from the queue) and those a takeover put back in the queue (not fetched
+    again), all of a batch's; a batch of done rows alone reads nothing else."""
     from polite_crawler.frontier.redis_shared import OriginSync
 
     c = Clock(1000.0)
     s = RedisShared(redis_url, "c", "A")
     s.register(c(), TTL)
-    rows = [f"0 {i} /p{i}\ndata".encode() for i in (1, 2, 3)]
-    s.r.zadd(s.qkey(ORIGIN), {m: i for i, m in enumerate(rows, 1)})
-    s.r.hset(s.fkey(ORIGIN), mapping={str(i): m for i, m in enumerate(rows, 1)})
-    s.batch(now=c(), ttl=TTL, pushes={}, seen={}, templates={}, stops={}, drops=[],
-            owned=[OriginSync(ORIGIN, done=[(b"1", rows[0]), (b"2", rows[1])])])
-    assert s.r.zrange(s.qkey(ORIGIN), 0, -1) == [rows[2]]
+    rows = [f"0 {i} /p{i}\ndata".encode() for i in (1, 2, 3, 4, 5)]
+    s.r.hset(s.fkey(ORIGIN), mapping={str(i): m for i, m in enumerate(rows[:3], 1)})
+    s.r.zadd(s.qkey(ORIGIN), {m: i for i, m in enumerate(rows[3:], 4)})
+    _ok, _p, [res] = s.batch(
+        now=c(), ttl=TTL, pushes={}, seen={}, templates={}, stops={}, drops=[],
+        owned=[OriginSync(ORIGIN, done=[(b"1", rows[0]), (b"2", rows[1])])])[:3]
+    assert res.status == 3
     assert s.r.hkeys(s.fkey(ORIGIN)) == [b"3"]
+    assert s.r.zrange(s.qkey(ORIGIN), 0, -1) == rows[3:]
+    s.batch(now=c(), ttl=TTL, pushes={}, seen={}, templates={}, stops={}, drops=[],
+            owned=[OriginSync(ORIGIN, done=[(b"3", rows[2]), (b"4", rows[3])])])
+    assert s.r.hkeys(s.fkey(ORIGIN)) == []
+    assert s.r.zrange(s.qkey(ORIGIN), 0, -1) == [rows[4]]
     s.close()

@@ -71,7 +71,8 @@ class _Own:
     remote: int = 0  # rows queued in Redis beyond the buffer
     releasing: bool = False
     refreshed: float = 0.0  # last batch that asked Redis about its queue
-    empty_batches: int = 0
+    empty_since: float = 0.0  # nothing here, in Redis or out since (0: not empty)
+    written: float = 0.0  # last batch that wrote its state
     verify_until: float = 0.0  # taken over: confirm claimed rows until the first dispatch
     ids: set[int] = field(default_factory=set)  # rows claimed in this ownership, not done
     orphans: bool = False  # Redis holds claims this worker does not know (a lost reply)
@@ -385,6 +386,12 @@ class RedisFrontier:
         self.restart_window = ttl + exchange_timeout
         self.clock_skew = clock_skew
         self.margin = min(ttl / 3, max(2 * interval, 0.5))
+        self.claim_horizon = max(3 * interval, 2 * ttl)
+        # A dirty origin state that no other part of a batch carries waits this long
+        # (it matters only to a worker taking the origin over after this one died:
+        # the rests are safe through the takeover wait; a budget count or breaker may
+        # lag by the requests of this period).
+        self.state_every = max(ttl / 3, interval)
         self.active = 0
         self.workers = 1
         self.lost_lease = False
@@ -408,8 +415,18 @@ class RedisFrontier:
         return bool(own.buffer or own.remote) or self.frontier.busy(origin)
 
     def _claim_size(self, origin: str) -> int:
+        # Rows for a few lease periods of rests at once: on small sites one claim serves
+        # the whole site (a claimed row stays in the claimed hash until done, so a
+        # takeover puts it back as it would one claimed for the next batch alone).
         base = max(self.frontier.params(origin).base(False), 0.01)
-        return max(2, min(50, math.ceil(3 * self.interval / base) + 1))
+        return max(2, min(50, math.ceil(self.claim_horizon / base) + 1))
+
+    def _empty_for(self, origin: str) -> float:
+        """How long an owned origin stays empty before it is given back: long enough
+        for the requests it is waiting on (a sitemap, the page whose links are held)
+        to come back with more rows, so that it is not given back and taken again."""
+        base = self.frontier.params(origin).base(False)
+        return max(4 * self.interval, 2 * base + 2 * self.interval)
 
     def plan(self, *, closing: bool = False) -> Plan:
         now = self.clock()
@@ -438,8 +455,11 @@ class RedisFrontier:
             known = f.known(origin)
             idle = not f.busy(origin)
             give_back = own.releasing
+            if own.buffer or own.remote or own.ids or not idle:
+                own.empty_since = 0.0
+            empty = 0 < own.empty_since <= now - self._empty_for(origin)
             if not give_back and idle and (closing or (
-                    (excess > 0 or own.empty_batches >= 2 or own.orphans)
+                    (excess > 0 or empty or own.orphans)
                     and not self.keep(origin))):
                 give_back = own.releasing = True
                 if own.buffer or own.remote:
@@ -452,12 +472,16 @@ class RedisFrontier:
                 if soon and need > 0 and len(own.buffer) <= 1 and (own.remote > 0 or stale):
                     claim = need
             done = done_out.pop(origin, [])
-            state = ""
-            if known and (origin in dirty or give_back):
-                state = f.state(origin).to_json()
             check = []
             if own.buffer and now <= own.verify_until and not give_back:
                 check = [q.rows[r.id][1] for r in own.buffer if r.id in q.rows]
+            state = ""
+            if known and (give_back or (origin in dirty and (
+                    claim or check or now - own.written >= self.state_every))):
+                state = f.state(origin).to_json()
+                own.written = now
+            elif origin in dirty:
+                self.origin_store.dirty.add(origin)  # goes with a later batch
             if claim or done or state or give_back or check:
                 if claim:
                     own.refreshed = now
@@ -489,9 +513,11 @@ class RedisFrontier:
         for s in plan.syncs:
             if s.done:
                 q.done_out.setdefault(s.origin, [])[:0] = s.done
+            own = q.own.get(s.origin)
             if s.state:
                 self.origin_store.dirty.add(s.origin)
-            own = q.own.get(s.origin)
+                if own is not None:
+                    own.written = 0.0
             if own is not None and s.give_back:
                 own.releasing = False
                 self.origin_store.dirty.add(s.origin)
@@ -525,9 +551,17 @@ class RedisFrontier:
                 self.count("polite/frontier/stopped", n)
         self.count("polite/redis/batches", 1)
         still = set(out.still_active)
+        for origin, (added, _d) in out.pushed.items():
+            own = q.own.get(origin)
+            if own is not None and added > 0:
+                # Rows this worker queued for an origin it owns: claimed without waiting
+                # for a refresh (a claim in this batch reads the count again, below).
+                own.remote += added
+                own.empty_since = 0.0
+                self.frontier.set_queued(origin, len(own.buffer) + own.remote)
         for res in out.results:
             own = q.own.get(res.origin)
-            if own is None:
+            if own is None or res.status == 3:
                 continue
             if res.status == 0:
                 self.count("polite/redis/origin_lost", 1)
@@ -552,12 +586,17 @@ class RedisFrontier:
                 own.buffer = keep
             for raw in res.rows:
                 own.buffer.append(q.claimed(res.origin, raw))
+            if res.queued < 0:
+                continue  # no rows asked for: the counts were not read
             own.remote = res.queued
             # A batch whose reply was lost may have claimed rows this worker never saw:
             # giving the origin back (when idle) puts them back in the queue.
             own.orphans = res.claimed_total > len(own.ids)
             empty = res.queued == 0 and res.claimed_total == 0 and res.origin not in still
-            own.empty_batches = own.empty_batches + 1 if empty else 0
+            if not empty:
+                own.empty_since = 0.0
+            elif not own.empty_since:
+                own.empty_since = plan.now
             self.frontier.set_queued(res.origin, len(own.buffer) + own.remote)
         for t in out.taken:
             self._adopt(t, plan.now)

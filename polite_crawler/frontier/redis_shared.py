@@ -116,18 +116,26 @@ return {1, v[1] or '', v[2] or '', n, redis.call('ZCARD', KEYS[2]), v[3] or '', 
 # KEYS: o, q, f.  ARGV: me, crawl, state JSON ('' unchanged), claim n, give back (0/1),
 # n done, then the done seqs, then the done rows, then n check and the seqs to check.
 # Done rows leave the claimed set and the queue whoever owns the origin now (a row put
-# back by a takeover is not fetched again). The rest only for the owner: the state is
-# written, rows are claimed, or the origin is given back (its claimed rows requeued;
-# the caller has nothing of it in flight). Checked seqs no longer claimed were done by
-# the last owner after it lost the origin: the caller drops them. Returns {0} (not the
-# owner), {1, queued, claimed count, n gone, gone seqs..., rows...} or {2, queued}.
+# back by a takeover is not fetched again). A row still claimed is in no queue (a claim
+# pops it), so the queue is searched only for rows the claimed set no longer held.
+# A call that only reports done rows returns {3} there: no fixed reads. The rest only
+# for the owner: the state is written, rows are claimed, or the origin is given back
+# (its claimed rows requeued; the caller has nothing of it in flight). Checked seqs no
+# longer claimed were done by the last owner after it lost the origin: the caller drops
+# them. Returns {0} (not the owner), {1, queued, claimed count, n gone, gone seqs...,
+# rows...} (queued and claimed count -1 when no rows were asked for: not read),
+# {2, queued} or {3}.
 _SYNC = _REQUEUE_LUA + """
 local nd = tonumber(ARGV[6])
-for lo = 1, nd, 1000 do  -- one HDEL and one ZREM for every 1,000 done rows
+for lo = 1, nd, 1000 do  -- one HDEL (and at most one ZREM) for every 1,000 done rows
   local hi = math.min(nd, lo + 999)
-  redis.call('HDEL', KEYS[3], unpack(ARGV, 6 + lo, 6 + hi))
-  redis.call('ZREM', KEYS[2], unpack(ARGV, 6 + nd + lo, 6 + nd + hi))
+  if redis.call('HDEL', KEYS[3], unpack(ARGV, 6 + lo, 6 + hi)) < hi - lo + 1 then
+    redis.call('ZREM', KEYS[2], unpack(ARGV, 6 + nd + lo, 6 + nd + hi))
+  end
 end
+local nc = tonumber(ARGV[7 + 2 * nd])
+local n = tonumber(ARGV[4])
+if ARGV[3] == '' and ARGV[5] ~= '1' and n == 0 and nc == 0 then return {3} end
 local v = redis.call('HMGET', KEYS[1], 'owner', 'stop:' .. ARGV[2])
 if v[1] ~= ARGV[1] then return {0} end
 if ARGV[3] ~= '' then redis.call('HSET', KEYS[1], 'state', ARGV[3], 'run', ARGV[2]) end
@@ -137,8 +145,7 @@ if ARGV[5] == '1' then
   redis.call('HSET', KEYS[1], 'owner', '')
   return {2, redis.call('ZCARD', KEYS[2])}
 end
-local out = {1, 0, 0, 0}
-local nc = tonumber(ARGV[7 + 2 * nd])
+local out = {1, -1, -1, 0}
 for i = 1, nc do
   local seq = ARGV[7 + 2 * nd + i]
   if redis.call('HEXISTS', KEYS[3], seq) == 0 then
@@ -146,7 +153,6 @@ for i = 1, nc do
     out[4] = out[4] + 1
   end
 end
-local n = tonumber(ARGV[4])
 if n > 0 then
   local popped = redis.call('ZPOPMIN', KEYS[2], n)
   local claimed = {}
@@ -161,9 +167,10 @@ if n > 0 then
   for lo = 1, #claimed, 2000 do  -- one HSET for every 1,000 rows claimed
     redis.call('HSET', KEYS[3], unpack(claimed, lo, math.min(#claimed, lo + 1999)))
   end
+  -- Fewer rows than asked for: the queue is empty, no need to count it.
+  out[2] = (#popped < 2 * n) and 0 or redis.call('ZCARD', KEYS[2])
+  out[3] = redis.call('HLEN', KEYS[3])
 end
-out[2] = redis.call('ZCARD', KEYS[2])
-out[3] = redis.call('HLEN', KEYS[3])
 return out
 """
 
@@ -189,9 +196,9 @@ class OriginSync:
 @dataclass
 class SyncResult:
     origin: str
-    status: int  # 0 not the owner, 1 owned (claimed rows), 2 given back
-    queued: int = 0
-    claimed_total: int = 0
+    status: int  # 0 not the owner, 1 owned (claimed rows), 2 given back, 3 done rows only
+    queued: int = 0  # -1: not read (no rows asked for)
+    claimed_total: int = 0  # -1: not read
     rows: list[bytes] = field(default_factory=list)
     gone: list[bytes] = field(default_factory=list)
 
@@ -370,6 +377,8 @@ class RedisShared:
                 results.append(SyncResult(s.origin, 2, int(res[1])))
                 if int(res[1]) > 0:
                     unowned.append(s.origin)
+            elif status == 3:
+                results.append(SyncResult(s.origin, 3, -1, -1))
             else:
                 results.append(SyncResult(s.origin, 0))
         renewed = out[i + 1] is not None and out[i + 1] is not False
@@ -380,7 +389,7 @@ class RedisShared:
             pipe.sadd(self.active_key, *added_origins)
         if unowned:
             pipe.sadd(self.free_key, *unowned)
-        left = [r.origin for r in results if r.status != 1]
+        left = [r.origin for r in results if r.status in (0, 2)]
         if left:
             pipe.srem(self.owned_key(self.worker), *left)
         pipe.scard(self.active_key)
