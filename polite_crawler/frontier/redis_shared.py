@@ -59,28 +59,60 @@ from polite_crawler.store.redis_keys import (
 )
 
 # KEYS: o, q, s.  ARGV: crawl, then (fingerprint or '', prio, url\ndata) per row.
+# The seen check of several rows is one SMISMEMBER, the new fingerprints one SADD and
+# the rows one ZADD (a fingerprint twice in one call is queued once).
 _PUSH = """
 local seqf = 'seq:' .. ARGV[1]
 -- The stop, the row counter and the owner in one read; the counter is written once
 -- (the script runs alone: the same numbers as one HINCRBY a row).
 local v = redis.call('HMGET', KEYS[1], seqf, 'owner', 'stop:' .. ARGV[1])
 if v[3] then return {-1, 0, 1} end
+local fps = {}
+for i = 2, #ARGV, 3 do
+  if ARGV[i] ~= '' then fps[#fps + 1] = ARGV[i] end
+end
+local seen, fresh = {}, {}
+if #fps == 1 then
+  if redis.call('SADD', KEYS[3], fps[1]) == 0 then seen[fps[1]] = true end
+  fresh = nil
+elseif #fps > 1 then
+  for lo = 1, #fps, 1000 do
+    local hi = math.min(#fps, lo + 999)
+    local m = redis.call('SMISMEMBER', KEYS[3], unpack(fps, lo, hi))
+    for j = lo, hi do
+      if m[j - lo + 1] == 1 then seen[fps[j]] = true end
+    end
+  end
+end
 local added, dup = 0, 0
 local seq0 = tonumber(v[1] or '0')
-local owner = v[2]
+local rows = {}
 for i = 2, #ARGV, 3 do
   local fp = ARGV[i]
-  if fp == '' or redis.call('SADD', KEYS[3], fp) == 1 then
+  if fp ~= '' and seen[fp] then
+    dup = dup + 1
+  else
+    if fp ~= '' then
+      seen[fp] = true
+      if fresh then fresh[#fresh + 1] = fp end
+    end
     added = added + 1
     local seq = seq0 + added
     local prio = tonumber(ARGV[i + 1])
-    redis.call('ZADD', KEYS[2], -prio * 1e9 + seq, ARGV[i + 1] .. ' ' .. seq .. ' ' .. ARGV[i + 2])
-  else
-    dup = dup + 1
+    rows[#rows + 1] = -prio * 1e9 + seq
+    rows[#rows + 1] = ARGV[i + 1] .. ' ' .. seq .. ' ' .. ARGV[i + 2]
   end
 end
+if fresh then
+  for lo = 1, #fresh, 1000 do
+    redis.call('SADD', KEYS[3], unpack(fresh, lo, math.min(#fresh, lo + 999)))
+  end
+end
+for lo = 1, #rows, 2000 do
+  redis.call('ZADD', KEYS[2], unpack(rows, lo, math.min(#rows, lo + 1999)))
+end
 if added > 0 then redis.call('HSET', KEYS[1], seqf, seq0 + added) end
-return {added, dup, (owner and owner ~= '') and 1 or 0}
+return {added, dup, (v[2] and v[2] ~= '') and 1 or 0}
 """
 
 # Rows claimed by an owner that is gone go back to the queue, with their own score.
@@ -191,6 +223,12 @@ class OriginSync:
     give_back: bool = False
     done: list[tuple[bytes, bytes]] = field(default_factory=list)  # (seq, row)
     check: list[bytes] = field(default_factory=list)  # claimed seqs to confirm
+
+    @property
+    def done_only(self) -> bool:
+        """Only done rows to report: no state, claim, give back or check."""
+        return bool(self.done) and not (self.state or self.claim or self.give_back
+                                        or self.check)
 
 
 @dataclass
@@ -346,11 +384,12 @@ class RedisShared:
         for origin, fps in seen.items():
             pipe.sadd(self.skey(origin), *fps)
         for s in owned:
-            args = [self.worker, self.crawl, s.state, str(s.claim), "1" if s.give_back else "0",
-                    str(len(s.done)), *[d[0] for d in s.done], *[d[1] for d in s.done],
-                    str(len(s.check)), *s.check]
-            self._sync(keys=[self.okey(s.origin), self.qkey(s.origin), self.fkey(s.origin)],
-                       args=args, client=pipe)
+            if s.done_only:
+                # Done rows alone: one HDEL, no script. A row the claimed hash no longer
+                # held (a takeover put it back in the queue) leaves in the script below.
+                pipe.hdel(self.fkey(s.origin), *[d[0] for d in s.done])
+                continue
+            self._sync_call(pipe, s)
         self._heartbeat(pipe, now, ttl)
         out = pipe.execute()
         i = len(templates) + 2 * len(stops) + len(drops)
@@ -364,9 +403,15 @@ class RedisShared:
             i += 1
         i += len(seen)
         results = []
+        requeued_done = []
         for s in owned:
             res = out[i]
             i += 1
+            if s.done_only:
+                if int(res) < len(s.done):
+                    requeued_done.append(s)
+                results.append(SyncResult(s.origin, 3, -1, -1))
+                continue
             status = int(res[0])
             if status == 1:
                 ng = int(res[3])
@@ -384,6 +429,8 @@ class RedisShared:
         renewed = out[i + 1] is not None and out[i + 1] is not False
         # Active origins: pushed ones join (after their rows are in: see drop_empty).
         pipe = self.r.pipeline(transaction=False)
+        for s in requeued_done:
+            self._sync_call(pipe, s)  # HDEL and ZREM as one: the queue may be claimed from
         added_origins = [o for o, (a, _d) in pushed.items() if a > 0]
         if added_origins:
             pipe.sadd(self.active_key, *added_origins)
@@ -395,7 +442,15 @@ class RedisShared:
         pipe.scard(self.active_key)
         pipe.zcount(self.workers_key, now - ttl, "+inf")
         counts = pipe.execute()
+        counts = counts[len(requeued_done):]
         return renewed, pushed, results, int(counts[-2]), max(int(counts[-1]), 1)
+
+    def _sync_call(self, pipe: Any, s: OriginSync) -> None:
+        args = [self.worker, self.crawl, s.state, str(s.claim), "1" if s.give_back else "0",
+                str(len(s.done)), *[d[0] for d in s.done], *[d[1] for d in s.done],
+                str(len(s.check)), *s.check]
+        self._sync(keys=[self.okey(s.origin), self.qkey(s.origin), self.fkey(s.origin)],
+                   args=args, client=pipe)
 
     def drop_empty(self, origins: list[str]) -> list[str]:
         """Origins with nothing queued or claimed leave the active set (a push since puts
