@@ -345,3 +345,34 @@ def test_every_done_row_leaves_the_claimed_hash_and_the_queue(redis_url):
     assert s.r.hkeys(s.fkey(ORIGIN)) == []
     assert s.r.zrange(s.qkey(ORIGIN), 0, -1) == [rows[4]]
     s.close()
+
+
+def test_a_link_found_again_by_the_owner_is_not_sent_until_redis_loses_its_logs_end(two):
+    """The owner keeps the fingerprints Redis acknowledged for its origins: a link found
+    again is a duplicate without a push. Redis restarted without the end of its log (the
+    worker's batch counter counts from less) may have lost them: they are forgotten, and
+    the next find goes to Redis's seen check again."""
+    from polite_crawler.frontier.dupefilter import url_fingerprint
+    from polite_crawler.store.redis_keys import mark_key
+
+    a, _ca, _b, _cb = two
+    url = ORIGIN + "/again"
+
+    def find() -> None:
+        a.queue.add_seen_many([url_fingerprint(url)])
+        a.frontier.push(ORIGIN, 0, url, b"d")
+
+    push(a, "/")
+    a.run_batch()  # taken
+    find()
+    plan = a.run_batch().plan
+    assert [len(rows) for rows in plan.pushes.values()] == [1]
+    find()
+    assert a.queue.pushes == {} and a.run_batch().plan.pushes == {}
+    r = a.shared.r
+    r.delete(mark_key(a.shared.worker))  # the log's end lost: the counter is back to 0
+    assert not a.run_batch().kept
+    find()
+    plan = a.run_batch().plan
+    assert [len(rows) for rows in plan.pushes.values()] == [1]  # Redis decides: a dup
+    assert r.zcard(a.shared.qkey(ORIGIN)) + r.hlen(a.shared.fkey(ORIGIN)) == 2

@@ -59,6 +59,11 @@ def worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
+# Fingerprints of one owned origin known to be in Redis's seen set, at most (a larger
+# site's later links go to Redis's seen check as before).
+SEEN_HERE_MAX = 20_000
+
+
 def _fp64(fp: bytes) -> int:
     return int.from_bytes(fp[:8], "big", signed=True)
 
@@ -96,6 +101,13 @@ class RedisQueue:
         self.drops: list[str] = []
         self.done_out: dict[str, list[tuple[bytes, bytes]]] = {}
         self._fresh: dict[bytes, int] = {}  # fingerprints admitted, waiting for their push
+        # Owned origins -> fingerprints their seen set in Redis holds, as pushes of this
+        # worker were acknowledged: a link found again is not sent (counted a duplicate
+        # here). Forgotten with the origin, and all of it when Redis is found to have
+        # lost the end of its log (RedisShared.kept): a row lost with its fingerprint is
+        # pushed again by the page that found it, fetched again as its done was lost too.
+        self.seen_here: dict[str, set[int]] = {}
+        self.dups = 0
 
     # --- what the core calls -------------------------------------------------------
     def commit(self) -> None:
@@ -128,9 +140,21 @@ class RedisQueue:
         return _fp64(fp)
 
     def _out(self, origin: str, prio: int, url: str, data: bytes) -> None:
+        fp = self._fp_for(url)
+        if fp is not None:
+            known = self.seen_here.get(origin)
+            if known is not None and fp in known:
+                self.dups += 1
+                return
         body = row_body(origin, url, data)
-        self.pushes.setdefault(origin, []).append((self._fp_for(url), prio, body))
+        self.pushes.setdefault(origin, []).append((fp, prio, body))
         self.pushed_n += 1
+
+    def learn_seen(self, origin: str, rows: list[tuple[int | None, int, bytes]]) -> None:
+        """A push of an owned origin was acknowledged: its fingerprints are in Redis."""
+        known = self.seen_here.setdefault(origin, set())
+        if len(known) < SEEN_HERE_MAX:
+            known.update(fp for fp, _p, _b in rows if fp is not None)
 
     def push(self, origin: str, prio: int, url: str, data: bytes) -> int:
         self._out(origin, prio, url, data)
@@ -186,6 +210,7 @@ class RedisQueue:
 
     def forget_claims(self, origin: str) -> None:
         """The origin was given back or lost: its buffered rows are no longer ours."""
+        self.seen_here.pop(origin, None)
         own = self.own.pop(origin, None)
         if own is not None:
             for row in own.buffer:
@@ -312,6 +337,7 @@ class Outcome:
     still_active: list[str]
     templates: dict[int, bytes] = field(default_factory=dict)  # read for claimed rows
     robots: dict[str, Any] = field(default_factory=dict)  # origin taken -> RobotsState|None
+    kept: bool = True  # Redis still holds all it acknowledged (RedisShared.kept)
 
 
 def execute(shared: RedisShared, plan: Plan, ttl: float) -> Outcome:
@@ -351,7 +377,7 @@ def execute(shared: RedisShared, plan: Plan, ttl: float) -> Outcome:
 
         robots = load_many(shared.r, [t.origin for t in taken], shared.p)
     return Outcome(plan, renewed, pushed, results, taken, active, workers, still, templates,
-                   robots)
+                   robots, shared.kept)
 
 
 class RedisFrontier:
@@ -542,7 +568,13 @@ class RedisFrontier:
             return
         self.origin_store.valid_until = plan.now + self.ttl - self.margin
         q.known.update(out.templates)
-        dups = sum(d for _a, d in out.pushed.values())
+        if not out.kept:
+            q.seen_here.clear()  # what this worker learnt may be what the restart lost
+        for origin, rows in plan.pushes.items():
+            if origin in q.own and out.pushed[origin][0] >= 0:
+                q.learn_seen(origin, rows)
+        dups = sum(d for _a, d in out.pushed.values()) + q.dups
+        q.dups = 0
         if dups:
             self.count("polite/frontier/duplicate", dups)
         for origin, (added, _d) in out.pushed.items():

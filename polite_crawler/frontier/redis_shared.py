@@ -26,7 +26,9 @@ on one Redis Cluster slot:
   worker -> last heartbeat; ``P:tpl:C`` hash of URL-row templates; ``P:seed:C`` the
   worker that seeds the start URLs and ``P:seeded:C`` set once it has.
 - ``P:alive:W`` the worker's lease (a TTL key, renewed in every batch) and ``P:w:W``
-  the end of its last lease (no dispatch of the worker can start after it).
+  the end of its last lease (no dispatch of the worker can start after it); ``P:n:W``
+  its batch counter (a batch whose count is not above the last one's finds that Redis
+  lost the end of its log: see :attr:`RedisShared.kept`).
 
 An origin belongs to the worker named in its ``owner`` field while that worker's
 ``alive`` key exists. A worker whose ``alive`` key vanished (it died, or stalled past
@@ -46,6 +48,7 @@ from polite_crawler.store.redis_keys import (
     alive_key,
     claimed_key,
     free_key,
+    mark_key,
     origin_key,
     owned_key,
     queue_key,
@@ -288,6 +291,11 @@ class RedisShared:
         self._push = self.r.register_script(_PUSH)
         self._take = self.r.register_script(_TAKE)
         self._sync = self.r.register_script(_SYNC)
+        self._mark = 0  # the batch counter as last acknowledged
+        # Whether everything Redis acknowledged to this worker is still there, as the
+        # last batch found: its count in Redis is above the one before (a log cut back
+        # by a restart counts from less; the writes of a batch precede its count).
+        self.kept = True
 
     # --- keys ------------------------------------------------------------------
     def okey(self, origin: str) -> str:
@@ -391,6 +399,8 @@ class RedisShared:
                 continue
             self._sync_call(pipe, s)
         self._heartbeat(pipe, now, ttl)
+        pipe.incr(mark_key(self.worker, self.p))
+        pipe.expire(mark_key(self.worker, self.p), 86400)
         out = pipe.execute()
         i = len(templates) + 2 * len(stops) + len(drops)
         pushed: dict[str, tuple[int, int]] = {}
@@ -427,6 +437,9 @@ class RedisShared:
             else:
                 results.append(SyncResult(s.origin, 0))
         renewed = out[i + 1] is not None and out[i + 1] is not False
+        mark = int(out[i + 3])
+        self.kept = mark > self._mark
+        self._mark = mark
         # Active origins: pushed ones join (after their rows are in: see drop_empty).
         pipe = self.r.pipeline(transaction=False)
         for s in requeued_done:
