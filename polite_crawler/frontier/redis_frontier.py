@@ -77,7 +77,8 @@ class _Own:
     releasing: bool = False
     refreshed: float = 0.0  # last batch that asked Redis about its queue
     empty_since: float = 0.0  # nothing here, in Redis or out since (0: not empty)
-    written: float = 0.0  # last batch that wrote its state
+    written: float = 0.0  # last batch that wrote its state (0: none in this ownership)
+    written_key: tuple[Any, ...] = ()  # what of the state must not wait (see _state_due)
     verify_until: float = 0.0  # taken over: confirm claimed rows until the first dispatch
     ids: set[int] = field(default_factory=set)  # rows claimed in this ownership, not done
     orphans: bool = False  # Redis holds claims this worker does not know (a lost reply)
@@ -413,11 +414,11 @@ class RedisFrontier:
         self.clock_skew = clock_skew
         self.margin = min(ttl / 3, max(2 * interval, 0.5))
         self.claim_horizon = max(3 * interval, 2 * ttl)
-        # A dirty origin state that no other part of a batch carries waits this long
-        # (it matters only to a worker taking the origin over after this one died:
-        # the rests are safe through the takeover wait; a budget count or breaker may
-        # lag by the requests of this period).
-        self.state_every = max(ttl / 3, interval)
+        # A dirty origin state that no other part of a batch carries waits up to one
+        # lease period (it matters only to a worker taking the origin over after this one
+        # died: the takeover waits the lease, the timeout and the last rest written);
+        # what a takeover must not miss goes with the next batch (see _state_due).
+        self.state_every = max(ttl, interval)
         self.active = 0
         self.workers = 1
         self.lost_lease = False
@@ -446,6 +447,27 @@ class RedisFrontier:
         # takeover puts it back as it would one claimed for the next batch alone).
         base = max(self.frontier.params(origin).base(False), 0.01)
         return max(2, min(50, math.ceil(self.claim_horizon / base) + 1))
+
+    def _state_due(self, own: _Own, st: OriginState, now: float) -> bool:
+        """Whether a dirty state is written in this batch though nothing else of the
+        origin goes: its last write is a lease period old, or it holds what a worker
+        taking over after this one's death must know: a rest grown by more than a tenth,
+        a wait beyond the takeover's own bound (a Retry-After), or a change of the
+        verdicts' state, the latency factor, the Crawl-delay or the budget's day. Only
+        the budget count and the timing of plain rests may lag (by a lease period)."""
+        if now - own.written >= self.state_every:
+            return True
+        if st.eligible_at() > now + self.ttl + self.exchange_timeout:
+            return True
+        key = self._state_key(st)
+        return (not own.written_key or key[1:] != own.written_key[1:]
+                or key[0] > 1.1 * float(own.written_key[0]))
+
+    @staticmethod
+    def _state_key(st: OriginState) -> tuple[Any, ...]:
+        """The rest, then the fields whose every change is written at once."""
+        return (st.last_rest, st.crawl_delay, st.latency_factor, st.budget_day,
+                *[v for k, v in vars(st.failure).items() if k != "last_wait"])
 
     def _empty_for(self, origin: str) -> float:
         """How long an owned origin stays empty before it is given back: long enough
@@ -494,7 +516,10 @@ class RedisFrontier:
             if not give_back and known and origin not in f.stopped:
                 soon = f.state(origin).eligible_at() <= now + 3 * self.interval
                 need = self._claim_size(origin) - len(own.buffer)
-                stale = now - own.refreshed >= max(self.ttl / 3, self.interval)
+                # An origin found empty is not asked again before it is given back
+                # (the give back reads its queue; rows found then go to the free set).
+                stale = (now - own.refreshed >= max(self.ttl / 3, self.interval)
+                         and not own.empty_since)
                 if soon and need > 0 and len(own.buffer) <= 1 and (own.remote > 0 or stale):
                     claim = need
             done = done_out.pop(origin, [])
@@ -502,10 +527,13 @@ class RedisFrontier:
             if own.buffer and now <= own.verify_until and not give_back:
                 check = [q.rows[r.id][1] for r in own.buffer if r.id in q.rows]
             state = ""
-            if known and (give_back or (origin in dirty and (
-                    claim or check or now - own.written >= self.state_every))):
-                state = f.state(origin).to_json()
+            st = f.state(origin) if known else None
+            if st is not None and (
+                    (give_back and (origin in dirty or not own.written))
+                    or (origin in dirty and (claim or check or self._state_due(own, st, now)))):
+                state = st.to_json()
                 own.written = now
+                own.written_key = self._state_key(st)
             elif origin in dirty:
                 self.origin_store.dirty.add(origin)  # goes with a later batch
             if claim or done or state or give_back or check:

@@ -129,7 +129,7 @@ local function requeue(q, f)
     local seq = tonumber(string.sub(m, a + 1, b - 1))
     redis.call('ZADD', q, -prio * 1e9 + seq, m)
   end
-  redis.call('DEL', f)
+  if #rows > 0 then redis.call('DEL', f) end
   return #rows
 end
 """
