@@ -376,3 +376,28 @@ def test_a_link_found_again_by_the_owner_is_not_sent_until_redis_loses_its_logs_
     plan = a.run_batch().plan
     assert [len(rows) for rows in plan.pushes.values()] == [1]  # Redis decides: a dup
     assert r.zcard(a.shared.qkey(ORIGIN)) + r.hlen(a.shared.fkey(ORIGIN)) == 2
+
+
+def test_rows_the_owner_finds_for_its_origin_are_claimed_with_their_push(two):
+    """Nothing of the origin queued in Redis: the rows its owner pushes go straight to
+    the claimed hash and its buffer, in one round trip (no claim in the next batch);
+    rows another worker finds go to the queue, and the owner learns of them from that
+    worker's nudge in its next batch (no poll of its origins' queues)."""
+    a, _ca, b, _cb = two
+    push(a, "/")
+    a.run_batch()  # taken
+    a.run_batch()  # "/" claimed
+    r = a.shared.r
+    assert r.zcard(a.shared.qkey(ORIGIN)) == 0
+    push(a, "/x", "/y")
+    out = a.run_batch()
+    assert [(s.origin, s.status) for s in out.results if s.status == 4] == [(ORIGIN, 4)]
+    assert r.zcard(a.shared.qkey(ORIGIN)) == 0 and r.hlen(a.shared.fkey(ORIGIN)) == 3
+    assert [row.url for row in a.queue.own[ORIGIN].buffer] == [
+        ORIGIN + "/", ORIGIN + "/x", ORIGIN + "/y"]
+    push(b, "/z")  # found by a worker that does not own the origin: queued
+    b.run_batch()
+    assert r.zrange(a.shared.qkey(ORIGIN), 0, -1) == [b"0 4 /z\ndata"]
+    assert a.run_batch().nudged == [ORIGIN]
+    assert a.queue.own[ORIGIN].remote == 1
+    assert a.run_batch().nudged == []

@@ -324,6 +324,7 @@ class Plan:
     sample: bool = True  # also look for origins of dead workers
     known: frozenset[int] = frozenset()  # template ids this worker holds
     robots: bool = False  # read the robots.txt entries of the origins taken
+    push_claims: dict[str, int] = field(default_factory=dict)  # owned origin -> rows
 
 
 @dataclass
@@ -339,13 +340,14 @@ class Outcome:
     templates: dict[int, bytes] = field(default_factory=dict)  # read for claimed rows
     robots: dict[str, Any] = field(default_factory=dict)  # origin taken -> RobotsState|None
     kept: bool = True  # Redis still holds all it acknowledged (RedisShared.kept)
+    nudged: list[str] = field(default_factory=list)  # owned origins others queued rows for
 
 
 def execute(shared: RedisShared, plan: Plan, ttl: float) -> Outcome:
     """The batch's I/O (on a thread): write, renew, claim, then take origins."""
     renewed, pushed, results, active, workers = shared.batch(
         now=plan.now, ttl=ttl, pushes=plan.pushes, seen=plan.seen, templates=plan.templates,
-        stops=plan.stops, drops=plan.drops, owned=plan.syncs)
+        stops=plan.stops, drops=plan.drops, owned=plan.syncs, push_claims=plan.push_claims)
     wanted = {tid for r in results for raw in r.rows
               if (tid := row_template(raw)) is not None and tid not in plan.known}
     templates = shared.templates(sorted(wanted))
@@ -378,7 +380,7 @@ def execute(shared: RedisShared, plan: Plan, ttl: float) -> Outcome:
 
         robots = load_many(shared.r, [t.origin for t in taken], shared.p)
     return Outcome(plan, renewed, pushed, results, taken, active, workers, still, templates,
-                   robots, shared.kept)
+                   robots, shared.kept, shared.nudged)
 
 
 class RedisFrontier:
@@ -505,6 +507,8 @@ class RedisFrontier:
             give_back = own.releasing
             if own.buffer or own.remote or own.ids or not idle:
                 own.empty_since = 0.0
+            elif not own.empty_since:
+                own.empty_since = now  # as this worker knows: the give back reads Redis
             empty = 0 < own.empty_since <= now - self._empty_for(origin)
             if not give_back and idle and (closing or (
                     (excess > 0 or empty or own.orphans)
@@ -516,9 +520,11 @@ class RedisFrontier:
             if not give_back and known and origin not in f.stopped:
                 soon = f.state(origin).eligible_at() <= now + 3 * self.interval
                 need = self._claim_size(origin) - len(own.buffer)
-                # An origin found empty is not asked again before it is given back
-                # (the give back reads its queue; rows found then go to the free set).
-                stale = (now - own.refreshed >= max(self.ttl / 3, self.interval)
+                # Rows queued by others are known from their nudge (RedisShared.nudged);
+                # asking Redis again is only a safety net. An origin empty here is not
+                # asked before it is given back (the give back reads its queue; rows
+                # found then go to the free set).
+                stale = (now - own.refreshed >= max(2 * self.ttl, self.interval)
                          and not own.empty_since)
                 if soon and need > 0 and len(own.buffer) <= 1 and (own.remote > 0 or stale):
                     claim = need
@@ -546,11 +552,21 @@ class RedisFrontier:
         want = [o for o in f.origins_with_transient() if o not in q.own and o not in f.stopped]
         if want and not closing:
             room = max(room, len(want))
+        # Rows this worker found for an origin it owns with nothing queued in Redis are
+        # claimed with their push (the same order: nothing queued to come first).
+        push_claims = {}
+        for origin in pushes:
+            mine = q.own.get(origin)
+            if (mine is not None and not mine.releasing and not mine.remote
+                    and not mine.orphans and f.known(origin) and origin not in f.stopped):
+                n = self._claim_size(origin) - len(mine.buffer)
+                if n > 0:
+                    push_claims[origin] = n
         sample = now - self._sampled >= max(self.ttl / 3, self.interval)
         if sample:
             self._sampled = now
         return Plan(now, pushes, pushed_n, seen, templates, stops, drops, syncs, room, want,
-                    set(q.own), sample, frozenset(q.known), self._robots_remote())
+                    set(q.own), sample, frozenset(q.known), self._robots_remote(), push_claims)
 
     def unplan(self, plan: Plan) -> None:
         """A batch that failed: what it carried waits for the next one."""
@@ -611,17 +627,31 @@ class RedisFrontier:
                 self.count("polite/frontier/stopped", n)
         self.count("polite/redis/batches", 1)
         still = set(out.still_active)
+        for origin in out.nudged:
+            own = q.own.get(origin)
+            if own is not None and not own.remote:
+                own.remote = 1  # at least: the claim reads the count
+                own.empty_since = 0.0
+        claimed_n = {r.origin: len(r.rows) for r in out.results if r.status == 4}
         for origin, (added, _d) in out.pushed.items():
             own = q.own.get(origin)
-            if own is not None and added > 0:
+            queued = added - claimed_n.get(origin, 0)
+            if own is not None and queued > 0:
                 # Rows this worker queued for an origin it owns: claimed without waiting
                 # for a refresh (a claim in this batch reads the count again, below).
-                own.remote += added
+                own.remote += queued
                 own.empty_since = 0.0
                 self.frontier.set_queued(origin, len(own.buffer) + own.remote)
         for res in out.results:
             own = q.own.get(res.origin)
             if own is None or res.status == 3:
+                continue
+            if res.status == 4:
+                # Claimed with their push: highest priority first, then first in.
+                got = sorted(res.rows, key=lambda raw: -int(raw[:raw.index(b" ")]))
+                own.buffer.extend(q.claimed(res.origin, raw) for raw in got)
+                own.empty_since = 0.0
+                self.frontier.set_queued(res.origin, len(own.buffer) + own.remote)
                 continue
             if res.status == 0:
                 self.count("polite/redis/origin_lost", 1)

@@ -23,7 +23,8 @@ on one Redis Cluster slot:
   integers (Redis keeps a set of integers as an *intset*: 8 bytes each).
 - ``P:active:C`` set of origins with rows queued or claimed; ``P:free:C`` those of them
   that nobody owns (a worker with room pops from it); ``P:workers:C`` sorted set
-  worker -> last heartbeat; ``P:tpl:C`` hash of URL-row templates; ``P:seed:C`` the
+  worker -> last heartbeat; ``P:nudge:C:W`` origins W owns that others queued rows
+  for; ``P:tpl:C`` hash of URL-row templates; ``P:seed:C`` the
   worker that seeds the start URLs and ``P:seeded:C`` set once it has.
 - ``P:alive:W`` the worker's lease (a TTL key, renewed in every batch) and ``P:w:W``
   the end of its last lease (no dispatch of the worker can start after it); ``P:n:W``
@@ -49,6 +50,7 @@ from polite_crawler.store.redis_keys import (
     claimed_key,
     free_key,
     mark_key,
+    nudge_key,
     origin_key,
     owned_key,
     queue_key,
@@ -61,9 +63,13 @@ from polite_crawler.store.redis_keys import (
     workers_key,
 )
 
-# KEYS: o, q, s.  ARGV: crawl, then (fingerprint or '', prio, url\ndata) per row.
-# The seen check of several rows is one SMISMEMBER, the new fingerprints one SADD and
-# the rows one ZADD (a fingerprint twice in one call is queued once).
+# KEYS: o, q, s, f.  ARGV: crawl, me, claim n, then (fingerprint or '', prio,
+# url\ndata) per row. The seen check of several rows is one SMISMEMBER, the new
+# fingerprints one SADD and the rows one ZADD (a fingerprint twice in one call is queued
+# once). When the caller owns the origin and asks for up to n rows, and the new rows are
+# no more than n, they are claimed at once (one HSET into the claimed hash, not the
+# queue: the claim of the next batch is saved). Returns {added, dup, owned, rows
+# claimed...}; owner is the origin's owner ('' none).
 _PUSH = """
 local seqf = 'seq:' .. ARGV[1]
 -- The stop, the row counter and the owner in one read; the counter is written once
@@ -71,7 +77,7 @@ local seqf = 'seq:' .. ARGV[1]
 local v = redis.call('HMGET', KEYS[1], seqf, 'owner', 'stop:' .. ARGV[1])
 if v[3] then return {-1, 0, 1} end
 local fps = {}
-for i = 2, #ARGV, 3 do
+for i = 4, #ARGV, 3 do
   if ARGV[i] ~= '' then fps[#fps + 1] = ARGV[i] end
 end
 local seen, fresh = {}, {}
@@ -90,7 +96,7 @@ end
 local added, dup = 0, 0
 local seq0 = tonumber(v[1] or '0')
 local rows = {}
-for i = 2, #ARGV, 3 do
+for i = 4, #ARGV, 3 do
   local fp = ARGV[i]
   if fp ~= '' and seen[fp] then
     dup = dup + 1
@@ -111,11 +117,25 @@ if fresh then
     redis.call('SADD', KEYS[3], unpack(fresh, lo, math.min(#fresh, lo + 999)))
   end
 end
-for lo = 1, #rows, 2000 do
-  redis.call('ZADD', KEYS[2], unpack(rows, lo, math.min(#rows, lo + 1999)))
+local out = {added, dup, v[2] or ''}
+if added > 0 and ARGV[2] ~= '' and v[2] == ARGV[2] and added <= tonumber(ARGV[3]) then
+  local claimed = {}
+  for j = 2, #rows, 2 do
+    local m = rows[j]
+    local a = string.find(m, ' ', 1, true)
+    local b = string.find(m, ' ', a + 1, true)
+    claimed[#claimed + 1] = string.sub(m, a + 1, b - 1)
+    claimed[#claimed + 1] = m
+    out[#out + 1] = m
+  end
+  redis.call('HSET', KEYS[4], unpack(claimed))
+else
+  for lo = 1, #rows, 2000 do
+    redis.call('ZADD', KEYS[2], unpack(rows, lo, math.min(#rows, lo + 1999)))
+  end
 end
 if added > 0 then redis.call('HSET', KEYS[1], seqf, seq0 + added) end
-return {added, dup, (v[2] and v[2] ~= '') and 1 or 0}
+return out
 """
 
 # Rows claimed by an owner that is gone go back to the queue, with their own score.
@@ -237,7 +257,8 @@ class OriginSync:
 @dataclass
 class SyncResult:
     origin: str
-    status: int  # 0 not the owner, 1 owned (claimed rows), 2 given back, 3 done rows only
+    status: int  # 0 not the owner, 1 owned (claimed rows), 2 given back, 3 done rows only,
+    # 4 rows claimed with their push
     queued: int = 0  # -1: not read (no rows asked for)
     claimed_total: int = 0  # -1: not read
     rows: list[bytes] = field(default_factory=list)
@@ -296,6 +317,8 @@ class RedisShared:
         # last batch found: its count in Redis is above the one before (a log cut back
         # by a restart counts from less; the writes of a batch precede its count).
         self.kept = True
+        # Owned origins another worker queued rows for, read in the last batch.
+        self.nudged: list[str] = []
 
     # --- keys ------------------------------------------------------------------
     def okey(self, origin: str) -> str:
@@ -349,7 +372,8 @@ class RedisShared:
     def resign(self) -> None:
         """The worker leaves (it gave every origin back): its lease ends now."""
         pipe = self.r.pipeline(transaction=False)
-        pipe.delete(self.alive_key(self.worker), self.owned_key(self.worker))
+        pipe.delete(self.alive_key(self.worker), self.owned_key(self.worker),
+                    nudge_key(self.worker, self.crawl, self.p))
         pipe.set(self.until_key(self.worker), "0", ex=86400)
         pipe.zrem(self.workers_key, self.worker)
         pipe.execute()
@@ -366,12 +390,16 @@ class RedisShared:
         stops: dict[str, str],
         drops: list[str],
         owned: list[OriginSync],
+        push_claims: dict[str, int] | None = None,
     ) -> tuple[bool, dict[str, tuple[int, int]], list[SyncResult], int, int]:
         """Write what the worker queued and did, renew its lease, claim rows.
 
+        ``push_claims``: owned origin -> rows its push may claim at once.
         Returns (lease renewed, origin -> (added, duplicates) of the pushes, the owned
-        origins' results, active origins, live workers).
+        origins' results (status 4: rows claimed with the push), active origins, live
+        workers).
         """
+        push_claims = push_claims or {}
         pipe = self.r.pipeline(transaction=False)
         tpl = templates_key(self.crawl, self.p)
         for tid, data in templates.items():
@@ -383,11 +411,12 @@ class RedisShared:
             pipe.delete(self.qkey(origin))
         push_order = []
         for origin, rows in pushes.items():
-            args: list[Any] = [self.crawl]
+            n = push_claims.get(origin, 0)
+            args: list[Any] = [self.crawl, self.worker if n > 0 else "", str(n)]
             for fp, prio, body in rows:
                 args += ["" if fp is None else str(fp), str(prio), body]
-            self._push(keys=[self.okey(origin), self.qkey(origin), self.skey(origin)],
-                       args=args, client=pipe)
+            self._push(keys=[self.okey(origin), self.qkey(origin), self.skey(origin),
+                             self.fkey(origin)], args=args, client=pipe)
             push_order.append(origin)
         for origin, fps in seen.items():
             pipe.sadd(self.skey(origin), *fps)
@@ -401,18 +430,25 @@ class RedisShared:
         self._heartbeat(pipe, now, ttl)
         pipe.incr(mark_key(self.worker, self.p))
         pipe.expire(mark_key(self.worker, self.p), 86400)
+        pipe.spop(nudge_key(self.worker, self.crawl, self.p), 100_000)
         out = pipe.execute()
         i = len(templates) + 2 * len(stops) + len(drops)
         pushed: dict[str, tuple[int, int]] = {}
         unowned: list[str] = []
+        nudges: dict[str, list[str]] = {}
+        results = []
         for origin in push_order:
-            added, dup, owned_now = out[i]
+            added, dup, owner, *claimed = out[i]
             pushed[origin] = (int(added), int(dup))
-            if int(added) > 0 and not int(owned_now):
+            w = bytes(owner).decode("utf-8") if isinstance(owner, bytes) else ""
+            if int(added) > 0 and not w:
                 unowned.append(origin)
+            elif int(added) > 0 and w != self.worker:
+                nudges.setdefault(w, []).append(origin)  # its owner claims them
+            if claimed:
+                results.append(SyncResult(origin, 4, -1, -1, [bytes(m) for m in claimed]))
             i += 1
         i += len(seen)
-        results = []
         requeued_done = []
         for s in owned:
             res = out[i]
@@ -440,6 +476,7 @@ class RedisShared:
         mark = int(out[i + 3])
         self.kept = mark > self._mark
         self._mark = mark
+        self.nudged = [bytes(o).decode("utf-8") for o in out[i + 5] or []]
         # Active origins: pushed ones join (after their rows are in: see drop_empty).
         pipe = self.r.pipeline(transaction=False)
         for s in requeued_done:
@@ -449,6 +486,9 @@ class RedisShared:
             pipe.sadd(self.active_key, *added_origins)
         if unowned:
             pipe.sadd(self.free_key, *unowned)
+        for w, origins in nudges.items():
+            pipe.sadd(nudge_key(w, self.crawl, self.p), *origins)
+            pipe.expire(nudge_key(w, self.crawl, self.p), 86400)
         left = [r.origin for r in results if r.status in (0, 2)]
         if left:
             pipe.srem(self.owned_key(self.worker), *left)
