@@ -63,6 +63,25 @@ from polite_crawler.store.redis_keys import (
     workers_key,
 )
 
+# Rows into the claimed hash f (seq -> row) from every second item of a list from
+# ``first`` (ZPOPMIN's {row, score, ...}: 1; {score, row, ...}: 2), each added to out.
+_CLAIM_LUA = """
+local function claim(f, list, first, out)
+  local claimed = {}
+  for i = first, #list, 2 do
+    local m = list[i]
+    local a = string.find(m, ' ', 1, true)
+    local b = string.find(m, ' ', a + 1, true)
+    claimed[#claimed + 1] = string.sub(m, a + 1, b - 1)
+    claimed[#claimed + 1] = m
+    out[#out + 1] = m
+  end
+  for lo = 1, #claimed, 2000 do  -- one HSET for every 1,000 rows claimed
+    redis.call('HSET', f, unpack(claimed, lo, math.min(#claimed, lo + 1999)))
+  end
+end
+"""
+
 # KEYS: o, q, s, f.  ARGV: crawl, me, claim n, then (fingerprint or '', prio,
 # url\ndata) per row. The seen check of several rows is one SMISMEMBER, the new
 # fingerprints one SADD and the rows one ZADD (a fingerprint twice in one call is queued
@@ -70,7 +89,7 @@ from polite_crawler.store.redis_keys import (
 # no more than n, they are claimed at once (one HSET into the claimed hash, not the
 # queue: the claim of the next batch is saved). Returns {added, dup, owned, rows
 # claimed...}; owner is the origin's owner ('' none).
-_PUSH = """
+_PUSH = _CLAIM_LUA + """
 local seqf = 'seq:' .. ARGV[1]
 -- The stop, the row counter and the owner in one read; the counter is written once
 -- (the script runs alone: the same numbers as one HINCRBY a row).
@@ -119,16 +138,7 @@ if fresh then
 end
 local out = {added, dup, v[2] or ''}
 if added > 0 and ARGV[2] ~= '' and v[2] == ARGV[2] and added <= tonumber(ARGV[3]) then
-  local claimed = {}
-  for j = 2, #rows, 2 do
-    local m = rows[j]
-    local a = string.find(m, ' ', 1, true)
-    local b = string.find(m, ' ', a + 1, true)
-    claimed[#claimed + 1] = string.sub(m, a + 1, b - 1)
-    claimed[#claimed + 1] = m
-    out[#out + 1] = m
-  end
-  redis.call('HSET', KEYS[4], unpack(claimed))
+  claim(KEYS[4], rows, 2, out)
 else
   for lo = 1, #rows, 2000 do
     redis.call('ZADD', KEYS[2], unpack(rows, lo, math.min(#rows, lo + 1999)))
@@ -180,7 +190,7 @@ return {1, v[1] or '', v[2] or '', n, redis.call('ZCARD', KEYS[2]), v[3] or '', 
 # them. Returns {0} (not the owner), {1, queued, claimed count, n gone, gone seqs...,
 # rows...} (queued and claimed count -1 when no rows were asked for: not read),
 # {2, queued} or {3}.
-_SYNC = _REQUEUE_LUA + """
+_SYNC = _REQUEUE_LUA + _CLAIM_LUA + """
 local nd = tonumber(ARGV[6])
 for lo = 1, nd, 1000 do  -- one HDEL (and at most one ZREM) for every 1,000 done rows
   local hi = math.min(nd, lo + 999)
@@ -210,18 +220,7 @@ for i = 1, nc do
 end
 if n > 0 then
   local popped = redis.call('ZPOPMIN', KEYS[2], n)
-  local claimed = {}
-  for i = 1, #popped, 2 do
-    local m = popped[i]
-    local a = string.find(m, ' ', 1, true)
-    local b = string.find(m, ' ', a + 1, true)
-    claimed[#claimed + 1] = string.sub(m, a + 1, b - 1)
-    claimed[#claimed + 1] = m
-    out[#out + 1] = m
-  end
-  for lo = 1, #claimed, 2000 do  -- one HSET for every 1,000 rows claimed
-    redis.call('HSET', KEYS[3], unpack(claimed, lo, math.min(#claimed, lo + 1999)))
-  end
+  claim(KEYS[3], popped, 1, out)
   -- Fewer rows than asked for: the queue is empty, no need to count it.
   out[2] = (#popped < 2 * n) and 0 or redis.call('ZCARD', KEYS[2])
   out[3] = redis.call('HLEN', KEYS[3])
