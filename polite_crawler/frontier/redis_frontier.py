@@ -521,11 +521,12 @@ class RedisFrontier:
                 soon = f.state(origin).eligible_at() <= now + 3 * self.interval
                 need = self._claim_size(origin) - len(own.buffer)
                 # Rows queued by others are known from their nudge (RedisShared.nudged);
-                # asking Redis again is only a safety net. An origin empty here is not
+                # asking Redis again is only a safety net, for an origin about to run
+                # dry (nothing buffered, a request out). An origin empty here is not
                 # asked before it is given back (the give back reads its queue; rows
                 # found then go to the free set).
                 stale = (now - own.refreshed >= max(2 * self.ttl, self.interval)
-                         and not own.empty_since)
+                         and not own.buffer and not own.empty_since)
                 if soon and need > 0 and len(own.buffer) <= 1 and (own.remote > 0 or stale):
                     claim = need
             done = done_out.pop(origin, [])
