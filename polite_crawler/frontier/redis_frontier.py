@@ -8,8 +8,9 @@ The rules (the eligibility heap, rests, robots.txt, budget, stops) are the core'
 public methods (``set_queued``, ``forget_origin``, ``take_state``, ``busy``, ...):
 
 - :class:`RedisQueue` (a :class:`~polite_crawler.interfaces.URLQueue`, ``deferred``):
-  rows of owned origins claimed into memory a few at a time; new rows, done rows, seen
-  fingerprints, stops and templates gathered in an outbox.
+  rows of owned origins claimed into memory (two lease periods of rests at a time, or
+  with their own push); new rows, done rows, seen fingerprints, stops and templates
+  gathered in an outbox; the fingerprints Redis acknowledged for owned origins.
 - :class:`LocalLeases` (an :class:`~polite_crawler.interfaces.OriginLeases`): an origin
   may be dispatched only while this worker owns it and its own lease, as last
   confirmed, has time left.
