@@ -72,6 +72,7 @@ class IdentityMiddleware:
         self.identity = identity_from_settings(settings)
         self.has_bot_url = bool(settings.get("POLITE_BOT_URL"))
         self.test_networks = parse_networks(settings.getlist("POLITE_TEST_NETWORKS"))
+        self._bot_url_needed: dict[str, bool] = {}
         ua_priority = settings.getpriority("USER_AGENT") or 0
         user_set = ua_priority > SETTINGS_PRIORITIES["default"]
         configured = settings.get("USER_AGENT") if user_set else None
@@ -92,8 +93,17 @@ class IdentityMiddleware:
         logger.info("Crawling as %(ua)s", {"ua": self.identity.user_agent})
 
     def _needs_bot_url(self, url: str) -> bool:
-        # Per request: with POLITE_BOT_URL set (every public crawl) no URL is parsed.
-        return not self.has_bot_url and needs_bot_url(url, self.test_networks)
+        # Per request: with POLITE_BOT_URL set (every public crawl) no URL is parsed;
+        # without it, each host is judged once (the answer is the host's alone).
+        if self.has_bot_url:
+            return False
+        host = urlsplit(url).hostname or ""
+        known = self._bot_url_needed.get(host)
+        if known is None:
+            if len(self._bot_url_needed) >= 65536:
+                self._bot_url_needed.clear()
+            known = self._bot_url_needed[host] = not is_test_host(host, self.test_networks)
+        return known
 
     def _check_bot_url(self, url: str) -> None:
         if self._needs_bot_url(url):

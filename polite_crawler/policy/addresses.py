@@ -293,6 +293,29 @@ def classify_name(name: str) -> str | None:
     return None
 
 
+# A host as written -> its parsed form and, when valid, the reason its address or
+# name is not public (parse_host, then classify_address or classify_name: both depend
+# on the string alone). Asked for every request and every redirect hop, by a crawl that
+# reaches the same hosts again and again; bounded, emptied when full.
+_JUDGED: dict[str, tuple[Host, str | None]] = {}
+_JUDGED_MAX = 8192
+
+
+def _judge_host(host: str) -> tuple[Host, str | None]:
+    known = _JUDGED.get(host)
+    if known is not None:
+        return known
+    parsed = parse_host(host)
+    reason: str | None = None
+    if not parsed.invalid and parsed.text:
+        reason = (classify_address(parsed.ip) if parsed.ip is not None
+                  else classify_name(parsed.text))
+    if len(_JUDGED) >= _JUDGED_MAX:
+        _JUDGED.clear()
+    _JUDGED[host] = (parsed, reason)
+    return parsed, reason
+
+
 # --- the policy ---------------------------------------------------------------------
 
 
@@ -385,17 +408,14 @@ class AddressPolicy:
 
     def check_host(self, host: str, port: int | None = None) -> str | None:
         """Reason to refuse ``host`` (as written, any spelling), or None."""
-        parsed = parse_host(host)
+        parsed, reason = _judge_host(host)
         if parsed.invalid or not parsed.text:
             return "invalid-host"
         if parsed.ip is not None:
-            reason = classify_address(parsed.ip)
             if reason is None or self._allowed_network(parsed.ip):
                 return None
-        else:
-            reason = classify_name(parsed.text)
-            if reason is None:
-                return None
+        elif reason is None:
+            return None
         if self._start_allows(parsed.text, port):
             return None
         return reason

@@ -373,6 +373,14 @@ def host_of(url: str) -> str:
     return host.lower().rstrip(".")
 
 
+# origin_of's answers by URL: one request's URL is asked for its origin by the
+# robots.txt check, the access log, the trap rules, the spider... (nine times a request
+# on the small-site bench), and the answer only depends on the string. Bounded: emptied
+# when full (a crawl asks about the same few URLs at a time).
+_ORIGINS: dict[str, str] = {}
+_ORIGINS_MAX = 8192
+
+
 def origin_of(url: str) -> str:
     """``scheme://host[:port]`` with the default port dropped.
 
@@ -386,10 +394,18 @@ def origin_of(url: str) -> str:
     >>> origin_of("http://Bücher.example./")
     'http://xn--bcher-kva.example'
     """
+    known = _ORIGINS.get(url)
+    if known is not None:
+        return known
     parts = urlsplit(url)
     scheme = parts.scheme.lower()
     host = host_of(url)
-    port = parts.port
+    port = parts.port  # a ValueError (bad port) is raised every time: never remembered
     if port is None or port == _DEFAULT_PORTS.get(scheme):
-        return f"{scheme}://{host}"
-    return f"{scheme}://{host}:{port}"
+        origin = f"{scheme}://{host}"
+    else:
+        origin = f"{scheme}://{host}:{port}"
+    if len(_ORIGINS) >= _ORIGINS_MAX:
+        _ORIGINS.clear()
+    _ORIGINS[url] = origin
+    return origin
