@@ -95,14 +95,6 @@ _REFUSED = {
 }
 
 
-def _allows_all(rules: Any) -> bool:
-    """Whether parsed robots.txt rules allow every URL: they hold no Disallow (what
-    they hand the matcher is their ``rules``' allow and disallow lines, and with no
-    disallow line no URL matches one)."""
-    lines = getattr(rules, "rules", None)
-    return isinstance(lines, list) and all(kind == "allow" for kind, _value in lines)
-
-
 def rest_params(settings: BaseSettings) -> RestParams:
     return RestParams(
         rest_page=settings.getfloat("POLITE_REST_PAGE", 3.0),
@@ -328,7 +320,7 @@ class FrontierScheduler:
             # it, and the dispatch judges the URL.
             return reason, None
         rules = robots.rules(origin) if robots.ready(origin) else None
-        return reason, None if rules is None or _allows_all(rules) else rules
+        return reason, None if rules is None or rules.allows_all else rules
 
     def _enqueue(self, request: Request, origin: str) -> bool:
         f = self.frontier

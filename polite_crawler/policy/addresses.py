@@ -21,6 +21,7 @@ Reasons are short stable words used in stats keys and the access log
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import re
 import unicodedata
@@ -296,23 +297,14 @@ def classify_name(name: str) -> str | None:
 # A host as written -> its parsed form and, when valid, the reason its address or
 # name is not public (parse_host, then classify_address or classify_name: both depend
 # on the string alone). Asked for every request and every redirect hop, by a crawl that
-# reaches the same hosts again and again; bounded, emptied when full.
-_JUDGED: dict[str, tuple[Host, str | None]] = {}
-_JUDGED_MAX = 8192
-
-
+# reaches the same hosts again and again; bounded.
+@functools.lru_cache(maxsize=8192)
 def _judge_host(host: str) -> tuple[Host, str | None]:
-    known = _JUDGED.get(host)
-    if known is not None:
-        return known
     parsed = parse_host(host)
     reason: str | None = None
     if not parsed.invalid and parsed.text:
         reason = (classify_address(parsed.ip) if parsed.ip is not None
                   else classify_name(parsed.text))
-    if len(_JUDGED) >= _JUDGED_MAX:
-        _JUDGED.clear()
-    _JUDGED[host] = (parsed, reason)
     return parsed, reason
 
 

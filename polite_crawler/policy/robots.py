@@ -491,6 +491,8 @@ class RobotsRules:
     >>> rules = RobotsRules.parse(text, "PoliteCrawler")
     >>> rules.allowed("https://e.org/admin/public/faq"), rules.allowed("https://e.org/admin/x")
     (True, False)
+    >>> rules.allows_all, RobotsRules.parse("User-agent: *\\nAllow: /", "PoliteCrawler").allows_all
+    (False, True)
     """
 
     def __init__(  # noqa: PLR0917
@@ -507,6 +509,9 @@ class RobotsRules:
         self.token = token
         self.matched = matched  # "token", "*" or None (no group applies: allow all)
         self.rules = rules
+        # No Disallow line: no URL can match one, so every URL is allowed (a batch of
+        # listed URLs is then let through without a match each).
+        self.allows_all = all(kind == "allow" for kind, _value in rules)
         # (line number, "allow"|"disallow", value) of every rule, when parsed from a file
         self.rule_lines = [(n, k, v) for n, (k, v) in zip(lines or (), rules, strict=False)]
         self.crawl_delay = crawl_delay

@@ -44,6 +44,7 @@ raises :class:`URLError` (a :class:`ValueError`).
 from __future__ import annotations
 
 import contextlib
+import functools
 import re
 from ipaddress import AddressValueError, IPv6Address
 from typing import TYPE_CHECKING
@@ -375,12 +376,9 @@ def host_of(url: str) -> str:
 
 # origin_of's answers by URL: one request's URL is asked for its origin by the
 # robots.txt check, the access log, the trap rules, the spider... (nine times a request
-# on the small-site bench), and the answer only depends on the string. Bounded: emptied
-# when full (a crawl asks about the same few URLs at a time).
-_ORIGINS: dict[str, str] = {}
-_ORIGINS_MAX = 8192
-
-
+# on the small-site bench), and the answer only depends on the string. Bounded (a crawl
+# asks about the same few URLs at a time).
+@functools.lru_cache(maxsize=8192)
 def origin_of(url: str) -> str:
     """``scheme://host[:port]`` with the default port dropped.
 
@@ -394,18 +392,12 @@ def origin_of(url: str) -> str:
     >>> origin_of("http://Bücher.example./")
     'http://xn--bcher-kva.example'
     """
-    known = _ORIGINS.get(url)
-    if known is not None:
-        return known
     parts = urlsplit(url)
     scheme = parts.scheme.lower()
     host = host_of(url)
-    port = parts.port  # a ValueError (bad port) is raised every time: never remembered
+    port = parts.port  # a ValueError (bad port) is raised every time: never cached
     if port is None or port == _DEFAULT_PORTS.get(scheme):
         origin = f"{scheme}://{host}"
     else:
         origin = f"{scheme}://{host}:{port}"
-    if len(_ORIGINS) >= _ORIGINS_MAX:
-        _ORIGINS.clear()
-    _ORIGINS[url] = origin
     return origin
