@@ -1,11 +1,24 @@
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING
 
 import pytest
 
 from polite_crawler.web.server import Site, TestWeb
 from tests.services import check_marks
+
+# Property tests check answers, not speed: no per-example deadline (a loaded machine
+# makes a first example slow), and under CI=true the same examples every run, so a
+# failure there is one anybody can run again (locally they vary, and find new cases).
+try:
+    from hypothesis import settings as _hypothesis_settings
+except ImportError:  # pragma: no cover - the minimum-versions venv may not have it
+    pass
+else:
+    _hypothesis_settings.register_profile(
+        "polite", deadline=None, derandomize=os.environ.get("CI") == "true")
+    _hypothesis_settings.load_profile("polite")
 
 # Doctests are collected from every module under tests/: the atheris entry point
 # imports atheris, which only `make fuzz` installs.

