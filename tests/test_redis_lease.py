@@ -323,18 +323,81 @@ def test_a_queue_row_leaves_its_origin_out_and_whole_url_rows_are_still_read(two
 
 
 def test_every_done_row_leaves_the_claimed_hash_and_the_queue(redis_url):
-    """Done rows leave Redis whoever owns the origin now (a row a takeover put back is not
-    fetched again): all of a batch's, not only the first."""
+    """Done rows leave Redis whoever owns the origin now: those still claimed (a claim
+    popped them from the queue) and those a takeover put back in the queue (not fetched
+    again), all of a batch's; a batch of done rows alone reads nothing else."""
     from polite_crawler.frontier.redis_shared import OriginSync
 
     c = Clock(1000.0)
     s = RedisShared(redis_url, "c", "A")
     s.register(c(), TTL)
-    rows = [f"0 {i} /p{i}\ndata".encode() for i in (1, 2, 3)]
-    s.r.zadd(s.qkey(ORIGIN), {m: i for i, m in enumerate(rows, 1)})
-    s.r.hset(s.fkey(ORIGIN), mapping={str(i): m for i, m in enumerate(rows, 1)})
-    s.batch(now=c(), ttl=TTL, pushes={}, seen={}, templates={}, stops={}, drops=[],
-            owned=[OriginSync(ORIGIN, done=[(b"1", rows[0]), (b"2", rows[1])])])
-    assert s.r.zrange(s.qkey(ORIGIN), 0, -1) == [rows[2]]
+    rows = [f"0 {i} /p{i}\ndata".encode() for i in (1, 2, 3, 4, 5)]
+    s.r.hset(s.fkey(ORIGIN), mapping={str(i): m for i, m in enumerate(rows[:3], 1)})
+    s.r.zadd(s.qkey(ORIGIN), {m: i for i, m in enumerate(rows[3:], 4)})
+    _ok, _p, [res] = s.batch(
+        now=c(), ttl=TTL, pushes={}, seen={}, templates={}, stops={}, drops=[],
+        owned=[OriginSync(ORIGIN, done=[(b"1", rows[0]), (b"2", rows[1])])])[:3]
+    assert res.status == 3
     assert s.r.hkeys(s.fkey(ORIGIN)) == [b"3"]
+    assert s.r.zrange(s.qkey(ORIGIN), 0, -1) == rows[3:]
+    s.batch(now=c(), ttl=TTL, pushes={}, seen={}, templates={}, stops={}, drops=[],
+            owned=[OriginSync(ORIGIN, done=[(b"3", rows[2]), (b"4", rows[3])])])
+    assert s.r.hkeys(s.fkey(ORIGIN)) == []
+    assert s.r.zrange(s.qkey(ORIGIN), 0, -1) == [rows[4]]
     s.close()
+
+
+def test_a_link_found_again_by_the_owner_is_not_sent_until_redis_loses_its_logs_end(two):
+    """The owner keeps the fingerprints Redis acknowledged for its origins: a link found
+    again is a duplicate without a push. Redis restarted without the end of its log (the
+    worker's batch counter counts from less) may have lost them: they are forgotten, and
+    the next find goes to Redis's seen check again."""
+    from polite_crawler.frontier.dupefilter import url_fingerprint
+    from polite_crawler.store.redis_keys import mark_key
+
+    a, _ca, _b, _cb = two
+    url = ORIGIN + "/again"
+
+    def find() -> None:
+        a.queue.add_seen_many([url_fingerprint(url)])
+        a.frontier.push(ORIGIN, 0, url, b"d")
+
+    push(a, "/")
+    a.run_batch()  # taken
+    find()
+    plan = a.run_batch().plan
+    assert [len(rows) for rows in plan.pushes.values()] == [1]
+    find()
+    assert a.queue.pushes == {} and a.run_batch().plan.pushes == {}
+    r = a.shared.r
+    r.delete(mark_key(a.shared.worker))  # the log's end lost: the counter is back to 0
+    assert not a.run_batch().kept
+    find()
+    plan = a.run_batch().plan
+    assert [len(rows) for rows in plan.pushes.values()] == [1]  # Redis decides: a dup
+    assert r.zcard(a.shared.qkey(ORIGIN)) + r.hlen(a.shared.fkey(ORIGIN)) == 2
+
+
+def test_rows_the_owner_finds_for_its_origin_are_claimed_with_their_push(two):
+    """Nothing of the origin queued in Redis: the rows its owner pushes go straight to
+    the claimed hash and its buffer, in one round trip (no claim in the next batch);
+    rows another worker finds go to the queue, and the owner learns of them from that
+    worker's nudge in its next batch (no poll of its origins' queues)."""
+    a, _ca, b, _cb = two
+    push(a, "/")
+    a.run_batch()  # taken
+    a.run_batch()  # "/" claimed
+    r = a.shared.r
+    assert r.zcard(a.shared.qkey(ORIGIN)) == 0
+    push(a, "/x", "/y")
+    out = a.run_batch()
+    assert [(s.origin, s.status) for s in out.results if s.status == 4] == [(ORIGIN, 4)]
+    assert r.zcard(a.shared.qkey(ORIGIN)) == 0 and r.hlen(a.shared.fkey(ORIGIN)) == 3
+    assert [row.url for row in a.queue.own[ORIGIN].buffer] == [
+        ORIGIN + "/", ORIGIN + "/x", ORIGIN + "/y"]
+    push(b, "/z")  # found by a worker that does not own the origin: queued
+    b.run_batch()
+    assert r.zrange(a.shared.qkey(ORIGIN), 0, -1) == [b"0 4 /z\ndata"]
+    assert a.run_batch().nudged == [ORIGIN]
+    assert a.queue.own[ORIGIN].remote == 1
+    assert a.run_batch().nudged == []
