@@ -401,3 +401,117 @@ def test_rows_the_owner_finds_for_its_origin_are_claimed_with_their_push(two):
     assert a.run_batch().nudged == [ORIGIN]
     assert a.queue.own[ORIGIN].remote == 1
     assert a.run_batch().nudged == []
+
+
+# --- a request handed out before a freeze, at the gate after it ---------------------------
+
+
+def gated_worker(url: str, name: str, clock: Clock) -> tuple[Any, Any, RedisFrontier]:
+    """A worker's scheduler and gate as a crawl builds them, over a RedisFrontier with an
+    injected clock (the batches are run by the test, not by the reactor's loop)."""
+    from scrapy import Spider
+    from scrapy.utils.test import get_crawler
+
+    from polite_crawler.context import PoliteContext
+    from polite_crawler.frontier.redis_scheduler import ClusterDriver
+    from polite_crawler.frontier.scheduler import FrontierScheduler
+    from polite_crawler.middlewares.gate import GateMiddleware
+
+    crawler = get_crawler(Spider, {
+        "SCHEDULER": "polite_crawler.frontier.scheduler.FrontierScheduler",
+        "POLITE_FRONTIER": url, "POLITE_CRAWL": "c"})
+    crawler._polite_context = PoliteContext(crawler, clock=clock)  # type: ignore[attr-defined]
+    sched = FrontierScheduler(crawler)
+    driver = ClusterDriver(sched)
+    sync = worker(url, name, clock)
+    driver.sync, driver.shared = sync, sync.shared
+    sched.driver, sched.frontier = driver, sync.frontier
+    return sched, GateMiddleware(crawler), sync
+
+
+def enqueue(sched: Any, *paths: str) -> None:
+    from scrapy import Request
+
+    for p in paths:
+        assert sched.enqueue_request(Request(ORIGIN + p))
+
+
+def test_a_request_handed_out_before_a_freeze_is_held_at_the_gate_for_the_new_owner(
+        redis_url):
+    """Worker A's frontier hands /1 out while its lease is valid; A freezes before the
+    request reaches the gate; B takes the origin over. When A wakes, the gate (by A's
+    clock, past its lease) does not let /1 go: it is not sent, not done, and the origin
+    is freed with no rest; B fetches /1 after its takeover wait, then /2."""
+    ca, cb = Clock(1000.0), Clock(1000.0)
+    sched_a, gate_a, a = gated_worker(redis_url, "A", ca)
+    b = worker(redis_url, "B", cb)
+    enqueue(sched_a, "/1", "/2")
+    a.run_batch()
+    a.run_batch()
+    req = sched_a.next_request()
+    assert req is not None and req.url == ORIGIN + "/1"
+    assert a.frontier.state(ORIGIN).budget_used == 1
+    # A freezes here, between its frontier and its gate; its lease runs out in Redis.
+    lease_end = float(b.shared.r.get("polite:w:A"))
+    b.shared.r.delete("polite:alive:A")
+    cb.t = lease_end + 0.1
+    b.run_batch()
+    assert b.owned() == [ORIGIN]
+    # A wakes past its lease as last confirmed: the request reaches its gate.
+    ca.t = lease_end + 1.0
+    out = gate_a.process_request(req)
+    assert out is req, "held back: handed back to the scheduler, not on to the network"
+    assert "polite_dispatched" not in req.meta
+    assert sched_a.enqueue_request(out)  # what Scrapy does with a request returned
+    assert a.frontier.in_flight_origins() == [], "the origin's slot is free"
+    assert a.frontier.state(ORIGIN).budget_used == 0, "not counted as a fetch"
+    assert sched_a.crawler.stats.get_value("polite/redis/held_at_gate") == 1
+    assert not a.queue.done_out, "nothing done"
+    assert sched_a.next_request() is None  # A's lease ran out: nothing more goes
+    a.run_batch()  # finds its lease gone: forgets the origin, writes no done
+    assert a.owned() == []
+    # B fetches both pages, /1 included, after its takeover wait.
+    cb.t = lease_end + TIMEOUT + REST + 0.2
+    got = []
+    for _ in range(4):
+        b.run_batch()
+        d = b.frontier.pop()
+        if d is not None:
+            assert d.row is not None
+            got.append(d.row.url)
+            b.frontier.settle(ORIGIN, d.token, start=cb(), end=cb() + 0.1)
+            b.frontier.done(d.row.id)
+        cb.t += REST + 0.2
+    assert got == [ORIGIN + "/1", ORIGIN + "/2"]
+    assert b.shared.r.exists(b.shared.fkey(ORIGIN), b.shared.qkey(ORIGIN)) == 0
+
+
+def test_a_request_the_handler_finds_unheld_goes_back_to_the_owners_buffer(redis_url):
+    """The handler's check (the latest one, as the exchange starts): a request that
+    passed the gate while the lease was valid and reached the handler after it ran out
+    is put back (LeaseLapsedError, read by the gate first). No other worker took the
+    origin, so A's next batch renews its lease and A fetches the row itself."""
+    from polite_crawler.handlers import LeaseLapsedError
+
+    ca = Clock(1000.0)
+    sched_a, gate_a, a = gated_worker(redis_url, "A", ca)
+    enqueue(sched_a, "/1", "/2")
+    a.run_batch()
+    a.run_batch()
+    req = sched_a.next_request()
+    assert req is not None and req.url == ORIGIN + "/1"
+    assert gate_a.process_request(req) is None  # lease valid: on to the handler
+    assert req.meta["polite_dispatched"]
+    ca.t = a.origin_store.valid_until + 0.01  # the reactor stalled before the handler
+    assert not sched_a.may_send(req)
+    out = gate_a.process_exception(req, LeaseLapsedError("not started"))
+    assert out is req
+    assert sched_a.enqueue_request(out)
+    assert a.frontier.in_flight_origins() == [] and not a.queue.done_out
+    assert [r.url for r in a.queue.own[ORIGIN].buffer] == [ORIGIN + "/1", ORIGIN + "/2"]
+    assert sched_a.crawler.stats.get_value("polite/redis/held_at_gate/handler") == 1
+    a.run_batch()  # the lease in Redis is still there: renewed
+    assert a.owned() == [ORIGIN]
+    again = sched_a.next_request()
+    assert again is not None and again.url == ORIGIN + "/1"
+    assert sched_a.may_send(again) and gate_a.process_request(again) is None

@@ -110,6 +110,10 @@ class RedisQueue:
         # pushed again by the page that found it, fetched again as its done was lost too.
         self.seen_here: dict[str, set[int]] = {}
         self.dups = 0
+        # Whether this worker holds the origin now (owned, its lease as last confirmed
+        # not run out): RedisFrontier.holds. A row it never handed out is reported done
+        # (dropped: robots.txt, a stop, the budget) only while it does.
+        self.holds: Callable[[str], bool] = lambda origin: True
 
     # --- what the core calls -------------------------------------------------------
     def commit(self) -> None:
@@ -177,6 +181,21 @@ class RedisQueue:
         if own is not None and own.buffer and own.buffer[0].id == row_id:
             own.buffer.popleft()
 
+    def unmark_in_flight(self, row_id: int) -> bool:
+        found = self.rows.get(row_id)
+        if found is None:
+            return False
+        origin, _seq, raw = found
+        own = self.own.get(origin)
+        if own is None:
+            # Lost or given back: the row is in Redis's queue again (put back by the
+            # takeover or the give back), for whoever owns the origin.
+            del self.rows[row_id]
+            return False
+        prio, _s, url, data = parse_row(raw, origin)
+        own.buffer.appendleft(Row(row_id, origin, url, data, prio))
+        return True
+
     def delete(self, row_id: int) -> None:
         found = self.rows.pop(row_id, None)
         if found is None:
@@ -187,6 +206,10 @@ class RedisQueue:
             own.ids.discard(row_id)
         if own is not None and own.buffer and any(r.id == row_id for r in own.buffer):
             own.buffer = deque(r for r in own.buffer if r.id != row_id)
+            if not self.holds(origin):
+                # Never handed out, and the origin may be another worker's by now (this
+                # one's lease ran out): not fetched, so not done here; its owner judges it.
+                return
         self.done_out.setdefault(origin, []).append((seq, raw))
 
     def drop_origin(self, origin: str) -> int:
@@ -308,6 +331,13 @@ class LocalLeases:
     def release_all(self) -> None:
         return None
 
+    def holds(self, origin: str, now: float) -> bool:
+        """Whether this worker may send a request of ``origin`` at ``now``: it owns the
+        origin, is not giving it back, and its lease as last confirmed has not run out
+        (the same test as :meth:`try_lease`, for a request already handed out)."""
+        own = self.own.get(origin)
+        return own is not None and not own.releasing and now < self.valid_until
+
 
 @dataclass
 class Plan:
@@ -404,6 +434,7 @@ class RedisFrontier:
     ) -> None:
         self.queue = RedisQueue(shared.crawl, shared)
         self.origin_store = LocalLeases(self.queue.own)
+        self.queue.holds = self.holds
         self.origin_store.retry = interval
         self.frontier = Frontier(self.queue, self.origin_store, config, clock=clock, **kwargs)
         self.clock = clock
@@ -439,6 +470,12 @@ class RedisFrontier:
 
     def owned(self) -> list[str]:
         return list(self.queue.own)
+
+    def holds(self, origin: str) -> bool:
+        """Whether a request of ``origin`` handed out earlier may be sent now, by the
+        frontier's clock (:meth:`LocalLeases.holds`): the gate asks before the request
+        goes on, and again as the download handler starts it."""
+        return self.origin_store.holds(origin, self.clock())
 
     # --- a batch ---------------------------------------------------------------------
     def _has_work(self, origin: str, own: _Own) -> bool:
@@ -547,9 +584,10 @@ class RedisFrontier:
             if claim or done or state or give_back or check:
                 if claim:
                     own.refreshed = now
-                syncs.append(OriginSync(origin, state, claim, give_back, done, check))
+                held = not own.releasing and now < self.origin_store.valid_until
+                syncs.append(OriginSync(origin, state, claim, give_back, done, check, held))
         for origin, done in done_out.items():  # rows of origins given back or lost
-            syncs.append(OriginSync(origin, done=done))
+            syncs.append(OriginSync(origin, done=done, held=False))
         room = 0 if closing or self.lost_lease else max(0, share + slack - busy)
         want = [o for o in f.origins_with_transient() if o not in q.own and o not in f.stopped]
         if want and not closing:

@@ -245,12 +245,17 @@ class OriginSync:
     give_back: bool = False
     done: list[tuple[bytes, bytes]] = field(default_factory=list)  # (seq, row)
     check: list[bytes] = field(default_factory=list)  # claimed seqs to confirm
+    # The worker held the origin as the batch was planned (owned, its lease valid): no
+    # takeover can have put its claimed rows back in the queue, so done rows alone may
+    # go as a plain HDEL. Otherwise they go through the sync script: HDEL and ZREM in one.
+    held: bool = True
 
     @property
     def done_only(self) -> bool:
-        """Only done rows to report: no state, claim, give back or check."""
-        return bool(self.done) and not (self.state or self.claim or self.give_back
-                                        or self.check)
+        """Only done rows to report, of an origin held: no state, claim, give back or
+        check (a plain HDEL)."""
+        return bool(self.done) and self.held and not (self.state or self.claim
+                                                      or self.give_back or self.check)
 
 
 @dataclass
