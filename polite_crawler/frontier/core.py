@@ -364,9 +364,12 @@ class Frontier:
         rec.in_flight_row = None
         if kind == CONTENT and row_id is not None:
             uncharge_budget(rec.state, self.clock())
-            if self.queue.unmark_in_flight(row_id) and origin not in self.stopped:
-                rec.queued += 1
-                self.pending += 1
+            if self.queue.unmark_in_flight(row_id):
+                if origin in self.stopped:  # stopped meanwhile: dropped as its queue was
+                    self.queue.delete(row_id)
+                else:
+                    rec.queued += 1
+                    self.pending += 1
         elif kind == TRANSIENT and obj is not None and origin not in self.stopped:
             rec.transient.appendleft(obj)
             self.pending += 1
