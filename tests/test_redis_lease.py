@@ -515,3 +515,34 @@ def test_a_request_the_handler_finds_unheld_goes_back_to_the_owners_buffer(redis
     again = sched_a.next_request()
     assert again is not None and again.url == ORIGIN + "/1"
     assert sched_a.may_send(again) and gate_a.process_request(again) is None
+
+
+def test_a_worker_past_its_lease_reports_no_row_done_that_it_did_not_fetch(redis_url):
+    """Rows a worker drops without a fetch (here its daily budget, as it reckons it) are
+    done only while it holds the origin: past its lease as last confirmed the origin may
+    be another worker's, whose claimed hash the done would empty. A row it fetched is
+    done as before."""
+    ca = Clock(1000.0)
+    shared = RedisShared(redis_url, "c", "A")
+    shared.register(ca(), TTL)
+    a = RedisFrontier(shared, FrontierConfig(params=RestParams(rest_page=REST, jitter=0.0),
+                                             budget=1),
+                      clock=ca, ttl=TTL, interval=0.5, exchange_timeout=TIMEOUT,
+                      clock_skew=0.0, robots=lambda: None)
+    a.origin_store.valid_until = ca() + TTL - a.margin
+    push(a, "/1", "/2")
+    a.run_batch()
+    a.run_batch()
+    d = a.frontier.pop()
+    assert d is not None and d.row is not None
+    a.frontier.settle(ORIGIN, d.token, start=ca(), end=ca() + 0.1)
+    a.frontier.done(d.row.id)
+    assert list(a.queue.done_out) == [ORIGIN], "a row fetched is done"
+    a.run_batch()
+    assert shared.r.hlen(shared.fkey(ORIGIN)) == 1  # /2, claimed
+    ca.t = a.origin_store.valid_until + 1.0  # stalled past its lease as last confirmed
+    assert a.frontier.pop() is None  # the budget is spent: the queue is dropped here ...
+    assert a.frontier.pending == 0
+    assert not a.queue.done_out, "... but not done in Redis: the origin's owner judges it"
+    a.run_batch()
+    assert shared.r.hlen(shared.fkey(ORIGIN)) + shared.r.zcard(shared.qkey(ORIGIN)) == 1
