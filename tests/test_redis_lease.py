@@ -32,10 +32,12 @@ class Clock:
         return self.t
 
 
-def worker(url: str, name: str, clock: Clock, robots: Any = None) -> RedisFrontier:
+def worker(url: str, name: str, clock: Clock, robots: Any = None,
+           budget: int = 10_000) -> RedisFrontier:
     shared = RedisShared(url, "c", name)
     shared.register(clock(), TTL)
-    f = RedisFrontier(shared, FrontierConfig(params=RestParams(rest_page=REST, jitter=0.0)),
+    f = RedisFrontier(shared, FrontierConfig(params=RestParams(rest_page=REST, jitter=0.0),
+                                             budget=budget),
                       clock=clock, ttl=TTL, interval=0.5, exchange_timeout=TIMEOUT,
                       clock_skew=0.0, robots=lambda: robots)
     f.origin_store.valid_until = clock() + TTL - f.margin
@@ -523,20 +525,15 @@ def test_a_worker_past_its_lease_reports_no_row_done_that_it_did_not_fetch(redis
     be another worker's, whose claimed hash the done would empty. A row it fetched is
     done as before."""
     ca = Clock(1000.0)
-    shared = RedisShared(redis_url, "c", "A")
-    shared.register(ca(), TTL)
-    a = RedisFrontier(shared, FrontierConfig(params=RestParams(rest_page=REST, jitter=0.0),
-                                             budget=1),
-                      clock=ca, ttl=TTL, interval=0.5, exchange_timeout=TIMEOUT,
-                      clock_skew=0.0, robots=lambda: None)
-    a.origin_store.valid_until = ca() + TTL - a.margin
+    a = worker(redis_url, "A", ca, budget=1)
+    shared = a.shared
     push(a, "/1", "/2")
-    a.run_batch()
-    a.run_batch()
-    d = a.frontier.pop()
-    assert d is not None and d.row is not None
-    a.frontier.settle(ORIGIN, d.token, start=ca(), end=ca() + 0.1)
-    a.frontier.done(d.row.id)
+    for _ in range(2):
+        a.run_batch()
+    fetched = a.frontier.pop()
+    assert fetched is not None and fetched.row is not None
+    a.frontier.settle(ORIGIN, fetched.token, start=ca(), end=ca() + 0.1)
+    a.frontier.done(fetched.row.id)
     assert list(a.queue.done_out) == [ORIGIN], "a row fetched is done"
     a.run_batch()
     assert shared.r.hlen(shared.fkey(ORIGIN)) == 1  # /2, claimed
