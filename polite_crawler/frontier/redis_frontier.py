@@ -187,8 +187,9 @@ class RedisQueue:
             return False
         origin, _seq, raw = found
         own = self.own.get(origin)
-        if own is None:
-            # Lost or given back: the row is in Redis's queue again (put back by the
+        if own is None or row_id not in own.ids:
+            # Lost or given back (and perhaps taken again since: then it is claimed anew
+            # under another id): the row is in Redis's queue again (put back by the
             # takeover or the give back), for whoever owns the origin.
             del self.rows[row_id]
             return False
