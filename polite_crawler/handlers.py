@@ -70,6 +70,7 @@ from twisted.internet import defer, error
 from twisted.python.failure import Failure
 from twisted.web.client import HTTPConnectionPool
 
+from polite_crawler.context import polite_context
 from polite_crawler.middlewares.addresses import (
     AddressRefusedError,
     address_policy,
@@ -100,6 +101,12 @@ class HeadersTimeoutError(DownloadTimeoutError, TimeoutError):
 
 class ExchangeTimeoutError(DownloadTimeoutError, TimeoutError):
     """The whole exchange took longer than POLITE_EXCHANGE_TIMEOUT."""
+
+
+class LeaseLapsedError(Exception):
+    """Not started: the frontier that handed the request out no longer holds its origin
+    (a cluster worker whose lease ran out while the request waited; see
+    ``FrontierScheduler.may_send``). The gate puts the request's dispatch back."""
 
 
 class HeadersTooLargeError(Exception):
@@ -364,7 +371,7 @@ class GuardedHTTPDownloadHandler(HTTP11DownloadHandler):
         request.meta.pop("download_latency", None)  # set again when this head arrives
         request.meta.pop("polite_transfer", None)  # a retry's copy carries the last one
         request.meta.pop("polite_received", None)
-        d: defer.Deferred[Response] = deferred_from_coro(super().download_request(request))
+        d: defer.Deferred[Response] = deferred_from_coro(self._download_if_held(request))
         head_late = False
 
         def head_check() -> None:
@@ -412,6 +419,17 @@ class GuardedHTTPDownloadHandler(HTTP11DownloadHandler):
             if timer is not None and timer.active():
                 timer.cancel()
 
+    async def _download_if_held(self, request: Request) -> Response:
+        """Scrapy's download, started only while the frontier still holds the request's
+        origin. The check and the start of the exchange's timeout (Scrapy's agent arms
+        it as it calls the pool, before its first suspension) run in one step of the
+        event loop, so no pause of the process falls between them: an exchange started
+        at T by a worker whose lease ends at V > T is cut by T + the exchange timeout."""
+        frontier = polite_context(self.crawler).frontier
+        if frontier is not None and not frontier.may_send(request):
+            raise LeaseLapsedError(f"{request.url}: the frontier no longer holds its origin")
+        return await super().download_request(request)
+
     async def close(self) -> None:
         try:
             await super().close()
@@ -425,4 +443,5 @@ __all__ = [
     "GuardedHTTPDownloadHandler",
     "HeadersTimeoutError",
     "HeadersTooLargeError",
+    "LeaseLapsedError",
 ]

@@ -60,6 +60,12 @@ class URLQueue(Protocol):
         """The row was handed out: :meth:`head` no longer returns it; it stays stored
         (a crash puts it back: :meth:`requeue_in_flight`)."""
 
+    def unmark_in_flight(self, row_id: int) -> bool:
+        """The row handed out was not sent after all (:meth:`Frontier.put_back`): it is
+        queued again, :meth:`head` returns it first. False when this store no longer
+        holds it for this process (an origin another process took: the row is queued
+        there, not here)."""
+
     def delete(self, row_id: int) -> None:
         """The spider is done with the row: it leaves the store (with what was queued
         before it, in the same commit)."""
@@ -122,6 +128,11 @@ class FrontierDriver(Protocol):
 
     def mark_seen(self, canonical: str) -> None:
         """A canonical URL known without a fetch of its own joins the seen set."""
+
+    def may_send(self, origin: str) -> bool:
+        """Whether a request of ``origin`` this process handed out may still be sent now:
+        on a cluster, whether this worker still owns the origin with its lease (as last
+        confirmed) not run out, by the frontier's clock; the embedded backend: always."""
 
 
 class OriginLeases(Protocol):

@@ -402,3 +402,32 @@ def test_lease_fast_path_sees_another_jobs_write(tmp_path: Path, clock: Clock) -
     clock.t = T0 + 50.0 + DISPATCH_MARGIN
     assert a.f.pop() is not None
     a.close()
+
+
+def test_a_dispatch_put_back_is_handed_out_again_as_if_never_sent(
+        tmp_path: Path, clock: Clock) -> None:
+    """Frontier.put_back (a request held back at the gate): the row is first in its
+    origin's queue again, the origin free with no rest, the budget charge undone, and
+    the row not done (it survives a restart)."""
+    env = Env(tmp_path, clock)
+    env.push("http://127.0.0.1/1")
+    env.push("http://127.0.0.1/2")
+    d = env.f.pop()
+    assert d is not None and d.row is not None and d.row.url == "http://127.0.0.1/1"
+    assert env.f.state(A).budget_used == 1
+    assert env.f.pending == 1
+    clock.t += 5.0
+    assert env.f.put_back(A, d.token)
+    assert not env.f.put_back(A, d.token), "once"
+    assert env.f.in_flight_origins() == []
+    assert env.f.state(A).budget_used == 0
+    assert env.f.pending == 2
+    again = env.f.pop()  # no rest: nothing was sent
+    assert again is not None and again.row is not None and again.row.id == d.row.id
+    assert env.f.put_back(A, again.token)
+    env.f.close(finished=False)
+    env.close()
+    env2 = Env(tmp_path, clock)
+    env2.f.restore()
+    assert env2.f.pending == 2, "both rows still queued"
+    env2.close()

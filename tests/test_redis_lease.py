@@ -32,10 +32,12 @@ class Clock:
         return self.t
 
 
-def worker(url: str, name: str, clock: Clock, robots: Any = None) -> RedisFrontier:
+def worker(url: str, name: str, clock: Clock, robots: Any = None,
+           budget: int = 10_000) -> RedisFrontier:
     shared = RedisShared(url, "c", name)
     shared.register(clock(), TTL)
-    f = RedisFrontier(shared, FrontierConfig(params=RestParams(rest_page=REST, jitter=0.0)),
+    f = RedisFrontier(shared, FrontierConfig(params=RestParams(rest_page=REST, jitter=0.0),
+                                             budget=budget),
                       clock=clock, ttl=TTL, interval=0.5, exchange_timeout=TIMEOUT,
                       clock_skew=0.0, robots=lambda: robots)
     f.origin_store.valid_until = clock() + TTL - f.margin
@@ -323,18 +325,221 @@ def test_a_queue_row_leaves_its_origin_out_and_whole_url_rows_are_still_read(two
 
 
 def test_every_done_row_leaves_the_claimed_hash_and_the_queue(redis_url):
-    """Done rows leave Redis whoever owns the origin now (a row a takeover put back is not
-    fetched again): all of a batch's, not only the first."""
+    """Done rows leave Redis whoever owns the origin now: those still claimed (a claim
+    popped them from the queue) and those a takeover put back in the queue (not fetched
+    again), all of a batch's; a batch of done rows alone reads nothing else."""
     from polite_crawler.frontier.redis_shared import OriginSync
 
     c = Clock(1000.0)
     s = RedisShared(redis_url, "c", "A")
     s.register(c(), TTL)
-    rows = [f"0 {i} /p{i}\ndata".encode() for i in (1, 2, 3)]
-    s.r.zadd(s.qkey(ORIGIN), {m: i for i, m in enumerate(rows, 1)})
-    s.r.hset(s.fkey(ORIGIN), mapping={str(i): m for i, m in enumerate(rows, 1)})
-    s.batch(now=c(), ttl=TTL, pushes={}, seen={}, templates={}, stops={}, drops=[],
-            owned=[OriginSync(ORIGIN, done=[(b"1", rows[0]), (b"2", rows[1])])])
-    assert s.r.zrange(s.qkey(ORIGIN), 0, -1) == [rows[2]]
+    rows = [f"0 {i} /p{i}\ndata".encode() for i in (1, 2, 3, 4, 5)]
+    s.r.hset(s.fkey(ORIGIN), mapping={str(i): m for i, m in enumerate(rows[:3], 1)})
+    s.r.zadd(s.qkey(ORIGIN), {m: i for i, m in enumerate(rows[3:], 4)})
+    _ok, _p, [res] = s.batch(
+        now=c(), ttl=TTL, pushes={}, seen={}, templates={}, stops={}, drops=[],
+        owned=[OriginSync(ORIGIN, done=[(b"1", rows[0]), (b"2", rows[1])])])[:3]
+    assert res.status == 3
     assert s.r.hkeys(s.fkey(ORIGIN)) == [b"3"]
+    assert s.r.zrange(s.qkey(ORIGIN), 0, -1) == rows[3:]
+    s.batch(now=c(), ttl=TTL, pushes={}, seen={}, templates={}, stops={}, drops=[],
+            owned=[OriginSync(ORIGIN, done=[(b"3", rows[2]), (b"4", rows[3])])])
+    assert s.r.hkeys(s.fkey(ORIGIN)) == []
+    assert s.r.zrange(s.qkey(ORIGIN), 0, -1) == [rows[4]]
     s.close()
+
+
+def test_a_link_found_again_by_the_owner_is_not_sent_until_redis_loses_its_logs_end(two):
+    """The owner keeps the fingerprints Redis acknowledged for its origins: a link found
+    again is a duplicate without a push. Redis restarted without the end of its log (the
+    worker's batch counter counts from less) may have lost them: they are forgotten, and
+    the next find goes to Redis's seen check again."""
+    from polite_crawler.frontier.dupefilter import url_fingerprint
+    from polite_crawler.store.redis_keys import mark_key
+
+    a, _ca, _b, _cb = two
+    url = ORIGIN + "/again"
+
+    def find() -> None:
+        a.queue.add_seen_many([url_fingerprint(url)])
+        a.frontier.push(ORIGIN, 0, url, b"d")
+
+    push(a, "/")
+    a.run_batch()  # taken
+    find()
+    plan = a.run_batch().plan
+    assert [len(rows) for rows in plan.pushes.values()] == [1]
+    find()
+    assert a.queue.pushes == {} and a.run_batch().plan.pushes == {}
+    r = a.shared.r
+    r.delete(mark_key(a.shared.worker))  # the log's end lost: the counter is back to 0
+    assert not a.run_batch().kept
+    find()
+    plan = a.run_batch().plan
+    assert [len(rows) for rows in plan.pushes.values()] == [1]  # Redis decides: a dup
+    assert r.zcard(a.shared.qkey(ORIGIN)) + r.hlen(a.shared.fkey(ORIGIN)) == 2
+
+
+def test_rows_the_owner_finds_for_its_origin_are_claimed_with_their_push(two):
+    """Nothing of the origin queued in Redis: the rows its owner pushes go straight to
+    the claimed hash and its buffer, in one round trip (no claim in the next batch);
+    rows another worker finds go to the queue, and the owner learns of them from that
+    worker's nudge in its next batch (no poll of its origins' queues)."""
+    a, _ca, b, _cb = two
+    push(a, "/")
+    a.run_batch()  # taken
+    a.run_batch()  # "/" claimed
+    r = a.shared.r
+    assert r.zcard(a.shared.qkey(ORIGIN)) == 0
+    push(a, "/x", "/y")
+    out = a.run_batch()
+    assert [(s.origin, s.status) for s in out.results if s.status == 4] == [(ORIGIN, 4)]
+    assert r.zcard(a.shared.qkey(ORIGIN)) == 0 and r.hlen(a.shared.fkey(ORIGIN)) == 3
+    assert [row.url for row in a.queue.own[ORIGIN].buffer] == [
+        ORIGIN + "/", ORIGIN + "/x", ORIGIN + "/y"]
+    push(b, "/z")  # found by a worker that does not own the origin: queued
+    b.run_batch()
+    assert r.zrange(a.shared.qkey(ORIGIN), 0, -1) == [b"0 4 /z\ndata"]
+    assert a.run_batch().nudged == [ORIGIN]
+    assert a.queue.own[ORIGIN].remote == 1
+    assert a.run_batch().nudged == []
+
+
+# --- a request handed out before a freeze, at the gate after it ---------------------------
+
+
+def gated_worker(url: str, name: str, clock: Clock) -> tuple[Any, Any, RedisFrontier]:
+    """A worker's scheduler and gate as a crawl builds them, over a RedisFrontier with an
+    injected clock (the batches are run by the test, not by the reactor's loop)."""
+    from scrapy import Spider
+    from scrapy.utils.test import get_crawler
+
+    from polite_crawler.context import PoliteContext
+    from polite_crawler.frontier.redis_scheduler import ClusterDriver
+    from polite_crawler.frontier.scheduler import FrontierScheduler
+    from polite_crawler.middlewares.gate import GateMiddleware
+
+    crawler = get_crawler(Spider, {
+        "SCHEDULER": "polite_crawler.frontier.scheduler.FrontierScheduler",
+        "POLITE_FRONTIER": url, "POLITE_CRAWL": "c"})
+    crawler._polite_context = PoliteContext(crawler, clock=clock)  # type: ignore[attr-defined]
+    sched = FrontierScheduler(crawler)
+    driver = ClusterDriver(sched)
+    sync = worker(url, name, clock)
+    driver.sync, driver.shared = sync, sync.shared
+    sched.driver, sched.frontier = driver, sync.frontier
+    return sched, GateMiddleware(crawler), sync
+
+
+def enqueue(sched: Any, *paths: str) -> None:
+    from scrapy import Request
+
+    for p in paths:
+        assert sched.enqueue_request(Request(ORIGIN + p))
+
+
+def test_a_request_handed_out_before_a_freeze_is_held_at_the_gate_for_the_new_owner(
+        redis_url):
+    """Worker A's frontier hands /1 out while its lease is valid; A freezes before the
+    request reaches the gate; B takes the origin over. When A wakes, the gate (by A's
+    clock, past its lease) does not let /1 go: it is not sent, not done, and the origin
+    is freed with no rest; B fetches /1 after its takeover wait, then /2."""
+    ca, cb = Clock(1000.0), Clock(1000.0)
+    sched_a, gate_a, a = gated_worker(redis_url, "A", ca)
+    b = worker(redis_url, "B", cb)
+    enqueue(sched_a, "/1", "/2")
+    a.run_batch()
+    a.run_batch()
+    req = sched_a.next_request()
+    assert req is not None and req.url == ORIGIN + "/1"
+    assert a.frontier.state(ORIGIN).budget_used == 1
+    # A freezes here, between its frontier and its gate; its lease runs out in Redis.
+    lease_end = float(b.shared.r.get("polite:w:A"))
+    b.shared.r.delete("polite:alive:A")
+    cb.t = lease_end + 0.1
+    b.run_batch()
+    assert b.owned() == [ORIGIN]
+    # A wakes past its lease as last confirmed: the request reaches its gate.
+    ca.t = lease_end + 1.0
+    out = gate_a.process_request(req)
+    assert out is req, "held back: handed back to the scheduler, not on to the network"
+    assert "polite_dispatched" not in req.meta
+    assert sched_a.enqueue_request(out)  # what Scrapy does with a request returned
+    assert a.frontier.in_flight_origins() == [], "the origin's slot is free"
+    assert a.frontier.state(ORIGIN).budget_used == 0, "not counted as a fetch"
+    assert sched_a.crawler.stats.get_value("polite/redis/held_at_gate") == 1
+    assert not a.queue.done_out, "nothing done"
+    assert sched_a.next_request() is None  # A's lease ran out: nothing more goes
+    a.run_batch()  # finds its lease gone: forgets the origin, writes no done
+    assert a.owned() == []
+    # B fetches both pages, /1 included, after its takeover wait.
+    cb.t = lease_end + TIMEOUT + REST + 0.2
+    got = []
+    for _ in range(4):
+        b.run_batch()
+        d = b.frontier.pop()
+        if d is not None:
+            assert d.row is not None
+            got.append(d.row.url)
+            b.frontier.settle(ORIGIN, d.token, start=cb(), end=cb() + 0.1)
+            b.frontier.done(d.row.id)
+        cb.t += REST + 0.2
+    assert got == [ORIGIN + "/1", ORIGIN + "/2"]
+    assert b.shared.r.exists(b.shared.fkey(ORIGIN), b.shared.qkey(ORIGIN)) == 0
+
+
+def test_a_request_the_handler_finds_unheld_goes_back_to_the_owners_buffer(redis_url):
+    """The handler's check (the latest one, as the exchange starts): a request that
+    passed the gate while the lease was valid and reached the handler after it ran out
+    is put back (LeaseLapsedError, read by the gate first). No other worker took the
+    origin, so A's next batch renews its lease and A fetches the row itself."""
+    from polite_crawler.handlers import LeaseLapsedError
+
+    ca = Clock(1000.0)
+    sched_a, gate_a, a = gated_worker(redis_url, "A", ca)
+    enqueue(sched_a, "/1", "/2")
+    a.run_batch()
+    a.run_batch()
+    req = sched_a.next_request()
+    assert req is not None and req.url == ORIGIN + "/1"
+    assert gate_a.process_request(req) is None  # lease valid: on to the handler
+    assert req.meta["polite_dispatched"]
+    ca.t = a.origin_store.valid_until + 0.01  # the reactor stalled before the handler
+    assert not sched_a.may_send(req)
+    out = gate_a.process_exception(req, LeaseLapsedError("not started"))
+    assert out is req
+    assert sched_a.enqueue_request(out)
+    assert a.frontier.in_flight_origins() == [] and not a.queue.done_out
+    assert [r.url for r in a.queue.own[ORIGIN].buffer] == [ORIGIN + "/1", ORIGIN + "/2"]
+    assert sched_a.crawler.stats.get_value("polite/redis/held_at_gate/handler") == 1
+    a.run_batch()  # the lease in Redis is still there: renewed
+    assert a.owned() == [ORIGIN]
+    again = sched_a.next_request()
+    assert again is not None and again.url == ORIGIN + "/1"
+    assert sched_a.may_send(again) and gate_a.process_request(again) is None
+
+
+def test_a_worker_past_its_lease_reports_no_row_done_that_it_did_not_fetch(redis_url):
+    """Rows a worker drops without a fetch (here its daily budget, as it reckons it) are
+    done only while it holds the origin: past its lease as last confirmed the origin may
+    be another worker's, whose claimed hash the done would empty. A row it fetched is
+    done as before."""
+    ca = Clock(1000.0)
+    a = worker(redis_url, "A", ca, budget=1)
+    shared = a.shared
+    push(a, "/1", "/2")
+    for _ in range(2):
+        a.run_batch()
+    fetched = a.frontier.pop()
+    assert fetched is not None and fetched.row is not None
+    a.frontier.settle(ORIGIN, fetched.token, start=ca(), end=ca() + 0.1)
+    a.frontier.done(fetched.row.id)
+    assert list(a.queue.done_out) == [ORIGIN], "a row fetched is done"
+    a.run_batch()
+    assert shared.r.hlen(shared.fkey(ORIGIN)) == 1  # /2, claimed
+    ca.t = a.origin_store.valid_until + 1.0  # stalled past its lease as last confirmed
+    assert a.frontier.pop() is None  # the budget is spent: the queue is dropped here ...
+    assert a.frontier.pending == 0
+    assert not a.queue.done_out, "... but not done in Redis: the origin's owner judges it"
+    a.run_batch()
+    assert shared.r.hlen(shared.fkey(ORIGIN)) + shared.r.zcard(shared.qkey(ORIGIN)) == 1

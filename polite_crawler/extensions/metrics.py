@@ -90,6 +90,9 @@ STAT_COUNTERS: dict[str, tuple[str, str, str]] = {
                                   "Origins another worker owned when this one synced", ""),
     "polite_redis_origins_given_back": ("polite/redis/origin_given_back",
                                         "Origins given back (shares balanced, or idle)", ""),
+    "polite_redis_held_at_gate": ("polite/redis/held_at_gate",
+                                  "Requests handed out but not sent: the worker no longer "
+                                  "held their origin with a valid lease", ""),
 }
 # Counters with one label, read from every stats key under a prefix:
 # family -> (prefix, label, help, label values always exported).

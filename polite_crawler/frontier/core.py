@@ -37,6 +37,7 @@ from polite_crawler.policy.rest import (
     charge_budget,
     floor_params,
     settle,
+    uncharge_budget,
 )
 from polite_crawler.policy.robots import MAX_UNUSABLE_FETCHES
 
@@ -344,6 +345,40 @@ class Frontier:
         if new and rec.state.last_end:
             rest = min(new, rec.params.crawl_delay_max)
             rec.state.next_allowed = max(rec.state.next_allowed, rec.state.last_end + rest)
+
+    def put_back(self, origin: str, token: int | None, obj: Any = None) -> bool:
+        """A request handed out that must not be sent after all (the process no longer
+        holds the origin: the gate's lease check, :meth:`FrontierScheduler.may_send`):
+        undone as if it had never been handed out. Its row goes back to the head of the
+        origin's queue in the store (:meth:`URLQueue.unmark_in_flight`: unless the store
+        no longer holds the origin for this process, whose next owner fetches it), the
+        budget it was charged is given back, and the origin is freed with no rest and
+        without a settled row (nothing was fetched, nothing is done). A transient request
+        (``obj``) goes back first in line; a robots.txt fetch is simply asked again.
+        False when ``token`` is not the origin's request in flight."""
+        rec = self._origins.get(origin)
+        if rec is None or token is None or rec.in_flight != token:
+            return False
+        kind, row_id = rec.in_flight_kind, rec.in_flight_row
+        rec.in_flight = None
+        rec.in_flight_row = None
+        if kind == CONTENT and row_id is not None:
+            uncharge_budget(rec.state, self.clock())
+            if self.queue.unmark_in_flight(row_id):
+                if origin in self.stopped:  # stopped meanwhile: dropped as its queue was
+                    self.queue.delete(row_id)
+                else:
+                    rec.queued += 1
+                    self.pending += 1
+        elif kind == TRANSIENT and obj is not None and origin not in self.stopped:
+            rec.transient.appendleft(obj)
+            self.pending += 1
+        elif kind == ROBOTS:
+            rec.robots_fetches = max(rec.robots_fetches - 1, 0)
+        self.count("polite/frontier/put_back", 1)
+        self.origin_store.release(rec.state, self.clock())
+        self._reheap(origin, rec, rec.state.eligible_at())
+        return True
 
     def drop_dispatch(self, d: Dispatch, reason: str) -> None:
         """A dispatched request could not be sent at all (e.g. it cannot be deserialised)."""

@@ -8,8 +8,9 @@ The rules (the eligibility heap, rests, robots.txt, budget, stops) are the core'
 public methods (``set_queued``, ``forget_origin``, ``take_state``, ``busy``, ...):
 
 - :class:`RedisQueue` (a :class:`~polite_crawler.interfaces.URLQueue`, ``deferred``):
-  rows of owned origins claimed into memory a few at a time; new rows, done rows, seen
-  fingerprints, stops and templates gathered in an outbox.
+  rows of owned origins claimed into memory (two lease periods of rests at a time, or
+  with their own push); new rows, done rows, seen fingerprints, stops and templates
+  gathered in an outbox; the fingerprints Redis acknowledged for owned origins.
 - :class:`LocalLeases` (an :class:`~polite_crawler.interfaces.OriginLeases`): an origin
   may be dispatched only while this worker owns it and its own lease, as last
   confirmed, has time left.
@@ -59,6 +60,11 @@ def worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
+# Fingerprints of one owned origin known to be in Redis's seen set, at most (a larger
+# site's later links go to Redis's seen check as before).
+SEEN_HERE_MAX = 20_000
+
+
 def _fp64(fp: bytes) -> int:
     return int.from_bytes(fp[:8], "big", signed=True)
 
@@ -71,7 +77,9 @@ class _Own:
     remote: int = 0  # rows queued in Redis beyond the buffer
     releasing: bool = False
     refreshed: float = 0.0  # last batch that asked Redis about its queue
-    empty_batches: int = 0
+    empty_since: float = 0.0  # nothing here, in Redis or out since (0: not empty)
+    written: float = 0.0  # last batch that wrote its state (0: none in this ownership)
+    written_key: tuple[Any, ...] = ()  # what of the state must not wait (see _state_due)
     verify_until: float = 0.0  # taken over: confirm claimed rows until the first dispatch
     ids: set[int] = field(default_factory=set)  # rows claimed in this ownership, not done
     orphans: bool = False  # Redis holds claims this worker does not know (a lost reply)
@@ -95,6 +103,17 @@ class RedisQueue:
         self.drops: list[str] = []
         self.done_out: dict[str, list[tuple[bytes, bytes]]] = {}
         self._fresh: dict[bytes, int] = {}  # fingerprints admitted, waiting for their push
+        # Owned origins -> fingerprints their seen set in Redis holds, as pushes of this
+        # worker were acknowledged: a link found again is not sent (counted a duplicate
+        # here). Forgotten with the origin, and all of it when Redis is found to have
+        # lost the end of its log (RedisShared.kept): a row lost with its fingerprint is
+        # pushed again by the page that found it, fetched again as its done was lost too.
+        self.seen_here: dict[str, set[int]] = {}
+        self.dups = 0
+        # Whether this worker holds the origin now (owned, its lease as last confirmed
+        # not run out): RedisFrontier.holds. A row it never handed out is reported done
+        # (dropped: robots.txt, a stop, the budget) only while it does.
+        self.holds: Callable[[str], bool] = lambda origin: True
 
     # --- what the core calls -------------------------------------------------------
     def commit(self) -> None:
@@ -127,9 +146,21 @@ class RedisQueue:
         return _fp64(fp)
 
     def _out(self, origin: str, prio: int, url: str, data: bytes) -> None:
+        fp = self._fp_for(url)
+        if fp is not None:
+            known = self.seen_here.get(origin)
+            if known is not None and fp in known:
+                self.dups += 1
+                return
         body = row_body(origin, url, data)
-        self.pushes.setdefault(origin, []).append((self._fp_for(url), prio, body))
+        self.pushes.setdefault(origin, []).append((fp, prio, body))
         self.pushed_n += 1
+
+    def learn_seen(self, origin: str, rows: list[tuple[int | None, int, bytes]]) -> None:
+        """A push of an owned origin was acknowledged: its fingerprints are in Redis."""
+        known = self.seen_here.setdefault(origin, set())
+        if len(known) < SEEN_HERE_MAX:
+            known.update(fp for fp, _p, _b in rows if fp is not None)
 
     def push(self, origin: str, prio: int, url: str, data: bytes) -> int:
         self._out(origin, prio, url, data)
@@ -150,6 +181,22 @@ class RedisQueue:
         if own is not None and own.buffer and own.buffer[0].id == row_id:
             own.buffer.popleft()
 
+    def unmark_in_flight(self, row_id: int) -> bool:
+        found = self.rows.get(row_id)
+        if found is None:
+            return False
+        origin, _seq, raw = found
+        own = self.own.get(origin)
+        if own is None or row_id not in own.ids:
+            # Lost or given back (and perhaps taken again since: then it is claimed anew
+            # under another id): the row is in Redis's queue again (put back by the
+            # takeover or the give back), for whoever owns the origin.
+            del self.rows[row_id]
+            return False
+        prio, _s, url, data = parse_row(raw, origin)
+        own.buffer.appendleft(Row(row_id, origin, url, data, prio))
+        return True
+
     def delete(self, row_id: int) -> None:
         found = self.rows.pop(row_id, None)
         if found is None:
@@ -160,6 +207,10 @@ class RedisQueue:
             own.ids.discard(row_id)
         if own is not None and own.buffer and any(r.id == row_id for r in own.buffer):
             own.buffer = deque(r for r in own.buffer if r.id != row_id)
+            if not self.holds(origin):
+                # Never handed out, and the origin may be another worker's by now (this
+                # one's lease ran out): not fetched, so not done here; its owner judges it.
+                return
         self.done_out.setdefault(origin, []).append((seq, raw))
 
     def drop_origin(self, origin: str) -> int:
@@ -185,6 +236,7 @@ class RedisQueue:
 
     def forget_claims(self, origin: str) -> None:
         """The origin was given back or lost: its buffered rows are no longer ours."""
+        self.seen_here.pop(origin, None)
         own = self.own.pop(origin, None)
         if own is not None:
             for row in own.buffer:
@@ -280,6 +332,13 @@ class LocalLeases:
     def release_all(self) -> None:
         return None
 
+    def holds(self, origin: str, now: float) -> bool:
+        """Whether this worker may send a request of ``origin`` at ``now``: it owns the
+        origin, is not giving it back, and its lease as last confirmed has not run out
+        (the same test as :meth:`try_lease`, for a request already handed out)."""
+        own = self.own.get(origin)
+        return own is not None and not own.releasing and now < self.valid_until
+
 
 @dataclass
 class Plan:
@@ -297,6 +356,7 @@ class Plan:
     sample: bool = True  # also look for origins of dead workers
     known: frozenset[int] = frozenset()  # template ids this worker holds
     robots: bool = False  # read the robots.txt entries of the origins taken
+    push_claims: dict[str, int] = field(default_factory=dict)  # owned origin -> rows
 
 
 @dataclass
@@ -311,13 +371,15 @@ class Outcome:
     still_active: list[str]
     templates: dict[int, bytes] = field(default_factory=dict)  # read for claimed rows
     robots: dict[str, Any] = field(default_factory=dict)  # origin taken -> RobotsState|None
+    kept: bool = True  # Redis still holds all it acknowledged (RedisShared.kept)
+    nudged: list[str] = field(default_factory=list)  # owned origins others queued rows for
 
 
 def execute(shared: RedisShared, plan: Plan, ttl: float) -> Outcome:
     """The batch's I/O (on a thread): write, renew, claim, then take origins."""
     renewed, pushed, results, active, workers = shared.batch(
         now=plan.now, ttl=ttl, pushes=plan.pushes, seen=plan.seen, templates=plan.templates,
-        stops=plan.stops, drops=plan.drops, owned=plan.syncs)
+        stops=plan.stops, drops=plan.drops, owned=plan.syncs, push_claims=plan.push_claims)
     wanted = {tid for r in results for raw in r.rows
               if (tid := row_template(raw)) is not None and tid not in plan.known}
     templates = shared.templates(sorted(wanted))
@@ -350,7 +412,7 @@ def execute(shared: RedisShared, plan: Plan, ttl: float) -> Outcome:
 
         robots = load_many(shared.r, [t.origin for t in taken], shared.p)
     return Outcome(plan, renewed, pushed, results, taken, active, workers, still, templates,
-                   robots)
+                   robots, shared.kept, shared.nudged)
 
 
 class RedisFrontier:
@@ -373,6 +435,7 @@ class RedisFrontier:
     ) -> None:
         self.queue = RedisQueue(shared.crawl, shared)
         self.origin_store = LocalLeases(self.queue.own)
+        self.queue.holds = self.holds
         self.origin_store.retry = interval
         self.frontier = Frontier(self.queue, self.origin_store, config, clock=clock, **kwargs)
         self.clock = clock
@@ -385,6 +448,12 @@ class RedisFrontier:
         self.restart_window = ttl + exchange_timeout
         self.clock_skew = clock_skew
         self.margin = min(ttl / 3, max(2 * interval, 0.5))
+        self.claim_horizon = max(3 * interval, 2 * ttl)
+        # A dirty origin state that no other part of a batch carries waits up to one
+        # lease period (it matters only to a worker taking the origin over after this one
+        # died: the takeover waits the lease, the timeout and the last rest written);
+        # what a takeover must not miss goes with the next batch (see _state_due).
+        self.state_every = max(ttl, interval)
         self.active = 0
         self.workers = 1
         self.lost_lease = False
@@ -403,13 +472,50 @@ class RedisFrontier:
     def owned(self) -> list[str]:
         return list(self.queue.own)
 
+    def holds(self, origin: str) -> bool:
+        """Whether a request of ``origin`` handed out earlier may be sent now, by the
+        frontier's clock (:meth:`LocalLeases.holds`): the gate asks before the request
+        goes on, and again as the download handler starts it."""
+        return self.origin_store.holds(origin, self.clock())
+
     # --- a batch ---------------------------------------------------------------------
     def _has_work(self, origin: str, own: _Own) -> bool:
         return bool(own.buffer or own.remote) or self.frontier.busy(origin)
 
     def _claim_size(self, origin: str) -> int:
+        # Rows for a few lease periods of rests at once: on small sites one claim serves
+        # the whole site (a claimed row stays in the claimed hash until done, so a
+        # takeover puts it back as it would one claimed for the next batch alone).
         base = max(self.frontier.params(origin).base(False), 0.01)
-        return max(2, min(50, math.ceil(3 * self.interval / base) + 1))
+        return max(2, min(50, math.ceil(self.claim_horizon / base) + 1))
+
+    def _state_due(self, own: _Own, st: OriginState, now: float) -> bool:
+        """Whether a dirty state is written in this batch though nothing else of the
+        origin goes: its last write is a lease period old, or it holds what a worker
+        taking over after this one's death must know: a rest grown by more than a tenth,
+        a wait beyond the takeover's own bound (a Retry-After), or a change of the
+        verdicts' state, the latency factor, the Crawl-delay or the budget's day. Only
+        the budget count and the timing of plain rests may lag (by a lease period)."""
+        if now - own.written >= self.state_every:
+            return True
+        if st.eligible_at() > now + self.ttl + self.exchange_timeout:
+            return True
+        key = self._state_key(st)
+        return (not own.written_key or key[1:] != own.written_key[1:]
+                or key[0] > 1.1 * float(own.written_key[0]))
+
+    @staticmethod
+    def _state_key(st: OriginState) -> tuple[Any, ...]:
+        """The rest, then the fields whose every change is written at once."""
+        return (st.last_rest, st.crawl_delay, st.latency_factor, st.budget_day,
+                *[v for k, v in vars(st.failure).items() if k != "last_wait"])
+
+    def _empty_for(self, origin: str) -> float:
+        """How long an owned origin stays empty before it is given back: long enough
+        for the requests it is waiting on (a sitemap, the page whose links are held)
+        to come back with more rows, so that it is not given back and taken again."""
+        base = self.frontier.params(origin).base(False)
+        return max(4 * self.interval, 2 * base + 2 * self.interval)
 
     def plan(self, *, closing: bool = False) -> Plan:
         now = self.clock()
@@ -438,8 +544,13 @@ class RedisFrontier:
             known = f.known(origin)
             idle = not f.busy(origin)
             give_back = own.releasing
+            if own.buffer or own.remote or own.ids or not idle:
+                own.empty_since = 0.0
+            elif not own.empty_since:
+                own.empty_since = now  # as this worker knows: the give back reads Redis
+            empty = 0 < own.empty_since <= now - self._empty_for(origin)
             if not give_back and idle and (closing or (
-                    (excess > 0 or own.empty_batches >= 2 or own.orphans)
+                    (excess > 0 or empty or own.orphans)
                     and not self.keep(origin))):
                 give_back = own.releasing = True
                 if own.buffer or own.remote:
@@ -448,31 +559,55 @@ class RedisFrontier:
             if not give_back and known and origin not in f.stopped:
                 soon = f.state(origin).eligible_at() <= now + 3 * self.interval
                 need = self._claim_size(origin) - len(own.buffer)
-                stale = now - own.refreshed >= max(self.ttl / 3, self.interval)
+                # Rows queued by others are known from their nudge (RedisShared.nudged);
+                # asking Redis again is only a safety net, for an origin about to run
+                # dry (nothing buffered, a request out). An origin empty here is not
+                # asked before it is given back (the give back reads its queue; rows
+                # found then go to the free set).
+                stale = (now - own.refreshed >= max(2 * self.ttl, self.interval)
+                         and not own.buffer and not own.empty_since)
                 if soon and need > 0 and len(own.buffer) <= 1 and (own.remote > 0 or stale):
                     claim = need
             done = done_out.pop(origin, [])
-            state = ""
-            if known and (origin in dirty or give_back):
-                state = f.state(origin).to_json()
             check = []
             if own.buffer and now <= own.verify_until and not give_back:
                 check = [q.rows[r.id][1] for r in own.buffer if r.id in q.rows]
+            state = ""
+            st = f.state(origin) if known else None
+            if st is not None and (
+                    (give_back and (origin in dirty or not own.written))
+                    or (origin in dirty and (claim or check or self._state_due(own, st, now)))):
+                state = st.to_json()
+                own.written = now
+                own.written_key = self._state_key(st)
+            elif origin in dirty:
+                self.origin_store.dirty.add(origin)  # goes with a later batch
             if claim or done or state or give_back or check:
                 if claim:
                     own.refreshed = now
-                syncs.append(OriginSync(origin, state, claim, give_back, done, check))
+                held = not own.releasing and now < self.origin_store.valid_until
+                syncs.append(OriginSync(origin, state, claim, give_back, done, check, held))
         for origin, done in done_out.items():  # rows of origins given back or lost
-            syncs.append(OriginSync(origin, done=done))
+            syncs.append(OriginSync(origin, done=done, held=False))
         room = 0 if closing or self.lost_lease else max(0, share + slack - busy)
         want = [o for o in f.origins_with_transient() if o not in q.own and o not in f.stopped]
         if want and not closing:
             room = max(room, len(want))
+        # Rows this worker found for an origin it owns with nothing queued in Redis are
+        # claimed with their push (the same order: nothing queued to come first).
+        push_claims = {}
+        for origin in pushes:
+            mine = q.own.get(origin)
+            if (mine is not None and not mine.releasing and not mine.remote
+                    and not mine.orphans and f.known(origin) and origin not in f.stopped):
+                n = self._claim_size(origin) - len(mine.buffer)
+                if n > 0:
+                    push_claims[origin] = n
         sample = now - self._sampled >= max(self.ttl / 3, self.interval)
         if sample:
             self._sampled = now
         return Plan(now, pushes, pushed_n, seen, templates, stops, drops, syncs, room, want,
-                    set(q.own), sample, frozenset(q.known), self._robots_remote())
+                    set(q.own), sample, frozenset(q.known), self._robots_remote(), push_claims)
 
     def unplan(self, plan: Plan) -> None:
         """A batch that failed: what it carried waits for the next one."""
@@ -489,9 +624,11 @@ class RedisFrontier:
         for s in plan.syncs:
             if s.done:
                 q.done_out.setdefault(s.origin, [])[:0] = s.done
+            own = q.own.get(s.origin)
             if s.state:
                 self.origin_store.dirty.add(s.origin)
-            own = q.own.get(s.origin)
+                if own is not None:
+                    own.written = 0.0
             if own is not None and s.give_back:
                 own.releasing = False
                 self.origin_store.dirty.add(s.origin)
@@ -516,7 +653,13 @@ class RedisFrontier:
             return
         self.origin_store.valid_until = plan.now + self.ttl - self.margin
         q.known.update(out.templates)
-        dups = sum(d for _a, d in out.pushed.values())
+        if not out.kept:
+            q.seen_here.clear()  # what this worker learnt may be what the restart lost
+        for origin, rows in plan.pushes.items():
+            if origin in q.own and out.pushed[origin][0] >= 0:
+                q.learn_seen(origin, rows)
+        dups = sum(d for _a, d in out.pushed.values()) + q.dups
+        q.dups = 0
         if dups:
             self.count("polite/frontier/duplicate", dups)
         for origin, (added, _d) in out.pushed.items():
@@ -525,9 +668,31 @@ class RedisFrontier:
                 self.count("polite/frontier/stopped", n)
         self.count("polite/redis/batches", 1)
         still = set(out.still_active)
+        for origin in out.nudged:
+            own = q.own.get(origin)
+            if own is not None and not own.remote:
+                own.remote = 1  # at least: the claim reads the count
+                own.empty_since = 0.0
+        claimed_n = {r.origin: len(r.rows) for r in out.results if r.status == 4}
+        for origin, (added, _d) in out.pushed.items():
+            own = q.own.get(origin)
+            queued = added - claimed_n.get(origin, 0)
+            if own is not None and queued > 0:
+                # Rows this worker queued for an origin it owns: claimed without waiting
+                # for a refresh (a claim in this batch reads the count again, below).
+                own.remote += queued
+                own.empty_since = 0.0
+                self.frontier.set_queued(origin, len(own.buffer) + own.remote)
         for res in out.results:
             own = q.own.get(res.origin)
-            if own is None:
+            if own is None or res.status == 3:
+                continue
+            if res.status == 4:
+                # Claimed with their push: highest priority first, then first in.
+                got = sorted(res.rows, key=lambda raw: -int(raw[:raw.index(b" ")]))
+                own.buffer.extend(q.claimed(res.origin, raw) for raw in got)
+                own.empty_since = 0.0
+                self.frontier.set_queued(res.origin, len(own.buffer) + own.remote)
                 continue
             if res.status == 0:
                 self.count("polite/redis/origin_lost", 1)
@@ -552,12 +717,17 @@ class RedisFrontier:
                 own.buffer = keep
             for raw in res.rows:
                 own.buffer.append(q.claimed(res.origin, raw))
+            if res.queued < 0:
+                continue  # no rows asked for: the counts were not read
             own.remote = res.queued
             # A batch whose reply was lost may have claimed rows this worker never saw:
             # giving the origin back (when idle) puts them back in the queue.
             own.orphans = res.claimed_total > len(own.ids)
             empty = res.queued == 0 and res.claimed_total == 0 and res.origin not in still
-            own.empty_batches = own.empty_batches + 1 if empty else 0
+            if not empty:
+                own.empty_since = 0.0
+            elif not own.empty_since:
+                own.empty_since = plan.now
             self.frontier.set_queued(res.origin, len(own.buffer) + own.remote)
         for t in out.taken:
             self._adopt(t, plan.now)

@@ -123,6 +123,11 @@ class ClusterDriver:
         if self.sync is not None:
             self.sync.queue.mark_seen(origin_of(canonical), url_fingerprint(canonical))
 
+    def may_send(self, origin: str) -> bool:
+        """The worker still owns the origin and its lease as last confirmed has not run out
+        (:meth:`RedisFrontier.holds`, by the frontier's clock)."""
+        return self.sync is not None and self.sync.holds(origin)
+
     # --- batches ---------------------------------------------------------------------
     def _tick(self) -> None:
         sync = self.sync

@@ -23,10 +23,13 @@ on one Redis Cluster slot:
   integers (Redis keeps a set of integers as an *intset*: 8 bytes each).
 - ``P:active:C`` set of origins with rows queued or claimed; ``P:free:C`` those of them
   that nobody owns (a worker with room pops from it); ``P:workers:C`` sorted set
-  worker -> last heartbeat; ``P:tpl:C`` hash of URL-row templates; ``P:seed:C`` the
+  worker -> last heartbeat; ``P:nudge:C:W`` origins W owns that others queued rows
+  for; ``P:tpl:C`` hash of URL-row templates; ``P:seed:C`` the
   worker that seeds the start URLs and ``P:seeded:C`` set once it has.
 - ``P:alive:W`` the worker's lease (a TTL key, renewed in every batch) and ``P:w:W``
-  the end of its last lease (no dispatch of the worker can start after it).
+  the end of its last lease (no dispatch of the worker can start after it); ``P:n:W``
+  its batch counter (a batch whose count is not above the last one's finds that Redis
+  lost the end of its log: see :attr:`RedisShared.kept`).
 
 An origin belongs to the worker named in its ``owner`` field while that worker's
 ``alive`` key exists. A worker whose ``alive`` key vanished (it died, or stalled past
@@ -46,6 +49,8 @@ from polite_crawler.store.redis_keys import (
     alive_key,
     claimed_key,
     free_key,
+    mark_key,
+    nudge_key,
     origin_key,
     owned_key,
     queue_key,
@@ -58,29 +63,89 @@ from polite_crawler.store.redis_keys import (
     workers_key,
 )
 
-# KEYS: o, q, s.  ARGV: crawl, then (fingerprint or '', prio, url\ndata) per row.
-_PUSH = """
+# Rows into the claimed hash f (seq -> row) from every second item of a list from
+# ``first`` (ZPOPMIN's {row, score, ...}: 1; {score, row, ...}: 2), each added to out.
+_CLAIM_LUA = """
+local function claim(f, list, first, out)
+  local claimed = {}
+  for i = first, #list, 2 do
+    local m = list[i]
+    local a = string.find(m, ' ', 1, true)
+    local b = string.find(m, ' ', a + 1, true)
+    claimed[#claimed + 1] = string.sub(m, a + 1, b - 1)
+    claimed[#claimed + 1] = m
+    out[#out + 1] = m
+  end
+  for lo = 1, #claimed, 2000 do  -- one HSET for every 1,000 rows claimed
+    redis.call('HSET', f, unpack(claimed, lo, math.min(#claimed, lo + 1999)))
+  end
+end
+"""
+
+# KEYS: o, q, s, f.  ARGV: crawl, me, claim n, then (fingerprint or '', prio,
+# url\ndata) per row. The seen check of several rows is one SMISMEMBER, the new
+# fingerprints one SADD and the rows one ZADD (a fingerprint twice in one call is queued
+# once). When the caller owns the origin and asks for up to n rows, and the new rows are
+# no more than n, they are claimed at once (one HSET into the claimed hash, not the
+# queue: the claim of the next batch is saved). Returns {added, dup, owned, rows
+# claimed...}; owner is the origin's owner ('' none).
+_PUSH = _CLAIM_LUA + """
 local seqf = 'seq:' .. ARGV[1]
 -- The stop, the row counter and the owner in one read; the counter is written once
 -- (the script runs alone: the same numbers as one HINCRBY a row).
 local v = redis.call('HMGET', KEYS[1], seqf, 'owner', 'stop:' .. ARGV[1])
 if v[3] then return {-1, 0, 1} end
+local fps = {}
+for i = 4, #ARGV, 3 do
+  if ARGV[i] ~= '' then fps[#fps + 1] = ARGV[i] end
+end
+local seen, fresh = {}, {}
+if #fps == 1 then
+  if redis.call('SADD', KEYS[3], fps[1]) == 0 then seen[fps[1]] = true end
+  fresh = nil
+elseif #fps > 1 then
+  for lo = 1, #fps, 1000 do
+    local hi = math.min(#fps, lo + 999)
+    local m = redis.call('SMISMEMBER', KEYS[3], unpack(fps, lo, hi))
+    for j = lo, hi do
+      if m[j - lo + 1] == 1 then seen[fps[j]] = true end
+    end
+  end
+end
 local added, dup = 0, 0
 local seq0 = tonumber(v[1] or '0')
-local owner = v[2]
-for i = 2, #ARGV, 3 do
+local rows = {}
+for i = 4, #ARGV, 3 do
   local fp = ARGV[i]
-  if fp == '' or redis.call('SADD', KEYS[3], fp) == 1 then
+  if fp ~= '' and seen[fp] then
+    dup = dup + 1
+  else
+    if fp ~= '' then
+      seen[fp] = true
+      if fresh then fresh[#fresh + 1] = fp end
+    end
     added = added + 1
     local seq = seq0 + added
     local prio = tonumber(ARGV[i + 1])
-    redis.call('ZADD', KEYS[2], -prio * 1e9 + seq, ARGV[i + 1] .. ' ' .. seq .. ' ' .. ARGV[i + 2])
-  else
-    dup = dup + 1
+    rows[#rows + 1] = -prio * 1e9 + seq
+    rows[#rows + 1] = ARGV[i + 1] .. ' ' .. seq .. ' ' .. ARGV[i + 2]
+  end
+end
+if fresh then
+  for lo = 1, #fresh, 1000 do
+    redis.call('SADD', KEYS[3], unpack(fresh, lo, math.min(#fresh, lo + 999)))
+  end
+end
+local out = {added, dup, v[2] or ''}
+if added > 0 and ARGV[2] ~= '' and v[2] == ARGV[2] and added <= tonumber(ARGV[3]) then
+  claim(KEYS[4], rows, 2, out)
+else
+  for lo = 1, #rows, 2000 do
+    redis.call('ZADD', KEYS[2], unpack(rows, lo, math.min(#rows, lo + 1999)))
   end
 end
 if added > 0 then redis.call('HSET', KEYS[1], seqf, seq0 + added) end
-return {added, dup, (owner and owner ~= '') and 1 or 0}
+return out
 """
 
 # Rows claimed by an owner that is gone go back to the queue, with their own score.
@@ -94,7 +159,7 @@ local function requeue(q, f)
     local seq = tonumber(string.sub(m, a + 1, b - 1))
     redis.call('ZADD', q, -prio * 1e9 + seq, m)
   end
-  redis.call('DEL', f)
+  if #rows > 0 then redis.call('DEL', f) end
   return #rows
 end
 """
@@ -116,18 +181,26 @@ return {1, v[1] or '', v[2] or '', n, redis.call('ZCARD', KEYS[2]), v[3] or '', 
 # KEYS: o, q, f.  ARGV: me, crawl, state JSON ('' unchanged), claim n, give back (0/1),
 # n done, then the done seqs, then the done rows, then n check and the seqs to check.
 # Done rows leave the claimed set and the queue whoever owns the origin now (a row put
-# back by a takeover is not fetched again). The rest only for the owner: the state is
-# written, rows are claimed, or the origin is given back (its claimed rows requeued;
-# the caller has nothing of it in flight). Checked seqs no longer claimed were done by
-# the last owner after it lost the origin: the caller drops them. Returns {0} (not the
-# owner), {1, queued, claimed count, n gone, gone seqs..., rows...} or {2, queued}.
-_SYNC = _REQUEUE_LUA + """
+# back by a takeover is not fetched again). A row still claimed is in no queue (a claim
+# pops it), so the queue is searched only for rows the claimed set no longer held.
+# A call that only reports done rows returns {3} there: no fixed reads. The rest only
+# for the owner: the state is written, rows are claimed, or the origin is given back
+# (its claimed rows requeued; the caller has nothing of it in flight). Checked seqs no
+# longer claimed were done by the last owner after it lost the origin: the caller drops
+# them. Returns {0} (not the owner), {1, queued, claimed count, n gone, gone seqs...,
+# rows...} (queued and claimed count -1 when no rows were asked for: not read),
+# {2, queued} or {3}.
+_SYNC = _REQUEUE_LUA + _CLAIM_LUA + """
 local nd = tonumber(ARGV[6])
-for lo = 1, nd, 1000 do  -- one HDEL and one ZREM for every 1,000 done rows
+for lo = 1, nd, 1000 do  -- one HDEL (and at most one ZREM) for every 1,000 done rows
   local hi = math.min(nd, lo + 999)
-  redis.call('HDEL', KEYS[3], unpack(ARGV, 6 + lo, 6 + hi))
-  redis.call('ZREM', KEYS[2], unpack(ARGV, 6 + nd + lo, 6 + nd + hi))
+  if redis.call('HDEL', KEYS[3], unpack(ARGV, 6 + lo, 6 + hi)) < hi - lo + 1 then
+    redis.call('ZREM', KEYS[2], unpack(ARGV, 6 + nd + lo, 6 + nd + hi))
+  end
 end
+local nc = tonumber(ARGV[7 + 2 * nd])
+local n = tonumber(ARGV[4])
+if ARGV[3] == '' and ARGV[5] ~= '1' and n == 0 and nc == 0 then return {3} end
 local v = redis.call('HMGET', KEYS[1], 'owner', 'stop:' .. ARGV[2])
 if v[1] ~= ARGV[1] then return {0} end
 if ARGV[3] ~= '' then redis.call('HSET', KEYS[1], 'state', ARGV[3], 'run', ARGV[2]) end
@@ -137,8 +210,7 @@ if ARGV[5] == '1' then
   redis.call('HSET', KEYS[1], 'owner', '')
   return {2, redis.call('ZCARD', KEYS[2])}
 end
-local out = {1, 0, 0, 0}
-local nc = tonumber(ARGV[7 + 2 * nd])
+local out = {1, -1, -1, 0}
 for i = 1, nc do
   local seq = ARGV[7 + 2 * nd + i]
   if redis.call('HEXISTS', KEYS[3], seq) == 0 then
@@ -146,24 +218,13 @@ for i = 1, nc do
     out[4] = out[4] + 1
   end
 end
-local n = tonumber(ARGV[4])
 if n > 0 then
   local popped = redis.call('ZPOPMIN', KEYS[2], n)
-  local claimed = {}
-  for i = 1, #popped, 2 do
-    local m = popped[i]
-    local a = string.find(m, ' ', 1, true)
-    local b = string.find(m, ' ', a + 1, true)
-    claimed[#claimed + 1] = string.sub(m, a + 1, b - 1)
-    claimed[#claimed + 1] = m
-    out[#out + 1] = m
-  end
-  for lo = 1, #claimed, 2000 do  -- one HSET for every 1,000 rows claimed
-    redis.call('HSET', KEYS[3], unpack(claimed, lo, math.min(#claimed, lo + 1999)))
-  end
+  claim(KEYS[3], popped, 1, out)
+  -- Fewer rows than asked for: the queue is empty, no need to count it.
+  out[2] = (#popped < 2 * n) and 0 or redis.call('ZCARD', KEYS[2])
+  out[3] = redis.call('HLEN', KEYS[3])
 end
-out[2] = redis.call('ZCARD', KEYS[2])
-out[3] = redis.call('HLEN', KEYS[3])
 return out
 """
 
@@ -184,14 +245,26 @@ class OriginSync:
     give_back: bool = False
     done: list[tuple[bytes, bytes]] = field(default_factory=list)  # (seq, row)
     check: list[bytes] = field(default_factory=list)  # claimed seqs to confirm
+    # The worker held the origin as the batch was planned (owned, its lease valid): no
+    # takeover can have put its claimed rows back in the queue, so done rows alone may
+    # go as a plain HDEL. Otherwise they go through the sync script: HDEL and ZREM in one.
+    held: bool = True
+
+    @property
+    def done_only(self) -> bool:
+        """Only done rows to report, of an origin held: no state, claim, give back or
+        check (a plain HDEL)."""
+        return bool(self.done) and self.held and not (self.state or self.claim
+                                                      or self.give_back or self.check)
 
 
 @dataclass
 class SyncResult:
     origin: str
-    status: int  # 0 not the owner, 1 owned (claimed rows), 2 given back
-    queued: int = 0
-    claimed_total: int = 0
+    status: int  # 0 not the owner, 1 owned (claimed rows), 2 given back, 3 done rows only,
+    # 4 rows claimed with their push
+    queued: int = 0  # -1: not read (no rows asked for)
+    claimed_total: int = 0  # -1: not read
     rows: list[bytes] = field(default_factory=list)
     gone: list[bytes] = field(default_factory=list)
 
@@ -243,6 +316,13 @@ class RedisShared:
         self._push = self.r.register_script(_PUSH)
         self._take = self.r.register_script(_TAKE)
         self._sync = self.r.register_script(_SYNC)
+        self._mark = 0  # the batch counter as last acknowledged
+        # Whether everything Redis acknowledged to this worker is still there, as the
+        # last batch found: its count in Redis is above the one before (a log cut back
+        # by a restart counts from less; the writes of a batch precede its count).
+        self.kept = True
+        # Owned origins another worker queued rows for, read in the last batch.
+        self.nudged: list[str] = []
 
     # --- keys ------------------------------------------------------------------
     def okey(self, origin: str) -> str:
@@ -296,7 +376,8 @@ class RedisShared:
     def resign(self) -> None:
         """The worker leaves (it gave every origin back): its lease ends now."""
         pipe = self.r.pipeline(transaction=False)
-        pipe.delete(self.alive_key(self.worker), self.owned_key(self.worker))
+        pipe.delete(self.alive_key(self.worker), self.owned_key(self.worker),
+                    nudge_key(self.worker, self.crawl, self.p))
         pipe.set(self.until_key(self.worker), "0", ex=86400)
         pipe.zrem(self.workers_key, self.worker)
         pipe.execute()
@@ -313,12 +394,16 @@ class RedisShared:
         stops: dict[str, str],
         drops: list[str],
         owned: list[OriginSync],
+        push_claims: dict[str, int] | None = None,
     ) -> tuple[bool, dict[str, tuple[int, int]], list[SyncResult], int, int]:
         """Write what the worker queued and did, renew its lease, claim rows.
 
+        ``push_claims``: owned origin -> rows its push may claim at once.
         Returns (lease renewed, origin -> (added, duplicates) of the pushes, the owned
-        origins' results, active origins, live workers).
+        origins' results (status 4: rows claimed with the push), active origins, live
+        workers).
         """
+        push_claims = push_claims or {}
         pipe = self.r.pipeline(transaction=False)
         tpl = templates_key(self.crawl, self.p)
         for tid, data in templates.items():
@@ -330,36 +415,53 @@ class RedisShared:
             pipe.delete(self.qkey(origin))
         push_order = []
         for origin, rows in pushes.items():
-            args: list[Any] = [self.crawl]
+            n = push_claims.get(origin, 0)
+            args: list[Any] = [self.crawl, self.worker if n > 0 else "", str(n)]
             for fp, prio, body in rows:
                 args += ["" if fp is None else str(fp), str(prio), body]
-            self._push(keys=[self.okey(origin), self.qkey(origin), self.skey(origin)],
-                       args=args, client=pipe)
+            self._push(keys=[self.okey(origin), self.qkey(origin), self.skey(origin),
+                             self.fkey(origin)], args=args, client=pipe)
             push_order.append(origin)
         for origin, fps in seen.items():
             pipe.sadd(self.skey(origin), *fps)
         for s in owned:
-            args = [self.worker, self.crawl, s.state, str(s.claim), "1" if s.give_back else "0",
-                    str(len(s.done)), *[d[0] for d in s.done], *[d[1] for d in s.done],
-                    str(len(s.check)), *s.check]
-            self._sync(keys=[self.okey(s.origin), self.qkey(s.origin), self.fkey(s.origin)],
-                       args=args, client=pipe)
+            if s.done_only:
+                # Done rows alone: one HDEL, no script. A row the claimed hash no longer
+                # held (a takeover put it back in the queue) leaves in the script below.
+                pipe.hdel(self.fkey(s.origin), *[d[0] for d in s.done])
+                continue
+            self._sync_call(pipe, s)
         self._heartbeat(pipe, now, ttl)
+        pipe.incr(mark_key(self.worker, self.p))
+        pipe.expire(mark_key(self.worker, self.p), 86400)
+        pipe.spop(nudge_key(self.worker, self.crawl, self.p), 100_000)
         out = pipe.execute()
         i = len(templates) + 2 * len(stops) + len(drops)
         pushed: dict[str, tuple[int, int]] = {}
         unowned: list[str] = []
+        nudges: dict[str, list[str]] = {}
+        results = []
         for origin in push_order:
-            added, dup, owned_now = out[i]
+            added, dup, owner, *claimed = out[i]
             pushed[origin] = (int(added), int(dup))
-            if int(added) > 0 and not int(owned_now):
+            w = bytes(owner).decode("utf-8") if isinstance(owner, bytes) else ""
+            if int(added) > 0 and not w:
                 unowned.append(origin)
+            elif int(added) > 0 and w != self.worker:
+                nudges.setdefault(w, []).append(origin)  # its owner claims them
+            if claimed:
+                results.append(SyncResult(origin, 4, -1, -1, [bytes(m) for m in claimed]))
             i += 1
         i += len(seen)
-        results = []
+        requeued_done = []
         for s in owned:
             res = out[i]
             i += 1
+            if s.done_only:
+                if int(res) < len(s.done):
+                    requeued_done.append(s)
+                results.append(SyncResult(s.origin, 3, -1, -1))
+                continue
             status = int(res[0])
             if status == 1:
                 ng = int(res[3])
@@ -370,23 +472,42 @@ class RedisShared:
                 results.append(SyncResult(s.origin, 2, int(res[1])))
                 if int(res[1]) > 0:
                     unowned.append(s.origin)
+            elif status == 3:
+                results.append(SyncResult(s.origin, 3, -1, -1))
             else:
                 results.append(SyncResult(s.origin, 0))
         renewed = out[i + 1] is not None and out[i + 1] is not False
+        mark = int(out[i + 3])
+        self.kept = mark > self._mark
+        self._mark = mark
+        self.nudged = [bytes(o).decode("utf-8") for o in out[i + 5] or []]
         # Active origins: pushed ones join (after their rows are in: see drop_empty).
         pipe = self.r.pipeline(transaction=False)
+        for s in requeued_done:
+            self._sync_call(pipe, s)  # HDEL and ZREM as one: the queue may be claimed from
         added_origins = [o for o, (a, _d) in pushed.items() if a > 0]
         if added_origins:
             pipe.sadd(self.active_key, *added_origins)
         if unowned:
             pipe.sadd(self.free_key, *unowned)
-        left = [r.origin for r in results if r.status != 1]
+        for w, origins in nudges.items():
+            pipe.sadd(nudge_key(w, self.crawl, self.p), *origins)
+            pipe.expire(nudge_key(w, self.crawl, self.p), 86400)
+        left = [r.origin for r in results if r.status in (0, 2)]
         if left:
             pipe.srem(self.owned_key(self.worker), *left)
         pipe.scard(self.active_key)
         pipe.zcount(self.workers_key, now - ttl, "+inf")
         counts = pipe.execute()
+        counts = counts[len(requeued_done):]
         return renewed, pushed, results, int(counts[-2]), max(int(counts[-1]), 1)
+
+    def _sync_call(self, pipe: Any, s: OriginSync) -> None:
+        args = [self.worker, self.crawl, s.state, str(s.claim), "1" if s.give_back else "0",
+                str(len(s.done)), *[d[0] for d in s.done], *[d[1] for d in s.done],
+                str(len(s.check)), *s.check]
+        self._sync(keys=[self.okey(s.origin), self.qkey(s.origin), self.fkey(s.origin)],
+                   args=args, client=pipe)
 
     def drop_empty(self, origins: list[str]) -> list[str]:
         """Origins with nothing queued or claimed leave the active set (a push since puts

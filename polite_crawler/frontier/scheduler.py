@@ -73,6 +73,9 @@ logger = logging.getLogger(__name__)
 
 QUEUE_DB = "polite_frontier.sqlite3"
 
+# Meta flag of a request held back before the network (FrontierScheduler.hold_back).
+HELD = "polite_held"
+
 # Meta keys the frontier sets on a request it hands out; a copy of the request
 # (a redirect, a retry) carries them back in and they are cleared there.
 DISPATCH_KEYS = ("polite_origin", "polite_token", "polite_row", "polite_dispatched",
@@ -225,6 +228,10 @@ class FrontierScheduler:
         f = self.frontier
         assert f is not None, "the scheduler is not open"
         meta = request.meta
+        if meta.pop(HELD, False):
+            # Handed out, then held back at the gate (see may_send): not a new request.
+            self._put_back(request)
+            return True
         old_origin, old_token = meta.get("polite_origin"), meta.get("polite_token")
         old_row, dispatched = meta.get("polite_row"), meta.get("polite_dispatched")
         for key in DISPATCH_KEYS:
@@ -422,7 +429,9 @@ class FrontierScheduler:
         request: Request
         if d.kind == CONTENT:
             assert d.row is not None
-            kept = self._memory.pop(d.row.id, None)
+            # Kept until the row is done (or held): a request held back at the gate
+            # (put_back) is handed out again from here.
+            kept = self._memory.get(d.row.id)
             if kept is not None:
                 request = kept
             else:
@@ -487,6 +496,46 @@ class FrontierScheduler:
         )
 
     # --- the gate's side ---------------------------------------------------------
+    def may_send(self, request: Request) -> bool:
+        """Whether a request the frontier handed out may still go to the network now.
+
+        On a cluster, a worker may have been frozen (SIGSTOP, a long pause) between the
+        frontier handing a request out and the request reaching the socket; by then its
+        lease may have run out and another worker may own the origin. The gate asks this
+        before the request goes on and the download handler again as it starts the
+        exchange (its timeout starts in the same call). False: this worker no longer
+        holds the request's origin with a valid lease (by the frontier's clock), and the
+        request must not be sent; :meth:`hold_back` undoes its dispatch. The embedded
+        backend answers True. A request not handed out by the frontier (no origin in its
+        meta) is not this check's business: True.
+        """
+        origin = request.meta.get("polite_origin")
+        if origin is None or self.driver is None:
+            return True
+        return self.driver.may_send(origin)
+
+    @staticmethod
+    def hold_back(request: Request) -> Request:
+        """The request failed :meth:`may_send`: returned by a downloader middleware, it
+        comes back to :meth:`enqueue_request`, which puts its dispatch back (the row to
+        the head of its origin's queue here, or to Redis's queue for the origin's owner;
+        the origin freed with no rest; nothing done, nothing fetched). No errback runs and
+        no middleware below sees a failure."""
+        request.meta[HELD] = True
+        return request
+
+    def _put_back(self, request: Request) -> None:
+        f = self.frontier
+        assert f is not None
+        meta = request.meta
+        origin, token, row = meta.get("polite_origin", ""), meta.get("polite_token"), \
+            meta.get("polite_row")
+        for key in DISPATCH_KEYS:
+            meta.pop(key, None)
+        if not f.put_back(origin, token, obj=request) and row is not None:
+            self._memory.pop(row, None)
+        self._arm()
+
     def owns(self, request: Request) -> bool:
         """Whether the request is the one the frontier handed out for its origin."""
         f = self.frontier
@@ -615,6 +664,9 @@ class EmbeddedDriver:
     def mark_seen(self, canonical: str) -> None:
         if self.scheduler.dupefilter is not None:
             self.scheduler.dupefilter.seen_url(canonical)
+
+    def may_send(self, origin: str) -> bool:
+        return True  # one process: its leases of the origin store are renewed as it runs
 
 
 def wake_engine(crawler: Crawler) -> bool:

@@ -165,6 +165,12 @@ class QueueStore:
         self._begin()
         self.conn.execute("UPDATE frontier_queue SET state=? WHERE id=?", (IN_FLIGHT, row_id))
 
+    def unmark_in_flight(self, row_id: int) -> bool:
+        self._begin()
+        cur = self.conn.execute("UPDATE frontier_queue SET state=? WHERE id=? AND state=?",
+                                (QUEUED, row_id, IN_FLIGHT))
+        return cur.rowcount > 0
+
     def delete(self, row_id: int) -> None:
         self._begin()
         self.conn.execute("DELETE FROM frontier_queue WHERE id=?", (row_id,))

@@ -26,6 +26,15 @@ dropped it or answered it) frees its origin with no rest. One that failed becaus
 page store's database stayed away (``PageStoreDown``: the crawl is closing) keeps its
 row queued for the next run.
 
+A request whose origin the frontier no longer holds (``FrontierScheduler.may_send``: a
+cluster worker frozen or stalled past its lease since the frontier handed the request
+out) is not sent: the gate checks as the request reaches it, and the download handler
+again as it starts the exchange (``handlers.LeaseLapsedError``, which reaches the gate
+first). Either way the request is held back (``FrontierScheduler.hold_back``): its row
+goes back to the origin's queue, the origin is freed with no rest and nothing is done;
+counted ``polite/redis/held_at_gate`` (``.../handler`` for the handler's check), one INFO
+line each, and an access-log line with ``sent`` null and verdict ``held:lease_lapsed``.
+
 For the access log and other components the gate leaves on the request's meta:
 ``polite_start`` and ``polite_end`` (epoch seconds), ``polite_duration`` (gate to gate),
 ``polite_verdict`` (the verdict's label) and ``polite_rest`` (seconds).
@@ -41,6 +50,7 @@ from typing import TYPE_CHECKING
 from scrapy.exceptions import IgnoreRequest, NotConfigured
 
 from polite_crawler.context import polite_context
+from polite_crawler.handlers import LeaseLapsedError
 from polite_crawler.policy.verdicts import (
     Action,
     Verdict,
@@ -99,15 +109,18 @@ class GateMiddleware:
             self.crawler.stats.inc_value(key)
 
     # --- out -------------------------------------------------------------------
-    def process_request(self, request: Request) -> None:
+    def process_request(self, request: Request) -> Request | None:
         frontier = self.frontier
         if not frontier.owns(request):
             self._inc("polite/gate/bypass")
             logger.warning("Refusing %(request)s: it did not come through the frontier",
                            {"request": request})
             raise IgnoreRequest("request did not come through the frontier")
+        if not frontier.may_send(request):
+            return self._hold(request, "gate")
         request.meta["polite_dispatched"] = True
         request.meta["polite_start"] = self.clock()
+        return None
 
     # --- back --------------------------------------------------------------------
     def process_response(self, request: Request, response: Response) -> Request | Response:
@@ -135,6 +148,8 @@ class GateMiddleware:
         return response
 
     def process_exception(self, request: Request, exception: Exception) -> Request | None:
+        if isinstance(exception, LeaseLapsedError) and self.frontier.owns(request):
+            return self._hold(request, "handler")
         if not request.meta.get("polite_dispatched"):
             if self.frontier.owns(request):
                 self.frontier.release(request)
@@ -157,6 +172,21 @@ class GateMiddleware:
         return outcome
 
     # --- shared --------------------------------------------------------------------
+    def _hold(self, request: Request, where: str) -> Request:
+        """Not sent: the frontier no longer holds the origin (see the module doc)."""
+        self._inc("polite/redis/held_at_gate")
+        if where != "gate":
+            self._inc(f"polite/redis/held_at_gate/{where}")
+        origin = request.meta.get("polite_origin", "")
+        logger.info("Held back %(request)s at the %(where)s: this worker no longer holds "
+                    "%(origin)s with a valid lease (it stalled since the frontier handed the "
+                    "request out); not sent, its row goes back to the origin's queue",
+                    {"request": request, "where": where, "origin": origin})
+        if self.ctx.access_log is not None:
+            self.ctx.access_log.record(request=request, verdict="held:lease_lapsed",
+                                       sent=None, duration=None)
+        return self.frontier.hold_back(request)
+
     def _params_for(self, origin: str) -> VerdictParams:
         frontier = self.ctx.frontier
         test = frontier is not None and frontier.is_test_origin(origin)

@@ -269,3 +269,10 @@ def charge_budget(state: OriginState, now: float) -> None:
     if state.budget_day != day:
         state.budget_day, state.budget_used = day, 0
     state.budget_used += 1
+
+
+def uncharge_budget(state: OriginState, now: float) -> None:
+    """A request charged by :func:`charge_budget` was never sent: the charge is undone
+    (only on the same UTC day: a new day's count starts afresh anyway)."""
+    if state.budget_day == utc_day(now) and state.budget_used > 0:
+        state.budget_used -= 1

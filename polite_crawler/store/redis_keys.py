@@ -102,6 +102,18 @@ def owned_key(worker: str, crawl: str, prefix: str = PREFIX) -> str:
     return f"{prefix}:owned:{crawl}:{worker}"
 
 
+def nudge_key(worker: str, crawl: str, prefix: str = PREFIX) -> str:
+    """``P:nudge:C:W`` set: origins the worker owns that another worker queued rows for
+    (read and emptied in the owner's next batch: it claims them then)."""
+    return f"{prefix}:nudge:{crawl}:{worker}"
+
+
+def mark_key(worker: str, prefix: str = PREFIX) -> str:
+    """``P:n:W``: the worker's batch counter (one INCR a batch: a Redis that restarted
+    without the end of its log counts from less)."""
+    return f"{prefix}:n:{worker}"
+
+
 def until_key(worker: str, prefix: str = PREFIX) -> str:
     """``P:w:W``: the end of the worker's last lease."""
     return f"{prefix}:w:{worker}"
