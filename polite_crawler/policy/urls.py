@@ -351,6 +351,24 @@ def host_of(url: str) -> str:
     >>> host_of("http://[::FFFF:127.0.0.1]/")
     '[::ffff:127.0.0.1]'
     """
+    known = _HOSTS.get(url)
+    if known is not None:
+        return known
+    host = _host_of(url)
+    if len(_HOSTS) >= _HOSTS_MAX:
+        _HOSTS.clear()
+    _HOSTS[url] = host
+    return host
+
+
+# host_of's answers by URL, as origin_of's below: a page's links to other sites (its
+# navigation's, the same on every page of a site) are asked for their host on every
+# page that links them. Bounded: emptied when full.
+_HOSTS: dict[str, str] = {}
+_HOSTS_MAX = 8192
+
+
+def _host_of(url: str) -> str:
     try:
         netloc = urlsplit(url).netloc
     except ValueError:
