@@ -267,23 +267,6 @@ _MAX_TRAIL = 64  # pages of one trail kept (a depth-limited crawl never gets nea
 
 
 def _path_query(url: str) -> tuple[str, str, str] | None:
-    """``urlsplit(url)``'s ``scheme://netloc``, path (``/`` if empty) and query.
-
-    Read off the text for a plain http(s) URL, as :func:`path_and_query` does (a link's
-    trail asks this of its page and itself: twice a link); :func:`urlsplit` for the rest.
-
-    >>> _path_query("http://e.org:8080/a/b?x=1&y=2"), _path_query("https://e.org?q")
-    (('http://e.org:8080', '/a/b', 'x=1&y=2'), ('https://e.org', '/', 'q'))
-    """
-    scheme, sep, rest = url.partition("://")
-    if sep and scheme in ("http", "https") and "#" not in rest and rest.isprintable() \
-            and " " not in rest:
-        q, slash = rest.find("?"), rest.find("/")
-        cut = min(i for i in (q, slash, len(rest)) if i >= 0)
-        netloc = rest[:cut]
-        if netloc.isascii() and "[" not in netloc and "]" not in netloc:
-            path, _, query = rest[cut:].partition("?")
-            return f"{scheme}://{netloc}", path or "/", query
     try:
         parts = urlsplit(url)
     except ValueError:
