@@ -370,3 +370,16 @@ def test_canonical_form_is_the_url_scrapy_requests(url: str) -> None:
     except URLError:
         return
     assert Request(canon).url == canon
+
+
+@settings(max_examples=300)
+@given(st.text(alphabet="hts:/.[]@%:AZaz09-_\u00fc\u3002 ", max_size=40))
+@example("http://WWW.Example.org.:8080/")
+@example("http://[::FFFF:127.0.0.1]/x")
+def test_host_of_remembered_answer_is_the_fresh_one(tail: str) -> None:
+    # host_of keeps its answers by URL (bounded): the kept answer is the one worked out.
+    url = "http://" + tail
+    fresh = urls._host_of(url)
+    assert host_of(url) == fresh
+    assert host_of(url) == fresh  # the second time from the memo
+    assert host_of.cache_info().currsize <= 8192

@@ -120,6 +120,8 @@ def url_trap(url: str, depth: int, limits: TrapLimits) -> str | None:
         return QUERY_PARAMS
     segments = [s for s in path.split("/") if s]
     if len(segments) >= limits.max_segment_repeats:
+        if limits.max_segment_repeats > 1 and len(set(segments)) == len(segments):
+            return None  # no segment twice (most paths): no Counter to build
         counts = Counter(segments)
         if counts.most_common(1)[0][1] >= limits.max_segment_repeats:
             return REPEATED_SEGMENT

@@ -344,6 +344,10 @@ def _canonicalize_slow(url: str, text: str, scheme: str, strip: frozenset[str]) 
     return f"{scheme}://{netloc}{path}" + (f"?{query}" if query else "")
 
 
+# host_of's answers by URL, as origin_of's below: a page's links to other sites (its
+# navigation's, the same on every page of a site) are asked for their host on every
+# page that links them. Bounded.
+@functools.lru_cache(maxsize=8192)
 def host_of(url: str) -> str:
     """The host of ``url`` as :func:`canonicalize` spells it (no port); ``""`` if none.
 
@@ -352,6 +356,10 @@ def host_of(url: str) -> str:
     >>> host_of("http://[::FFFF:127.0.0.1]/")
     '[::ffff:127.0.0.1]'
     """
+    return _host_of(url)
+
+
+def _host_of(url: str) -> str:
     try:
         netloc = urlsplit(url).netloc
     except ValueError:
