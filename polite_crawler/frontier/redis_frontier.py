@@ -22,6 +22,7 @@ else waits on Redis. docs/CLUSTER.md gives the rules.
 
 from __future__ import annotations
 
+import heapq
 import logging
 import math
 import os
@@ -83,6 +84,7 @@ class _Own:
     verify_until: float = 0.0  # taken over: confirm claimed rows until the first dispatch
     ids: set[int] = field(default_factory=set)  # rows claimed in this ownership, not done
     orphans: bool = False  # Redis holds claims this worker does not know (a lost reply)
+    wake: float = 0.0  # the earliest visit planned in the timer heap (0: none)
 
 
 class RedisQueue:
@@ -110,6 +112,12 @@ class RedisQueue:
         # pushed again by the page that found it, fetched again as its done was lost too.
         self.seen_here: dict[str, set[int]] = {}
         self.dups = 0
+        # Origins something happened to since the last batch was planned (a row handed
+        # out, done or put back, a stop, a batch's reply): the plan visits them, with
+        # those whose state was saved (LocalLeases.dirty). A request of another kind
+        # (robots.txt, transient) goes out only for an origin with rows or a transient
+        # one waiting: its origin has work already (see RedisFrontier._visits).
+        self.touched: set[str] = set()
         # Whether this worker holds the origin now (owned, its lease as last confirmed
         # not run out): RedisFrontier.holds. A row it never handed out is reported done
         # (dropped: robots.txt, a stop, the budget) only while it does.
@@ -177,6 +185,7 @@ class RedisQueue:
 
     def mark_in_flight(self, row_id: int) -> None:
         origin = self.rows[row_id][0]
+        self.touched.add(origin)
         own = self.own.get(origin)
         if own is not None and own.buffer and own.buffer[0].id == row_id:
             own.buffer.popleft()
@@ -186,6 +195,7 @@ class RedisQueue:
         if found is None:
             return False
         origin, _seq, raw = found
+        self.touched.add(origin)
         own = self.own.get(origin)
         if own is None or row_id not in own.ids:
             # Lost or given back (and perhaps taken again since: then it is claimed anew
@@ -202,6 +212,7 @@ class RedisQueue:
         if found is None:
             return
         origin, seq, raw = found
+        self.touched.add(origin)
         own = self.own.get(origin)
         if own is not None:
             own.ids.discard(row_id)
@@ -214,6 +225,7 @@ class RedisQueue:
         self.done_out.setdefault(origin, []).append((seq, raw))
 
     def drop_origin(self, origin: str) -> int:
+        self.touched.add(origin)
         own = self.own.get(origin)
         n = 0
         if own is not None:
@@ -283,6 +295,7 @@ class RedisQueue:
 
     def stop(self, origin: str, reason: str) -> None:
         self.stops[origin] = reason
+        self.touched.add(origin)
 
     def stopped(self) -> dict[str, str]:
         return {}
@@ -461,6 +474,16 @@ class RedisFrontier:
         # Whether the spider holds state of its own for an origin (links held until the
         # origin's sitemaps are read): such an origin is not given back to balance shares.
         self.keep: Callable[[str], bool] = lambda origin: False
+        # A batch visits only the owned origins something happened to (RedisQueue.touched,
+        # the states saved, the rows done), those whose planned time came (the heap
+        # below), and those that must be asked about every batch (``_again``: a give
+        # back under way, a takeover's verify window, one held by the spider); only a
+        # batch that must give origins back, and the closing one, walks them all.
+        self._wakes: list[tuple[float, str]] = []  # (time, origin): a visit planned
+        self._again: set[str] = set()  # visited in the next batch whatever happens
+        self._deferred: set[str] = set()  # dirty states waiting for a later batch
+        self._working: set[str] = set()  # owned origins with work (_has_work), as visited
+        self.walk_all = False  # visit every owned origin (the reference, in tests)
 
     def count(self, key: str, n: int) -> None:
         self.frontier.count(key, n)
@@ -517,6 +540,29 @@ class RedisFrontier:
         base = self.frontier.params(origin).base(False)
         return max(4 * self.interval, 2 * base + 2 * self.interval)
 
+    def _visits(self, now: float, dirty: set[str], transient: list[str]) -> set[str]:
+        """The origins this batch must look at (see ``__init__``); rows done were
+        touched as they were (RedisQueue.delete)."""
+        q = self.queue
+        visit, q.touched = q.touched, set()
+        visit |= dirty
+        visit |= self._again
+        self._again = set()
+        visit.update(transient)  # a transient request waiting makes its origin busy
+        wakes = self._wakes
+        while wakes and wakes[0][0] <= now:
+            at, origin = heapq.heappop(wakes)
+            own = q.own.get(origin)
+            if own is not None and own.wake == at:
+                own.wake = 0.0
+                visit.add(origin)
+        return visit
+
+    def _wake_at(self, origin: str, own: _Own, at: float) -> None:
+        if not own.wake or at < own.wake:
+            own.wake = at
+            heapq.heappush(self._wakes, (at, origin))
+
     def plan(self, *, closing: bool = False) -> Plan:
         now = self.clock()
         f = self.frontier
@@ -530,6 +576,15 @@ class RedisFrontier:
         done_out, q.done_out = q.done_out, {}
         dirty, self.origin_store.dirty = self.origin_store.dirty, set()
         q.clear_fresh()
+        transient = f.origins_with_transient()
+        visit = self._visits(now, dirty, transient)
+        working = self._working
+        for origin in visit:
+            own = q.own.get(origin)
+            if own is not None and self._has_work(origin, own):
+                working.add(origin)
+            else:
+                working.discard(origin)
         share = max(1, math.ceil(self.active / max(self.workers, 1)))
         # Room above the share: an origin nobody owns always finds a taker (every
         # worker may hold share + slack); only above that are origins given back.
@@ -537,10 +592,16 @@ class RedisFrontier:
         # The share counts origins with work (rows here or in Redis, or a request out):
         # an owned origin that ran empty waits to be given back, and neither holds a
         # share nor stops this worker from taking an origin with work.
-        busy = sum(1 for origin, own in q.own.items() if self._has_work(origin, own))
+        busy = len(working)
         excess = busy - (share + slack)
+        deferred = self._deferred
+        if closing or excess > 0 or self.walk_all:
+            visiting = list(q.own.items())  # in the order taken: the oldest go back first
+        else:
+            visiting = [(o, own) for o in visit if (own := q.own.get(o)) is not None]
+        self.count("polite/redis/plan_visits", len(visiting))
         syncs = []
-        for origin, own in q.own.items():
+        for origin, own in visiting:
             known = f.known(origin)
             idle = not f.busy(origin)
             give_back = own.releasing
@@ -555,17 +616,23 @@ class RedisFrontier:
                 give_back = own.releasing = True
                 if own.buffer or own.remote:
                     excess -= 1
+            # Given back only for the spider's sake (self.keep): asked again next batch.
+            kept = (not give_back and idle and not closing
+                    and (excess > 0 or empty or own.orphans))
             claim = 0
-            if not give_back and known and origin not in f.stopped:
-                soon = f.state(origin).eligible_at() <= now + 3 * self.interval
+            stale_at = own.refreshed + max(2 * self.ttl, self.interval)
+            soon_at = 0.0
+            claimable = not give_back and known and origin not in f.stopped
+            if claimable:
+                soon_at = f.state(origin).eligible_at() - 3 * self.interval
+                soon = soon_at <= now
                 need = self._claim_size(origin) - len(own.buffer)
                 # Rows queued by others are known from their nudge (RedisShared.nudged);
                 # asking Redis again is only a safety net, for an origin about to run
                 # dry (nothing buffered, a request out). An origin empty here is not
                 # asked before it is given back (the give back reads its queue; rows
                 # found then go to the free set).
-                stale = (now - own.refreshed >= max(2 * self.ttl, self.interval)
-                         and not own.buffer and not own.empty_since)
+                stale = now >= stale_at and not own.buffer and not own.empty_since
                 if soon and need > 0 and len(own.buffer) <= 1 and (own.remote > 0 or stale):
                     claim = need
             done = done_out.pop(origin, [])
@@ -574,23 +641,39 @@ class RedisFrontier:
                 check = [q.rows[r.id][1] for r in own.buffer if r.id in q.rows]
             state = ""
             st = f.state(origin) if known else None
+            is_dirty = origin in dirty or origin in deferred
             if st is not None and (
-                    (give_back and (origin in dirty or not own.written))
-                    or (origin in dirty and (claim or check or self._state_due(own, st, now)))):
+                    (give_back and (is_dirty or not own.written))
+                    or (is_dirty and (claim or check or self._state_due(own, st, now)))):
                 state = st.to_json()
                 own.written = now
                 own.written_key = self._state_key(st)
-            elif origin in dirty:
-                self.origin_store.dirty.add(origin)  # goes with a later batch
+                deferred.discard(origin)
+            elif is_dirty:
+                deferred.add(origin)  # goes with a later batch
+                self._wake_at(origin, own, own.written + self.state_every)
             if claim or done or state or give_back or check:
                 if claim:
                     own.refreshed = now
+                    stale_at = now + max(2 * self.ttl, self.interval)
                 held = not own.releasing and now < self.origin_store.valid_until
                 syncs.append(OriginSync(origin, state, claim, give_back, done, check, held))
+            # When time alone could change this origin's answer: visited again then.
+            # Everything else that changes it touches it (RedisQueue.touched).
+            if give_back or check or kept:
+                self._again.add(origin)
+                continue
+            if own.empty_since:
+                self._wake_at(origin, own, own.empty_since + self._empty_for(origin))
+            if claimable:
+                if soon_at > now:
+                    self._wake_at(origin, own, soon_at)
+                elif not own.buffer and not own.empty_since:
+                    self._wake_at(origin, own, stale_at)
         for origin, done in done_out.items():  # rows of origins given back or lost
             syncs.append(OriginSync(origin, done=done, held=False))
         room = 0 if closing or self.lost_lease else max(0, share + slack - busy)
-        want = [o for o in f.origins_with_transient() if o not in q.own and o not in f.stopped]
+        want = [o for o in transient if o not in q.own and o not in f.stopped]
         if want and not closing:
             room = max(room, len(want))
         # Rows this worker found for an origin it owns with nothing queued in Redis are
@@ -622,6 +705,7 @@ class RedisFrontier:
             q.stops.setdefault(origin, reason)
         q.drops.extend(plan.drops)
         for s in plan.syncs:
+            q.touched.add(s.origin)  # planned again in the next batch
             if s.done:
                 q.done_out.setdefault(s.origin, [])[:0] = s.done
             own = q.own.get(s.origin)
@@ -673,6 +757,11 @@ class RedisFrontier:
             if own is not None and not own.remote:
                 own.remote = 1  # at least: the claim reads the count
                 own.empty_since = 0.0
+        touched = q.touched  # what the outcome changes is planned again next batch
+        touched.update(out.nudged)
+        touched.update(out.pushed)
+        touched.update(r.origin for r in out.results)
+        touched.update(t.origin for t in out.taken)
         claimed_n = {r.origin: len(r.rows) for r in out.results if r.status == 4}
         for origin, (added, _d) in out.pushed.items():
             own = q.own.get(origin)
@@ -742,6 +831,9 @@ class RedisFrontier:
         return bool(getattr(getattr(book, "store", None), "remote", False))
 
     def _forget(self, origin: str) -> None:
+        self._working.discard(origin)
+        self._again.discard(origin)
+        self._deferred.discard(origin)
         self.queue.forget_claims(origin)
         self.frontier.forget_origin(origin)
 
