@@ -69,6 +69,7 @@ its URLs look like.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections import Counter, OrderedDict, deque
@@ -266,6 +267,10 @@ class YieldMonitor:
 _MAX_TRAIL = 64  # pages of one trail kept (a depth-limited crawl never gets near)
 
 
+# _path_query's answers by URL (it reads the string only): a page's links are asked
+# whether they continue its trail on every page that links them (a site's navigation),
+# and the page itself once for each of its links. Bounded.
+@functools.lru_cache(maxsize=8192)
 def _path_query(url: str) -> tuple[str, str, str] | None:
     try:
         parts = urlsplit(url)

@@ -1,0 +1,112 @@
+"""What the per-link work keeps in memory answers as the rules read afresh (issue 25).
+
+A page's links are mostly the site's navigation, the same on every page: the URL rules
+keep their reading of a URL (:class:`polite_crawler.frontier.admission.UrlRules`), the
+trail check its reading of a URL's path (:func:`polite_crawler.policy.traps._path_query`),
+and the frontier scheduler the canonical URLs its seen set answered "seen" for. Each is
+held here to the answer worked out with nothing kept.
+"""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from polite_crawler.frontier.admission import (
+    BAD_URL,
+    Judged,
+    UrlRules,
+    canonical_origin,
+    safe_origin,
+)
+from polite_crawler.policy import traps
+from polite_crawler.policy.traps import (
+    LOW_YIELD,
+    URL_LENGTH,
+    TrapLimits,
+    YieldMonitor,
+    continues_trail,
+    url_trap,
+)
+from polite_crawler.policy.urls import URLError, canonicalize
+
+
+def judge_afresh(rules: UrlRules, url: str, depth: int, *, canonical_form: bool = False,
+                 ) -> Judged:
+    """UrlRules.judge for a page as it read every URL before it kept its readings."""
+    limits = rules.limits
+    canonical: str | None = None
+    if canonical_form and not rules.strip_params:
+        canonical = url
+    elif len(url) <= limits.max_url_length:
+        try:
+            canonical = canonicalize(url, strip_params=rules.strip_params)
+        except URLError:
+            canonical = None
+    origin = canonical_origin(canonical) if canonical is not None else safe_origin(url)
+    if origin is None:
+        return Judged(BAD_URL)
+    if rules.monitor is not None and rules.monitor.stopped(origin):
+        return Judged(LOW_YIELD, origin)
+    if len(url) > limits.max_url_length:
+        return Judged(URL_LENGTH, origin)
+    if canonical is None:
+        return Judged(BAD_URL, origin)
+    return Judged(url_trap(canonical, depth, limits), origin, canonical)
+
+
+_origins = st.sampled_from(["http://e.org", "HTTP://E.org:80", "https://e.org:8443",
+                            "http://127.0.0.1:8001", "http://[::1]", "http://u:p@e.org",
+                            "http://bücher.example", "http:", "http://e.org:99999", "ftp://e.org"])
+_segments = st.sampled_from(["a", "b", "A", ".", "..", "x y", "%41", "c;p=1", "é", "", "a" * 30])
+_queries = st.sampled_from(["", "?a=1", "?b=2&a=1", "?a&b&c&d&e&f", "?utm_source=x", "?q=%7e",
+                            "?", "#frag", "?a=1#f"])
+_urls = st.builds(lambda o, s, q: f"{o}/{'/'.join(s)}{q}", _origins,
+                  st.lists(_segments, max_size=8), _queries)
+
+
+@settings(max_examples=200, deadline=None)
+@given(calls=st.lists(st.tuples(_urls, st.integers(0, 6), st.booleans(), st.booleans()),
+                      min_size=1, max_size=30),
+       max_depth=st.integers(-1, 4), max_length=st.sampled_from([40, 80, 2000]),
+       strip=st.sampled_from([[], ["utm_source"]]))
+def test_judge_with_readings_kept_answers_as_afresh(
+        calls: list[tuple[str, int, bool, bool]], max_depth: int, max_length: int,
+        strip: list[str]) -> None:
+    # Each URL asked again and again (navigation links), at other depths, with origins
+    # stopped for low yield between the asks: every answer as the rules read afresh.
+    limits = TrapLimits(max_depth=max_depth, max_url_length=max_length, max_query_params=3)
+    monitor = YieldMonitor()
+    rules = UrlRules(limits, strip, monitor)
+    for written, depth, canonical_form, stop in [*calls, *calls]:
+        url = written
+        if canonical_form:
+            try:
+                url = canonicalize(written)
+            except URLError:
+                continue
+        assert rules.judge(url, depth, canonical_form=canonical_form) == judge_afresh(
+            rules, url, depth, canonical_form=canonical_form), (url, depth)
+        if stop:
+            origin = safe_origin(url)
+            if origin is not None:
+                monitor._stopped.add(origin)  # as the yield monitor does
+
+
+def test_a_kept_reading_leaves_the_stop_and_the_depth_to_each_ask() -> None:
+    rules = UrlRules(TrapLimits(max_depth=2), [], YieldMonitor())
+    url = "http://e.org/a/b"
+    assert rules.judge(url, 2) == Judged(None, "http://e.org", url)
+    assert rules.judge(url, 3) == Judged("depth", "http://e.org", url)
+    assert rules.monitor is not None
+    rules.monitor._stopped.add("http://e.org")
+    assert rules.judge(url, 1) == Judged(LOW_YIELD, "http://e.org")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(_urls, _urls), min_size=1, max_size=20))
+def test_trail_check_with_paths_kept_answers_as_afresh(pairs: list[tuple[str, str]]) -> None:
+    for parent, child in [*pairs, *pairs]:
+        kept = continues_trail(parent, child), traps._path_query(child)
+        traps._path_query.cache_clear()
+        assert kept == (continues_trail(parent, child), traps._path_query(child))
