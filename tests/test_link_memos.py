@@ -9,9 +9,15 @@ held here to the answer worked out with nothing kept.
 
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
+from typing import Any
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from scrapy.utils.test import get_crawler
 
+from polite_crawler.frontier import scheduler as scheduler_module
 from polite_crawler.frontier.admission import (
     BAD_URL,
     Judged,
@@ -19,6 +25,7 @@ from polite_crawler.frontier.admission import (
     canonical_origin,
     safe_origin,
 )
+from polite_crawler.frontier.scheduler import SEEN_URLS_KEPT, FrontierScheduler
 from polite_crawler.policy import traps
 from polite_crawler.policy.traps import (
     LOW_YIELD,
@@ -29,6 +36,8 @@ from polite_crawler.policy.traps import (
     url_trap,
 )
 from polite_crawler.policy.urls import URLError, canonicalize
+from polite_crawler.spiders.site import SiteSpider
+from tests.crawl import project_settings_dict
 
 
 def judge_afresh(rules: UrlRules, url: str, depth: int, *, canonical_form: bool = False,
@@ -110,3 +119,109 @@ def test_trail_check_with_paths_kept_answers_as_afresh(pairs: list[tuple[str, st
         kept = continues_trail(parent, child), traps._path_query(child)
         traps._path_query.cache_clear()
         assert kept == (continues_trail(parent, child), traps._path_query(child))
+
+
+# --- the seen set's "seen" answers, kept by the frontier scheduler ----------------------
+
+O1, O2 = "http://127.0.0.1:8001", "http://127.0.0.2:8001"
+_POOL = [f"{o}/p{i}" for o in (O1, O2) for i in range(6)]
+_KEYS = ("polite/frontier/", "scheduler/enqueued")
+
+
+class _Job:
+    """A real frontier scheduler on its own JOBDIR; ``keep``: its seen memory on or off."""
+
+    def __init__(self, tmp: Path, keep: bool) -> None:
+        self.tmp, self.keep = tmp, keep
+        self.crawler = get_crawler(SiteSpider, project_settings_dict(
+            POLITE_STATE_DIR=str(tmp), JOBDIR=str(tmp / "job"), POLITE_HOST_BUDGET=1000))
+        self.spider = SiteSpider.from_crawler(self.crawler, url=f"{O1},{O2}")
+        self.crawler.spider = self.spider
+        assert self.crawler.stats is not None
+        self.crawler.stats.open_spider()
+        self.open()
+
+    def open(self) -> None:
+        self.scheduler = FrontierScheduler.from_crawler(self.crawler)
+        self.scheduler.open(self.spider)
+        assert (self.scheduler._seen_urls is not None) is True  # the embedded queue
+        if not self.keep:
+            self.scheduler._seen_urls = None  # every URL asked of the seen set
+
+    def restart(self) -> None:
+        self.scheduler.close("shutdown")
+        self.open()
+
+    def queue(self, urls: list[str]) -> int:
+        return self.scheduler.enqueue_urls([(u, canonical_origin(u), None) for u in urls],
+                                           callback="parse")
+
+    def state(self) -> tuple[dict[str, Any], list[tuple[str, int]]]:
+        f = self.scheduler.frontier
+        assert f is not None and self.crawler.stats is not None
+        f.queue.commit()
+        rows = f.queue.conn.execute("SELECT url, state FROM frontier_queue ORDER BY id")
+        return ({k: v for k, v in self.crawler.stats.get_stats().items()
+                 if k.startswith(_KEYS)}, rows.fetchall())
+
+
+_ops = st.one_of(
+    st.tuples(st.just("queue"), st.lists(st.sampled_from(_POOL), max_size=10)),
+    st.tuples(st.sampled_from(["restart", "stop", "drop"]), st.sampled_from([O1, O2])),
+    st.tuples(st.just("mark_seen"), st.sampled_from(_POOL)),
+)
+
+
+@settings(max_examples=40, deadline=None)
+@given(kept=st.sampled_from([3, SEEN_URLS_KEPT]), ops=st.lists(_ops, min_size=1, max_size=14))
+def test_seen_urls_kept_answer_as_the_seen_set(kept: int, ops: list[tuple[str, Any]]) -> None:
+    # The same batches (repeats inside one too), restarts on the same JOBDIR, origins
+    # stopped and their rows dropped (scrapy forget's way in a live job), URLs marked
+    # seen (rel=canonical): the same counts, stats and rows as asking the seen set.
+    saved = scheduler_module.SEEN_URLS_KEPT
+    scheduler_module.SEEN_URLS_KEPT = kept  # a small memory: forgotten all at once often
+    with tempfile.TemporaryDirectory() as tmp:
+        jobs = [_Job(Path(tmp) / "kept", True), _Job(Path(tmp) / "asked", False)]
+        try:
+            for op, arg in ops:
+                answers = []
+                for job in jobs:
+                    f = job.scheduler.frontier
+                    assert f is not None
+                    if op == "queue":
+                        answers.append(job.queue(arg))
+                    elif op == "restart":
+                        job.restart()
+                    elif op == "stop":
+                        f.stop(arg, "opted_out")
+                    elif op == "drop":
+                        f.queue.drop_origin(arg)
+                    else:
+                        job.scheduler.mark_seen(arg)
+                assert len(set(answers)) <= 1, (op, arg, answers)
+            assert jobs[0].state() == jobs[1].state()
+        finally:
+            scheduler_module.SEEN_URLS_KEPT = saved
+            for job in jobs:
+                job.scheduler.close("finished")
+
+
+def test_a_url_answered_seen_is_not_asked_again(tmp_path: Path) -> None:
+    job = _Job(tmp_path, True)
+    try:
+        assert job.queue([f"{O1}/a", f"{O1}/b"]) == 2
+        assert job.queue([f"{O1}/a", f"{O1}/c"]) == 1
+        f = job.scheduler.frontier
+        assert f is not None
+        assert job.scheduler._seen_urls == {f"{O1}/a"}
+        # Out of the seen set behind the scheduler's back (no live job does this: forget
+        # edits the queue of a job that is not running, and never its seen set): the
+        # memory answers, the file is not asked.
+        f.queue.conn.execute("DELETE FROM frontier_seen")
+        assert job.queue([f"{O1}/a", f"{O1}/b"]) == 1  # b asked: new again
+        job.restart()  # a new process: nothing kept, the file answers
+        assert job.queue([f"{O1}/a"]) == 1
+        assert job.crawler.stats is not None
+        assert job.crawler.stats.get_value("polite/frontier/duplicate") == 2
+    finally:
+        job.scheduler.close("finished")
