@@ -30,9 +30,11 @@ from polite_crawler.policy import traps
 from polite_crawler.policy.traps import (
     LOW_YIELD,
     URL_LENGTH,
+    Trails,
     TrapLimits,
     YieldMonitor,
     continues_trail,
+    extend_trail,
     url_trap,
 )
 from polite_crawler.policy.urls import URLError, canonicalize
@@ -120,6 +122,18 @@ def test_trail_check_with_paths_kept_answers_as_afresh(pairs: list[tuple[str, st
         traps._path_query.cache_clear()
         assert kept == (continues_trail(parent, child), traps._path_query(child))
 
+
+
+@settings(max_examples=200, deadline=None)
+@given(_urls, st.lists(_urls, max_size=3), st.lists(_urls, min_size=1, max_size=12))
+def test_a_pages_trails_read_once_are_each_links_own(parent: str, trail: list[str],
+                                                      links: list[str]) -> None:
+    # A page's links judged with the page read once (Trails): each gets the trail
+    # extend_trail gave it when the page was read again for every link.
+    trails = Trails(parent, tuple(trail) or None)
+    for child in links:
+        own = (*trail, parent) if continues_trail(parent, child) else ()
+        assert trails.of(child) == own == extend_trail(parent, tuple(trail) or None, child)
 
 # --- the seen set's "seen" answers, kept by the frontier scheduler ----------------------
 

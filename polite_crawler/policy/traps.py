@@ -294,7 +294,12 @@ def continues_trail(parent: str, child: str) -> bool:
     >>> continues_trail("http://e.org/a?x=1", "http://f.org/a?x=2")
     False
     """
-    p, c = _path_query(parent), _path_query(child)
+    return _continues(_path_query(parent), parent, child)
+
+
+def _continues(p: tuple[str, str, str] | None, parent: str, child: str) -> bool:
+    """:func:`continues_trail`, the parent read already (``p``: its ``_path_query``)."""
+    c = _path_query(child)
     if p is None or c is None or p[0] != c[0] or parent == child:
         return False
     if p[1] == c[1]:
@@ -313,9 +318,23 @@ def extend_trail(parent: str, parent_trail: tuple[str, ...] | None,
     >>> extend_trail("http://e.org/c?m=2", ("http://e.org/c?m=1",), "http://e.org/about")
     ()
     """
-    if not continues_trail(parent, child):
-        return ()
-    return (*(parent_trail or ())[-(_MAX_TRAIL - 1):], parent)
+    return Trails(parent, parent_trail).of(child)
+
+
+class Trails:
+    """:func:`extend_trail` for the links of one page: the page is read once, and every
+    link that continues its trail gets the same trail (a tuple)."""
+
+    __slots__ = ("_longer", "_p", "parent")
+
+    def __init__(self, parent: str, parent_trail: tuple[str, ...] | None) -> None:
+        self.parent = parent
+        self._p = _path_query(parent)
+        self._longer = (*(parent_trail or ())[-(_MAX_TRAIL - 1):], parent)
+
+    def of(self, child: str) -> tuple[str, ...]:
+        """The trail the link to ``child`` gives it (empty: it starts no trail)."""
+        return self._longer if _continues(self._p, self.parent, child) else ()
 
 
 def trap_pages(trail: tuple[str, ...], refused: str) -> list[str]:
