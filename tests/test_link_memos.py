@@ -12,6 +12,7 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -134,6 +135,22 @@ def test_a_pages_trails_read_once_are_each_links_own(parent: str, trail: list[st
     for child in links:
         own = (*trail, parent) if continues_trail(parent, child) else ()
         assert trails.of(child) == own == extend_trail(parent, tuple(trail) or None, child)
+
+
+@settings(max_examples=1500, deadline=None)
+@given(st.sampled_from(["http://", "https://", "HTTP://", "ftp://", "http:", ""]),
+       st.text(alphabet="ab.:@[]%é﹖ \t", max_size=8),
+       st.text(alphabet="/ab.?=&;#%é \t\x00", max_size=16))
+def test_trail_reading_is_urlsplits(scheme: str, netloc: str, tail: str) -> None:
+    # _path_query reads a plain http(s) URL off its text: as urlsplit reads it.
+    url = scheme + netloc + tail
+    try:
+        parts = urlsplit(url)
+        want: tuple[str, str, str] | None = (
+            f"{parts.scheme}://{parts.netloc}", parts.path or "/", parts.query)
+    except ValueError:
+        want = None
+    assert traps._path_query.__wrapped__(url) == want
 
 # --- the seen set's "seen" answers, kept by the frontier scheduler ----------------------
 

@@ -135,16 +135,27 @@ def path_and_query(url: str) -> tuple[str, str]:
     >>> path_and_query("http://e.org:8080/a/b?x=1&y=2"), path_and_query("https://e.org?q")
     (('/a/b', 'x=1&y=2'), ('', 'q'))
     """
+    plain = _split_plain(url)
+    if plain is not None:
+        return plain[2], plain[3]
+    parts = urlsplit(url)
+    return parts.path, parts.query
+
+
+def _split_plain(url: str) -> tuple[str, str, str, str] | None:
+    """``urlsplit(url)``'s scheme, netloc, path and query, read off the text, for a plain
+    http(s) URL (no fragment, white space, control character, bracket or non-ASCII
+    character before the path: nothing urlsplit would strip, refuse or check); else None."""
     scheme, sep, rest = url.partition("://")
     if sep and scheme in ("http", "https") and "#" not in rest and rest.isprintable() \
             and " " not in rest:
         q, slash = rest.find("?"), rest.find("/")
         cut = min(i for i in (q, slash, len(rest)) if i >= 0)
-        if rest[:cut].isascii() and "[" not in rest[:cut] and "]" not in rest[:cut]:
+        netloc = rest[:cut]
+        if netloc.isascii() and "[" not in netloc and "]" not in netloc:
             path, _, query = rest[cut:].partition("?")
-            return path, query
-    parts = urlsplit(url)
-    return parts.path, parts.query
+            return scheme, netloc, path, query
+    return None
 
 
 # --- yield monitoring ---------------------------------------------------------
@@ -272,6 +283,10 @@ _MAX_TRAIL = 64  # pages of one trail kept (a depth-limited crawl never gets nea
 # and the page itself once for each of its links. Bounded.
 @functools.lru_cache(maxsize=8192)
 def _path_query(url: str) -> tuple[str, str, str] | None:
+    plain = _split_plain(url)
+    if plain is not None:
+        scheme, netloc, path, query = plain
+        return f"{scheme}://{netloc}", path or "/", query
     try:
         parts = urlsplit(url)
     except ValueError:
