@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 BAD_URL = "bad_url"
 # URLs whose reading (canonical form, origin, page rules but the depth) a UrlRules keeps:
 # a site's navigation links come again on every page of it.
-READINGS_KEPT = 16384
+READINGS_KEPT = 8192
 
 
 @dataclass(frozen=True, slots=True)
