@@ -26,9 +26,10 @@ the same outcome and the same stats.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import TYPE_CHECKING
 
-from polite_crawler.policy.traps import LOW_YIELD, URL_LENGTH, TrapLimits, url_trap
+from polite_crawler.policy.traps import DEPTH, LOW_YIELD, URL_LENGTH, TrapLimits, url_trap
 from polite_crawler.policy.urls import URLError, canonicalize, origin_of
 
 if TYPE_CHECKING:
@@ -37,6 +38,9 @@ if TYPE_CHECKING:
     from polite_crawler.policy.traps import YieldMonitor
 
 BAD_URL = "bad_url"
+# URLs whose reading (canonical form, origin, page rules but the depth) a UrlRules keeps:
+# a site's navigation links come again on every page of it.
+READINGS_KEPT = 8192
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +67,9 @@ class UrlRules:
         self.limits = limits
         self.strip_params = list(strip_params)
         self.monitor = monitor
+        # _read's answers by URL: they depend on the URL, the limits and the stripped
+        # parameters only (the origin's stop and the depth are applied by judge).
+        self._reading = lru_cache(maxsize=READINGS_KEPT)(self._read)
 
     def judge(self, url: str, depth: int, *, discovery: bool = False,
               canonical_form: bool = False) -> Judged:
@@ -73,28 +80,56 @@ class UrlRules:
         ``canonical_form``: ``url`` is the output of ``canonicalize`` already (a
         sitemap's entries are), so only the stripped parameters may change it.
         """
-        limits = self.limits
+        if discovery:
+            origin = safe_origin(url)
+            if origin is None:
+                return Judged(BAD_URL)
+            if self.monitor is not None and self.monitor.stopped(origin):
+                return Judged(LOW_YIELD, origin)
+            return Judged(None, origin)
+        if canonical_form and not self.strip_params:
+            origin, shallow, deep = self._answers(url, url)
+        else:
+            origin, shallow, deep = self._reading(url)
+        if origin is not None and self.monitor is not None and self.monitor.stopped(origin):
+            return Judged(LOW_YIELD, origin)
+        return deep if depth > self.limits.max_depth else shallow
+
+    def _read(self, url: str) -> tuple[str | None, Judged, Judged]:
+        """:meth:`_answers` for a page's ``url``, its canonical form worked out here.
+
+        Kept by URL (``_reading``): a site's navigation links come again on every page.
+        """
         canonical: str | None = None
-        if canonical_form and not self.strip_params and not discovery:
-            canonical = url
-        elif not discovery and len(url) <= limits.max_url_length:
+        if len(url) <= self.limits.max_url_length:
             try:
                 canonical = canonicalize(url, strip_params=self.strip_params)
             except URLError:
                 canonical = None
+        return self._answers(url, canonical)
+
+    def _answers(self, url: str, canonical: str | None) -> tuple[str | None, Judged, Judged]:
+        """:meth:`judge` of a page's ``url`` (``canonical``: its canonical form, None if
+        it has none or is too long to have it worked out) but the origin's stop:
+        ``(origin, answer at a depth up to the limit, answer beyond it)``.
+
+        The origin's stop comes before every rule but a missing origin, and only the
+        depth rule reads the depth (``url_trap`` answers the same at any depth up to the
+        limit), so :meth:`judge` needs nothing else.
+        """
+        limits = self.limits
         origin = canonical_origin(canonical) if canonical is not None else safe_origin(url)
         if origin is None:
-            return Judged(BAD_URL)
-        if self.monitor is not None and self.monitor.stopped(origin):
-            return Judged(LOW_YIELD, origin)
-        if discovery:
-            return Judged(None, origin)
+            bad = Judged(BAD_URL)
+            return None, bad, bad
         if len(url) > limits.max_url_length:
-            return Judged(URL_LENGTH, origin)
+            long = Judged(URL_LENGTH, origin)
+            return origin, long, long
         if canonical is None:
-            return Judged(BAD_URL, origin)
-        return Judged(url_trap(canonical, depth, limits), origin, canonical)
-
+            bad = Judged(BAD_URL, origin)
+            return origin, bad, bad
+        return (origin, Judged(url_trap(canonical, limits.max_depth, limits), origin, canonical),
+                Judged(DEPTH, origin, canonical))
 
     def judge_canonical(self, urls: Sequence[str], depth: int,
                         ) -> tuple[list[str | None], list[str]]:

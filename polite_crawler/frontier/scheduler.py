@@ -89,6 +89,10 @@ DISPATCH_KEYS = ("polite_origin", "polite_token", "polite_row", "polite_dispatch
 URL_ROW = b"u"
 _LASTMOD = "polite_lastmod"
 
+# Canonical URLs the embedded seen set answered "seen" for, kept in memory at most (then
+# forgotten all at once): see FrontierScheduler._seen_urls.
+SEEN_URLS_KEPT = 65_536
+
 # An admission refusal -> its stats key (the same on both ways in).
 _REFUSED = {
     "duplicate": "polite/frontier/duplicate",
@@ -140,6 +144,8 @@ class FrontierScheduler:
         self._template_ids: dict[bytes, int] = {}  # URL row templates, by their bytes
         self._template_by_id: dict[int, tuple[str, str | None, dict[str, Any]]] = {}
         self._unserializable_warned = False
+        # Canonical URLs the seen set is known to hold (None: not kept; see open()).
+        self._seen_urls: set[str] | None = None
         self._timer: CallLaterResult | None = None
         self._timer_at = math.inf
         self._loop: AsyncioLoopingCall | LoopingCall | None = None
@@ -157,6 +163,12 @@ class FrontierScheduler:
         self.driver = load_object(backend_of(self.crawler.settings).frontier_driver)(self)
         f = self.frontier = self.driver.open(spider)
         self.dupefilter = CanonicalDupeFilter(f.queue)
+        # The embedded seen set (this job's SQLite file) only grows while the job holds
+        # it (forget edits the file of no live job; a crash loses this memory with the
+        # rest), so a URL it answered "seen" for is seen for the rest of the run: a
+        # site's navigation links, on every page of it, are not looked up again. Not on
+        # another queue (Redis decides at push time, and may forget what it lost).
+        self._seen_urls = set() if isinstance(f.queue, QueueStore) else None
         self._loop = create_looping_call(self._checkpoint)
         self._loop.start(self.checkpoint_interval, now=False)
         self._arm()
@@ -378,7 +390,7 @@ class FrontierScheduler:
             return 0
         url_list = [url for url, _origin, _extra in batch]
         verdicts = self._admit_many([origin for _url, origin, _extra in batch], url_list,
-                                    self._add_seen([url_fingerprint(u) for u in url_list]))
+                                    self._new_urls(url_list))
         plain = URL_ROW + str(self._template(callback, errback, meta)).encode("ascii")
         with_lastmod = plain + b"\0"
         fixed = priority if isinstance(priority, int) else 0
@@ -402,6 +414,27 @@ class FrontierScheduler:
             self._count("polite/frontier/bulk_enqueued", len(rows))
             self._arm()
         return len(rows)
+
+    def _new_urls(self, urls: list[str]) -> list[bool]:
+        """The seen set's answer for each canonical URL (True: new, added now), as
+        :meth:`_add_seen` of their fingerprints gives it; a URL the seen set answered
+        "seen" for before is answered from memory (see :meth:`open`)."""
+        known = self._seen_urls
+        if known is None:
+            return self._add_seen([url_fingerprint(u) for u in urls])
+        asked = [u for u in urls if u not in known]
+        if not asked:
+            return [False] * len(urls)
+        answers = self._add_seen([url_fingerprint(u) for u in asked])
+        if len(asked) == len(urls):
+            fresh = answers
+        else:
+            it = iter(answers)  # in order: a URL asked twice is new the first time only
+            fresh = [u not in known and next(it) for u in urls]
+        if len(known) + len(asked) > SEEN_URLS_KEPT:
+            known.clear()
+        known.update(u for u, new in zip(asked, answers, strict=True) if not new)
+        return fresh
 
     def mark_seen(self, canonical: str) -> None:
         """A canonical URL known without a fetch of its own (a page's rel=canonical)."""

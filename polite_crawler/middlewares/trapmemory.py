@@ -51,7 +51,7 @@ from polite_crawler.policy.traps import (
     QueryLimits,
     QueryVariants,
     SessionTokens,
-    extend_trail,
+    Trails,
     token_split,
     trap_pages,
 )
@@ -126,16 +126,33 @@ def link_memory(crawler: Crawler, canon: str, rule: str | None, parent: str,
     drop it (``remembered/<reason>``, counted by the caller) or None, and its trail.
     A refusal by the rules along a trail is learnt here (the caller counts the rule).
     One function for a Request (:class:`TrapMemoryMiddleware`) and for the ``site``
-    spider's URLs queued in bulk.
+    spider's URLs queued in bulk (:class:`LinkMemory`, once a page).
     """
-    now = polite_context(crawler).clock()
-    remembered = trap_book(crawler).remembered(canon, now)
-    if remembered is not None:
-        return f"remembered/{remembered}", ()
-    trail = extend_trail(parent, parent_trail, canon)
-    if trail and (rule in _LEARN or (rule == DEPTH_RULE and _same_path(trail, canon))):
-        learn(crawler, trail, canon, str(rule), now)
-    return None, trail
+    return LinkMemory(crawler, parent, parent_trail)(canon, rule)
+
+
+class LinkMemory:
+    """:func:`link_memory` for the links of one page: the crawl's trap book and clock
+    and the page's trail are looked up once, not once a link."""
+
+    __slots__ = ("book", "clock", "crawler", "trails")
+
+    def __init__(self, crawler: Crawler, parent: str,
+                 parent_trail: tuple[str, ...] | None) -> None:
+        self.crawler = crawler
+        self.clock = polite_context(crawler).clock
+        self.book = trap_book(crawler)
+        self.trails = Trails(parent, parent_trail)
+
+    def __call__(self, canon: str, rule: str | None) -> tuple[str | None, tuple[str, ...]]:
+        now = self.clock()
+        remembered = self.book.remembered(canon, now)
+        if remembered is not None:
+            return f"remembered/{remembered}", ()
+        trail = self.trails.of(canon)
+        if trail and (rule in _LEARN or (rule == DEPTH_RULE and _same_path(trail, canon))):
+            learn(self.crawler, trail, canon, str(rule), now)
+        return None, trail
 
 
 class TrapMemoryMiddleware(BaseSpiderMiddleware):

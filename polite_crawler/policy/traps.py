@@ -69,6 +69,7 @@ its URLs look like.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections import Counter, OrderedDict, deque
@@ -134,16 +135,27 @@ def path_and_query(url: str) -> tuple[str, str]:
     >>> path_and_query("http://e.org:8080/a/b?x=1&y=2"), path_and_query("https://e.org?q")
     (('/a/b', 'x=1&y=2'), ('', 'q'))
     """
+    plain = _split_plain(url)
+    if plain is not None:
+        return plain[2], plain[3]
+    parts = urlsplit(url)
+    return parts.path, parts.query
+
+
+def _split_plain(url: str) -> tuple[str, str, str, str] | None:
+    """``urlsplit(url)``'s scheme, netloc, path and query, read off the text, for a plain
+    http(s) URL (no fragment, white space, control character, bracket or non-ASCII
+    character before the path: nothing urlsplit would strip, refuse or check); else None."""
     scheme, sep, rest = url.partition("://")
     if sep and scheme in ("http", "https") and "#" not in rest and rest.isprintable() \
             and " " not in rest:
         q, slash = rest.find("?"), rest.find("/")
         cut = min(i for i in (q, slash, len(rest)) if i >= 0)
-        if rest[:cut].isascii() and "[" not in rest[:cut] and "]" not in rest[:cut]:
+        netloc = rest[:cut]
+        if netloc.isascii() and "[" not in netloc and "]" not in netloc:
             path, _, query = rest[cut:].partition("?")
-            return path, query
-    parts = urlsplit(url)
-    return parts.path, parts.query
+            return scheme, netloc, path, query
+    return None
 
 
 # --- yield monitoring ---------------------------------------------------------
@@ -266,7 +278,15 @@ class YieldMonitor:
 _MAX_TRAIL = 64  # pages of one trail kept (a depth-limited crawl never gets near)
 
 
+# _path_query's answers by URL (it reads the string only): a page's links are asked
+# whether they continue its trail on every page that links them (a site's navigation),
+# and the page itself once for each of its links. Bounded.
+@functools.lru_cache(maxsize=8192)
 def _path_query(url: str) -> tuple[str, str, str] | None:
+    plain = _split_plain(url)
+    if plain is not None:
+        scheme, netloc, path, query = plain
+        return f"{scheme}://{netloc}", path or "/", query
     try:
         parts = urlsplit(url)
     except ValueError:
@@ -289,7 +309,12 @@ def continues_trail(parent: str, child: str) -> bool:
     >>> continues_trail("http://e.org/a?x=1", "http://f.org/a?x=2")
     False
     """
-    p, c = _path_query(parent), _path_query(child)
+    return _continues(_path_query(parent), parent, child)
+
+
+def _continues(p: tuple[str, str, str] | None, parent: str, child: str) -> bool:
+    """:func:`continues_trail`, the parent read already (``p``: its ``_path_query``)."""
+    c = _path_query(child)
     if p is None or c is None or p[0] != c[0] or parent == child:
         return False
     if p[1] == c[1]:
@@ -308,9 +333,23 @@ def extend_trail(parent: str, parent_trail: tuple[str, ...] | None,
     >>> extend_trail("http://e.org/c?m=2", ("http://e.org/c?m=1",), "http://e.org/about")
     ()
     """
-    if not continues_trail(parent, child):
-        return ()
-    return (*(parent_trail or ())[-(_MAX_TRAIL - 1):], parent)
+    return Trails(parent, parent_trail).of(child)
+
+
+class Trails:
+    """:func:`extend_trail` for the links of one page: the page is read once, and every
+    link that continues its trail gets the same trail (a tuple)."""
+
+    __slots__ = ("_longer", "_p", "parent")
+
+    def __init__(self, parent: str, parent_trail: tuple[str, ...] | None) -> None:
+        self.parent = parent
+        self._p = _path_query(parent)
+        self._longer = (*(parent_trail or ())[-(_MAX_TRAIL - 1):], parent)
+
+    def of(self, child: str) -> tuple[str, ...]:
+        """The trail the link to ``child`` gives it (empty: it starts no trail)."""
+        return self._longer if _continues(self._p, self.parent, child) else ()
 
 
 def trap_pages(trail: tuple[str, ...], refused: str) -> list[str]:

@@ -55,7 +55,7 @@ from polite_crawler.context import polite_context
 from polite_crawler.defaults import POLITE_DEFAULTS as _DEFAULT
 from polite_crawler.frontier.admission import UrlRules
 from polite_crawler.items import PageItem, page_item
-from polite_crawler.middlewares.trapmemory import TRAIL, link_memory
+from polite_crawler.middlewares.trapmemory import TRAIL, LinkMemory
 from polite_crawler.middlewares.traps import DEPTH, DISCOVERY, trap_limits, url_rules
 from polite_crawler.policy.sitemaps import parse_sitemap, scope_of
 from polite_crawler.policy.traps import LOW_YIELD, TrapLimits
@@ -252,9 +252,9 @@ class SiteSpider(scrapy.Spider):
         rules = self._rules or UrlRules(self.trap_limits, self.strip_params)
         refused: Counter[str] = Counter()
         rows: list[tuple[str, str, dict[str, Any] | None]] = []
-        memory = parent is not None and hasattr(self, "crawler") and held is None
-        parent_trail = parent.meta.get(TRAIL) if parent is not None else None
-        if canonical_form and not memory:
+        memory = (LinkMemory(self.crawler, parent.url, parent.meta.get(TRAIL))
+                  if parent is not None and hasattr(self, "crawler") and held is None else None)
+        if canonical_form and memory is None:
             # A sitemap's entries (or held links): judged in one pass, as judge would.
             found = found if isinstance(found, list) else list(found)
             reasons, origins = rules.judge_canonical([url for url, _lastmod in found], depth)
@@ -269,12 +269,10 @@ class SiteSpider(scrapy.Spider):
         for url, lastmod in found:
             judged = rules.judge(url, depth, canonical_form=canonical_form)
             extra: dict[str, Any] | None = {"polite_lastmod": lastmod} if lastmod else None
-            if memory and judged.canonical:
-                assert parent is not None
+            if memory is not None and judged.canonical:
                 rule = judged.reason if judged.reason != LOW_YIELD else rules.page_reason(
                     url, depth)
-                dropped, trail = link_memory(self.crawler, judged.canonical, rule, parent.url,
-                                             parent_trail)
+                dropped, trail = memory(judged.canonical, rule)
                 if dropped is not None:
                     refused[dropped] += 1
                     continue
