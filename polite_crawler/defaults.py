@@ -57,6 +57,10 @@ POLITE_DEFAULTS: dict[str, Any] = {
     # .scrapy/polite, shared by every run whatever its JOBDIR.
     "POLITE_STATE_DIR": "",
     "POLITE_LEASE_TTL": 60.0,  # seconds a cross-process origin lease lives
+    # Seconds before its origin's time a request may be handed out to Scrapy's
+    # downloader; the download handler holds it until the time (the steps between the
+    # scheduler and the socket are taken before it, not after). At most 2.
+    "POLITE_DISPATCH_LEAD": 0.25,
     # --- the frontier on Redis (issue 17, docs/CLUSTER.md) ----------------------
     # redis://HOST:PORT/DB: the frontier shared by many workers; empty: embedded (SQLite).
     "POLITE_FRONTIER": "",

@@ -71,6 +71,7 @@ from twisted.python.failure import Failure
 from twisted.web.client import HTTPConnectionPool
 
 from polite_crawler.context import polite_context
+from polite_crawler.frontier.core import NOT_BEFORE
 from polite_crawler.middlewares.addresses import (
     AddressRefusedError,
     address_policy,
@@ -329,6 +330,36 @@ def _find(exc: BaseException | None, cls: type[BaseException]) -> Any:
     return None
 
 
+async def hold_until_due(crawler: Crawler, request: Request) -> None:
+    """A request the frontier handed out ahead of its origin's time
+    (``FrontierConfig.dispatch_lead``) waits here, in the download handler, until that
+    time (by the frontier's clock): the steps between the scheduler and the handler
+    (Scrapy's downloader, the event loop's queue behind pages being read) were taken
+    before it, and only the handler's own timer and the write follow. The exchange's
+    start (``polite_start``, ``polite_sent``) is then."""
+    not_before = request.meta.pop(NOT_BEFORE, None)
+    if not not_before:
+        return
+    ctx = polite_context(crawler)
+    wait = float(not_before) - ctx.clock()
+    if wait > 0:
+        from twisted.internet import reactor as _reactor
+
+        reactor: Any = _reactor
+        d: defer.Deferred[None] = defer.Deferred()
+        call = reactor.callLater(wait, d.callback, None)
+        try:
+            await maybe_deferred_to_future(d)
+        finally:
+            if call.active():
+                call.cancel()
+        if crawler.stats is not None:
+            crawler.stats.inc_value("polite/dispatch/held_until_due")
+    now = ctx.clock()
+    request.meta["polite_start"] = now
+    request.meta["polite_sent"] = now
+
+
 class GuardedHTTPDownloadHandler(HTTP11DownloadHandler):
     """Scrapy's HTTP/1.1 handler with the address check, three timeouts and a head cap."""
 
@@ -380,7 +411,10 @@ class GuardedHTTPDownloadHandler(HTTP11DownloadHandler):
                 head_late = True
                 d.cancel()
 
-        timer = reactor.callLater(self.headers_timeout, head_check) \
+        # A request held until its time (hold_until_due) has that much longer for its head.
+        held = max(float(request.meta.get(NOT_BEFORE) or 0.0)
+                   - polite_context(self.crawler).clock(), 0.0)
+        timer = reactor.callLater(self.headers_timeout + held, head_check) \
             if self.headers_timeout < exchange else None
         try:
             response = await maybe_deferred_to_future(d)
@@ -424,7 +458,9 @@ class GuardedHTTPDownloadHandler(HTTP11DownloadHandler):
         origin. The check and the start of the exchange's timeout (Scrapy's agent arms
         it as it calls the pool, before its first suspension) run in one step of the
         event loop, so no pause of the process falls between them: an exchange started
-        at T by a worker whose lease ends at V > T is cut by T + the exchange timeout."""
+        at T by a worker whose lease ends at V > T is cut by T + the exchange timeout.
+        A request handed out ahead of its time waits for it first (hold_until_due)."""
+        await hold_until_due(self.crawler, request)
         frontier = polite_context(self.crawler).frontier
         if frontier is not None and not frontier.may_send(request):
             raise LeaseLapsedError(f"{request.url}: the frontier no longer holds its origin")

@@ -142,10 +142,14 @@ class OriginLeases(Protocol):
         """``(state, lease owner or None, lease end)`` of the origin (a new state if none)."""
 
     def try_lease(self, origin: str, now: float, ttl: float, dead_rest: float,
-                  state: OriginState | None = None) -> Lease:
+                  state: OriginState | None = None, *, send_at: float | None = None,
+                  ) -> Lease:
         """Whether this process may dispatch to the origin now; the state to use and,
         when not, when to ask again. An origin whose holder died waits ``dead_rest``
-        after the holder's lease end; nobody else holds it while this lease runs."""
+        after the holder's lease end; nobody else holds it while this lease runs.
+        ``send_at`` (at least ``now``; default ``now``): the request handed out will not
+        be sent before then, so the origin's rest is judged at that time; the lease's
+        own times (its end, a holder's death) are judged at ``now``."""
 
     def release(self, state: OriginState, now: float) -> None:
         """The exchange ended (or never started): store the state, the lease ends."""

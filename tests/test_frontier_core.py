@@ -431,3 +431,68 @@ def test_a_dispatch_put_back_is_handed_out_again_as_if_never_sent(
     env2.f.restore()
     assert env2.f.pending == 2, "both rows still queued"
     env2.close()
+
+
+def test_a_dispatch_lead_hands_out_ahead_with_the_time_not_before(
+        tmp_path: Path, clock: Clock) -> None:
+    # Handed out up to the lead before its origin's time, carrying that time: never
+    # earlier, never a second request of the origin meanwhile, and the rest that follows
+    # runs from the end of the exchange as ever.
+    lead = 0.3
+    env = Env(tmp_path, clock, config=FrontierConfig(params=PARAMS, dispatch_lead=lead))
+    for i in range(3):
+        env.push(f"http://127.0.0.1/{i}")
+    d = env.f.pop()
+    assert d is not None and d.not_before == 0.0  # eligible now: sent at once
+    clock.t += 0.1
+    env.f.settle(d.origin, d.token, start=T0, end=clock.t)  # rest 1 s: eligible at T0 + 1.1
+    due = T0 + 1.1 + DISPATCH_MARGIN
+    assert env.f.next_eligible() == pytest.approx(due - lead, abs=1e-6)
+    clock.t = due - lead - 0.001
+    assert env.f.pop() is None  # more than the lead ahead
+    clock.t = due - lead + 0.001
+    d2 = env.f.pop()
+    assert d2 is not None and d2.not_before == pytest.approx(due, abs=1e-6)
+    assert env.f.pop() is None  # one in flight, held or not
+    clock.t = due + 0.05  # sent at its time, answered 0.05 s later
+    env.f.settle(d2.origin, d2.token, start=due, end=clock.t)
+    assert env.f.next_eligible() == pytest.approx(clock.t + 1.0 + DISPATCH_MARGIN - lead, abs=1e-6)
+    env.close()
+
+
+def test_without_a_lead_nothing_is_handed_out_before_its_time(
+        tmp_path: Path, clock: Clock) -> None:
+    env = Env(tmp_path, clock)  # dispatch_lead 0, the default of the core
+    env.push("http://127.0.0.1/1")
+    env.push("http://127.0.0.1/2")
+    d = env.f.pop()
+    assert d is not None
+    env.f.settle(d.origin, d.token, start=T0, end=T0)
+    clock.t = T0 + 1.0 + DISPATCH_MARGIN - 0.001
+    assert env.f.pop() is None
+    clock.t += 0.002
+    d2 = env.f.pop()
+    assert d2 is not None and d2.not_before == 0.0
+    env.close()
+
+
+def test_the_origin_store_judges_the_rest_at_send_at(tmp_path: Path, clock: Clock) -> None:
+    # Two jobs share the origin: the second is handed the origin ahead only when the
+    # shared row says its rest is over by the time it will send, not earlier.
+    lead = 0.3
+    a = Env(tmp_path, clock, name="job-a")
+    b = Env(tmp_path, clock, name="job-b",
+            config=FrontierConfig(params=PARAMS, dispatch_lead=lead))
+    a.push("http://127.0.0.9/1")
+    b.push("http://127.0.0.9/2")
+    da = a.f.pop()
+    assert da is not None
+    a.f.settle(da.origin, da.token, start=T0, end=T0 + 0.2)  # a's rest: until T0 + 1.2
+    st = b.store.try_lease("http://127.0.0.9", T0 + 0.5, 60.0, 1.0,
+                           send_at=T0 + 1.0)
+    assert not st.taken and st.retry_at == pytest.approx(T0 + 1.2)
+    st = b.store.try_lease("http://127.0.0.9", T0 + 0.95, 60.0, 1.0,
+                           send_at=T0 + 1.2 + DISPATCH_MARGIN)
+    assert st.taken  # its time comes before it sends
+    a.close()
+    b.close()

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from polite_crawler.frontier.core import CONTENT, FrontierConfig
+from polite_crawler.frontier.core import CONTENT, DISPATCH_MARGIN, FrontierConfig
 from polite_crawler.frontier.redis_frontier import RedisFrontier
 from polite_crawler.frontier.redis_shared import RedisShared, seen_fp
 from polite_crawler.policy.rest import RestParams
@@ -543,3 +543,29 @@ def test_a_worker_past_its_lease_reports_no_row_done_that_it_did_not_fetch(redis
     assert not a.queue.done_out, "... but not done in Redis: the origin's owner judges it"
     a.run_batch()
     assert shared.r.hlen(shared.fkey(ORIGIN)) + shared.r.zcard(shared.qkey(ORIGIN)) == 1
+
+
+def test_a_worker_hands_out_ahead_of_the_time_only_what_it_holds(two):
+    # With a dispatch lead, the owner hands the next request out before the rest ends,
+    # carrying the time it may be sent; the rest is judged at that time, and the lease
+    # (held, not given back) as of now.
+    a, ca, _b, _cb = two
+    a.frontier.config.dispatch_lead = 0.4
+    push(a, "/1", "/2")
+    a.run_batch()
+    a.run_batch()
+    d = a.frontier.pop()
+    assert d is not None and d.not_before == 0.0
+    ca.t += 0.1
+    a.frontier.settle(ORIGIN, d.token, start=1000.0, end=ca.t)
+    a.frontier.done(d.row.id if d.row is not None else None)
+    due = ca.t + REST + DISPATCH_MARGIN
+    ca.t = due - 0.45
+    assert a.frontier.pop() is None  # further ahead than the lead
+    ca.t = due - 0.35
+    d2 = a.frontier.pop()
+    assert d2 is not None and d2.not_before == pytest.approx(due, abs=1e-6)
+    # A worker whose lease as last confirmed ran out hands nothing out, ahead or not.
+    a.frontier.put_back(ORIGIN, d2.token)
+    a.origin_store.valid_until = ca.t
+    assert a.frontier.pop() is None

@@ -12,6 +12,7 @@ import pytest_twisted
 import scrapy
 from scrapy.utils.reactor import CallLaterOnce
 
+from polite_crawler.extensions.accesslog import read_access_log
 from polite_crawler.frontier.core import DISPATCH_MARGIN
 from polite_crawler.frontier.scheduler import FrontierScheduler, wake_engine
 from polite_crawler.spiders.site import SiteSpider
@@ -91,6 +92,32 @@ async def test_rest_is_honoured_within_milliseconds(web_factory, tmp_path, rest,
     # bounded well below the heartbeat: a loaded machine delays a single wake).
     assert max(gaps) < rest + DISPATCH_MARGIN + 0.5, gaps
     assert statistics.median(gaps) < rest + DISPATCH_MARGIN + 0.02, gaps
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_request_handed_out_ahead_is_sent_at_its_time(web_factory, tmp_path) -> None:
+    # A lead longer than the rest: every page is handed to Scrapy's downloader as soon
+    # as the last one settles, and the download handler holds it until its time. The
+    # server sees every rest whole, and the access log says when each was really sent.
+    rest, pages = 0.3, 5
+    web = web_factory({"127.0.0.1": chain_site(pages)})
+    result = await run_crawl(
+        SiteSpider, settings(tmp_path, POLITE_REST_PAGE=rest, POLITE_JITTER=0.0,
+                             POLITE_DISPATCH_LEAD=1.0),
+        url=web.url("127.0.0.1"),
+    )
+    assert len(result.items) == pages
+    entries = web.entries()
+    gaps = [b.started - a.finished for a, b in itertools.pairwise(entries)]
+    assert min(gaps) >= rest, gaps
+    assert statistics.median(gaps) < rest + DISPATCH_MARGIN + 0.05, gaps
+    # Every request after the first had to wait for its time in the handler.
+    assert result.stats["polite/dispatch/held_until_due"] >= pages - 1
+    lines = sorted(read_access_log(next(tmp_path.glob("access-*.jsonl"))),
+                   key=lambda r: r["sent"])
+    assert len(lines) == len(entries)
+    for a, b in itertools.pairwise(lines):
+        assert b["sent"] - a["done"] >= rest - 0.02, (a, b)  # the crawler's own account
 
 
 @pytest_twisted.ensureDeferred

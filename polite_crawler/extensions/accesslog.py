@@ -289,13 +289,16 @@ class AccessLog:
 
     def _write_exchange(self, request: Request, ex: _Exchange) -> None:
         done = ex.done if ex.done is not None else self.clock()
+        # A request handed out ahead of its time reached the downloader before it was
+        # sent: the handler's time of sending (an earlier attempt's is older still).
+        sent = max(ex.sent, float(request.meta.get("polite_sent") or 0.0))
         line: dict[str, Any] = {
-            "sent": round(ex.sent, 6),
+            "sent": round(sent, 6),
             "done": round(done, 6),
             **self._request_fields(request),
             "status": ex.status,
             "bytes": ex.bytes,
-            "duration": round(max(done - ex.sent, 0.0), 6),
+            "duration": round(max(done - sent, 0.0), 6),
             "verdict": None,
             "rest": None,
             "cut": ex.cut,

@@ -51,6 +51,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 CONTENT, ROBOTS, TRANSIENT = "content", "robots", "transient"
+# The request meta key of Dispatch.not_before (read by the download handlers).
+NOT_BEFORE = "polite_not_before"
 
 # No request starts before this long after its origin's eligible time: the server
 # stamps the end of an answer after its write returns, which can be a little after
@@ -70,6 +72,11 @@ class FrontierConfig:
     budget: int = 10_000
     lease_ttl: float = 60.0
     in_flight_timeout: float = 600.0  # an exchange never settled frees its origin after this
+    # Seconds before its origin's time a request may be handed out: it then carries the
+    # time (Dispatch.not_before) and the download handler holds it until then, so the
+    # steps between the scheduler and the socket (Scrapy's downloader, a busy event
+    # loop's queue) are taken before the time, not after it. 0: handed out at the time.
+    dispatch_lead: float = 0.0
 
 
 @dataclass
@@ -81,6 +88,9 @@ class Dispatch:
     token: int
     row: Row | None = None
     obj: Any = None
+    # Not to be sent before this time (the frontier's clock; 0: at once). Set when the
+    # request is handed out ahead of its origin's time (FrontierConfig.dispatch_lead).
+    not_before: float = 0.0
 
 
 @dataclass
@@ -167,14 +177,15 @@ class Frontier:
     def next_eligible(self) -> float | None:
         """When the next request may be handed out (None: nothing waits).
 
-        That is its origin's eligible time plus :data:`DISPATCH_MARGIN`.
+        That is its origin's eligible time plus :data:`DISPATCH_MARGIN`, less the
+        dispatch lead (:attr:`FrontierConfig.dispatch_lead`).
         """
         heap = self._heap
         while heap:
             at, seq, origin = heap[0]
             rec = self._origins.get(origin)
             if rec is not None and rec.heap_seq == seq:
-                return at
+                return at - self.config.dispatch_lead
             heapq.heappop(heap)
         return None
 
@@ -242,7 +253,8 @@ class Frontier:
     def pop(self) -> Dispatch | None:
         now = self.clock()
         heap = self._heap
-        while heap and heap[0][0] <= now:
+        ahead = now + self.config.dispatch_lead
+        while heap and heap[0][0] <= ahead:
             at, seq, origin = heapq.heappop(heap)
             rec = self._origins.get(origin)
             if rec is None or rec.heap_seq != seq:
@@ -263,9 +275,13 @@ class Frontier:
         if robots is not None:
             self._learn_crawl_delay(origin, rec, robots)
         at = rec.state.eligible_at()
-        if at > now:
+        lead = self.config.dispatch_lead
+        if at > now + lead:
             self._reheap(origin, rec, at)
             return None
+        # The time the request may be sent: now, or (handed out ahead) its origin's time
+        # with the margin (the store judges the rest at that time).
+        send_at = max(now, at + DISPATCH_MARGIN) if lead > 0 else now
         kind = CONTENT
         row: Row | None = None
         if rec.transient:
@@ -305,6 +321,7 @@ class Frontier:
                 break
         lease = self.origin_store.try_lease(
             origin, now, self.config.lease_ttl, rec.params.base(False), state=rec.state,
+            send_at=send_at,
         )
         rec.state = lease.state
         if not lease.taken:
@@ -328,7 +345,7 @@ class Frontier:
             obj = rec.transient.popleft()
             self.pending -= 1
         self.count(f"polite/frontier/dispatched/{kind}", 1)
-        return Dispatch(kind, origin, token, row, obj)
+        return Dispatch(kind, origin, token, row, obj, send_at if send_at > now else 0.0)
 
     def _learn_crawl_delay(self, origin: str, rec: _Origin, robots: Any) -> None:
         """A Crawl-delay read since the last exchange settled lengthens the current rest.

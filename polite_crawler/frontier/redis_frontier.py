@@ -323,13 +323,14 @@ class LocalLeases:
         return OriginState(origin), None, 0.0
 
     def try_lease(self, origin: str, now: float, ttl: float, dead_rest: float,
-                  state: OriginState | None = None) -> Lease:
+                  state: OriginState | None = None, *, send_at: float | None = None,
+                  ) -> Lease:
         st = state if state is not None else OriginState(origin)
         own = self.own.get(origin)
         if own is None or own.releasing or now >= self.valid_until:
             return Lease(False, st, now + self.retry)
         at = st.eligible_at()
-        if at > now:
+        if at > (now if send_at is None else max(now, send_at)):
             return Lease(False, st, at)
         return Lease(True, st, now)
 

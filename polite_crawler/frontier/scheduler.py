@@ -44,7 +44,14 @@ from scrapy.utils.misc import load_object
 
 from polite_crawler.backend import backend_of
 from polite_crawler.context import polite_context
-from polite_crawler.frontier.core import CONTENT, ROBOTS, Dispatch, Frontier, FrontierConfig
+from polite_crawler.frontier.core import (
+    CONTENT,
+    NOT_BEFORE,
+    ROBOTS,
+    Dispatch,
+    Frontier,
+    FrontierConfig,
+)
 from polite_crawler.frontier.dupefilter import (
     CanonicalDupeFilter,
     canonical_fingerprint,
@@ -132,6 +139,7 @@ class FrontierScheduler:
             budget=settings.getint("POLITE_HOST_BUDGET", 10_000),
             lease_ttl=max(settings.getfloat("POLITE_LEASE_TTL", 60.0), 1.0),
             in_flight_timeout=max(2 * timeout + 60.0, 120.0),
+            dispatch_lead=min(max(settings.getfloat("POLITE_DISPATCH_LEAD", 0.25), 0.0), 2.0),
         )
         self.checkpoint_interval = max(settings.getfloat("POLITE_CHECKPOINT_INTERVAL", 2.0), 0.05)
         self.rng = random.Random()
@@ -490,9 +498,14 @@ class FrontierScheduler:
             )
         else:
             request = d.obj
-        request.meta["polite_origin"] = d.origin
-        request.meta["polite_token"] = d.token
-        request.meta["download_slot"] = d.origin
+        meta = request.meta
+        meta["polite_origin"] = d.origin
+        meta["polite_token"] = d.token
+        meta["download_slot"] = d.origin
+        if d.not_before:
+            meta[NOT_BEFORE] = d.not_before  # held by the download handler until then
+        else:
+            meta.pop(NOT_BEFORE, None)
         return request
 
     def _template(self, callback: str, errback: str | None,

@@ -354,7 +354,8 @@ class OriginStore:
         return state, owner, taken
 
     def try_lease(self, origin: str, now: float, ttl: float, dead_rest: float,
-                  state: OriginState | None = None) -> Lease:
+                  state: OriginState | None = None, *, send_at: float | None = None,
+                  ) -> Lease:
         """Take the origin's lease if nobody holds it and its rest is over.
 
         A lease held by a dead process of this machine is taken over, but not before
@@ -363,12 +364,14 @@ class OriginStore:
         ``state`` is the caller's copy of the origin's state. When the row is still
         as this store last wrote it and nobody holds its lease, one conditional
         UPDATE takes the lease and that copy stands; otherwise the row is read
-        (and a dead holder's lease taken over) in a transaction.
+        (and a dead holder's lease taken over) in a transaction. ``send_at``: see
+        :meth:`polite_crawler.interfaces.OriginLeases.try_lease`.
         """
+        due = now if send_at is None else max(now, send_at)
         stamp = self._written.get(origin)
         if state is not None and stamp is not None:
             at = state.eligible_at()
-            if at > now:
+            if at > due:
                 return Lease(False, state, at)
             cur = self.conn.execute(
                 "UPDATE polite_origin SET lease_owner=?, lease_until=?, lease_taken=?, updated=? "
@@ -410,7 +413,7 @@ class OriginStore:
                     conn.execute("COMMIT")
                     return Lease(False, state, min(until, now + max(dead_rest, 0.1)))
             at = state.eligible_at()
-            if at > now:
+            if at > due:
                 conn.execute("COMMIT")
                 return Lease(False, state, at)
             conn.execute(

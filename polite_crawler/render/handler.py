@@ -64,7 +64,7 @@ from scrapy_playwright.page import PageMethod
 
 from polite_crawler.context import polite_context
 from polite_crawler.defaults import POLITE_DEFAULTS as _DEFAULT
-from polite_crawler.handlers import GuardedHTTPDownloadHandler
+from polite_crawler.handlers import GuardedHTTPDownloadHandler, hold_until_due
 from polite_crawler.middlewares.addresses import address_policy
 from polite_crawler.middlewares.identity import identity_from_settings
 from polite_crawler.policy.codings import ACCEPT_ENCODING, decode_capped, split_encodings
@@ -236,6 +236,7 @@ class RenderDownloadHandler(ScrapyPlaywrightDownloadHandler):  # type: ignore[mi
         return await self._render(request)
 
     async def _render(self, request: Request) -> Response:
+        await hold_until_due(self.crawler, request)  # handed out ahead of its time
         started = time.monotonic()
         # The browser is up before the document is asked for: its launch is not part of
         # the render's time on the wire.
