@@ -55,6 +55,21 @@ def test_per_site_figures(tmp_path):
     assert b.stopped == "403 Forbidden: the site refuses the crawler"
 
 
+def test_a_request_held_back_is_not_counted_refused(tmp_path):
+    # A cluster worker that no longer held the origin held the request back (its row went
+    # back to the queue): not a refusal, not a request, shown as held.
+    t = 1_790_000_000.0
+    lines = [line(t, "/robots.txt", rest=1.0), line(t + 1.2, "/p0", rest=1.0),
+             {**line(t + 2.4, "/p1"), "sent": None, "status": None,
+              "verdict": "held:lease_lapsed"},
+             {**line(t + 3.0, "/p2"), "sent": None, "status": None,
+              "verdict": "refused:opted_out"}]
+    site = build_sites(lines)[SITE]
+    assert (site.requests, site.refused, site.held) == (2, 1, 1)
+    assert site.statuses == {"2xx": 2, "held": 1, "refused": 1}
+    assert site.row()["held"] == 1
+
+
 def test_report_json_and_bad_input(tmp_path):
     state = crawl_logs(tmp_path)
     data = scrapy_json("report", "--all", "-o", str(tmp_path / "r.html"), "--state-dir",

@@ -66,7 +66,7 @@ def percentile(values: Sequence[float], q: float) -> float | None:
 
 def status_class(line: dict[str, Any]) -> str:
     if line.get("sent") is None:
-        return "refused"
+        return "held" if str(line.get("verdict") or "").startswith("held:") else "refused"
     status = line.get("status")
     if status is None:
         return "error"
@@ -87,6 +87,9 @@ class Site:
     bytes: int = 0
     saved: int = 0
     refused: int = 0
+    # Handed out, then not sent (a cluster worker that no longer held the origin:
+    # verdict held:lease_lapsed); the row went back to the queue, not refused.
+    held: int = 0
     robots: str = "-"
     stopped: str | None = None
     here: bool = True  # False: known only to the cluster's shared state (another worker's)
@@ -95,7 +98,7 @@ class Site:
         return {
             "origin": self.origin, "requests": self.requests, "pages": self.pages,
             "statuses": dict(sorted(self.statuses.items())), "bytes": self.bytes,
-            "saved_by_304": self.saved, "refused": self.refused,
+            "saved_by_304": self.saved, "refused": self.refused, "held": self.held,
             "rest_median": percentile(self.rests, 0.5), "rest_p90": percentile(self.rests, 0.9),
             "rule_median": percentile(self.rules, 0.5), "robots": self.robots,
             "stopped": self.stopped, "here": self.here,
@@ -110,9 +113,13 @@ def build_sites(lines: list[dict[str, Any]]) -> dict[str, Site]:
         site = sites.setdefault(origin, Site(origin))
         site.lines.append(line)
         if line.get("sent") is None:
+            verdict = str(line.get("verdict") or "")
+            if verdict.startswith("held:"):
+                site.held += 1
+                site.statuses["held"] += 1
+                continue
             site.refused += 1
             site.statuses["refused"] += 1
-            verdict = str(line.get("verdict") or "")
             if verdict == "refused:opted_out":
                 site.stopped = "opted out (scrapy forget)"
             continue
@@ -180,7 +187,7 @@ def add_store_facts(sites: dict[str, Site], reader: StateReader) -> None:
 # --- plots ---------------------------------------------------------------------------------
 
 _COLORS = {"2xx": "#2b8a3e", "304": "#74b816", "3xx": "#1c7ed6", "4xx": "#f08c00",
-           "5xx": "#e03131", "error": "#862e9c", "refused": "#868e96"}
+           "5xx": "#e03131", "error": "#862e9c", "refused": "#868e96", "held": "#adb5bd"}
 
 
 def _svg(fig: Any) -> str:
