@@ -438,7 +438,7 @@ def test_a_dispatch_lead_hands_out_ahead_with_the_time_not_before(
     # Handed out up to the lead before its origin's time, carrying that time: never
     # earlier, never a second request of the origin meanwhile, and the rest that follows
     # runs from the end of the exchange as ever.
-    lead = 0.3
+    lead = 0.2
     env = Env(tmp_path, clock, config=FrontierConfig(params=PARAMS, dispatch_lead=lead))
     for i in range(3):
         env.push(f"http://127.0.0.1/{i}")
@@ -479,7 +479,7 @@ def test_without_a_lead_nothing_is_handed_out_before_its_time(
 def test_the_origin_store_judges_the_rest_at_send_at(tmp_path: Path, clock: Clock) -> None:
     # Two jobs share the origin: the second is handed the origin ahead only when the
     # shared row says its rest is over by the time it will send, not earlier.
-    lead = 0.3
+    lead = 0.2
     a = Env(tmp_path, clock, name="job-a")
     b = Env(tmp_path, clock, name="job-b",
             config=FrontierConfig(params=PARAMS, dispatch_lead=lead))
@@ -494,5 +494,49 @@ def test_the_origin_store_judges_the_rest_at_send_at(tmp_path: Path, clock: Cloc
     st = b.store.try_lease("http://127.0.0.9", T0 + 0.95, 60.0, 1.0,
                            send_at=T0 + 1.2 + DISPATCH_MARGIN)
     assert st.taken  # its time comes before it sends
+    a.close()
+    b.close()
+
+
+def test_the_lead_is_at_most_a_quarter_of_the_rest(tmp_path: Path, clock: Clock) -> None:
+    # A lead longer than the rest would keep the origin in flight all the time (handed
+    # out again as soon as it settles): a cluster worker could never give it back.
+    env = Env(tmp_path, clock, config=FrontierConfig(params=PARAMS, dispatch_lead=5.0))
+    env.push("http://127.0.0.1/1")
+    env.push("http://127.0.0.1/2")
+    d = env.f.pop()
+    assert d is not None
+    env.f.settle(d.origin, d.token, start=T0, end=T0)  # rest 1 s
+    due = T0 + 1.0 + DISPATCH_MARGIN
+    assert env.f.next_eligible() == pytest.approx(due - 0.25, abs=1e-6)
+    clock.t = due - 0.26
+    assert env.f.pop() is None
+    clock.t = due - 0.24
+    d2 = env.f.pop()
+    assert d2 is not None and d2.not_before == pytest.approx(due, abs=1e-6)
+    env.close()
+
+
+def test_a_busy_lease_is_asked_again_at_its_time_not_ahead(tmp_path: Path, clock: Clock) -> None:
+    # Another job holds the origin's lease, about to end: the retry (at its end) is not
+    # moved ahead by the lead (a retry placed within the lead would be popped again at
+    # once, without end: pop reads the clock once).
+    a = Env(tmp_path, clock, name="job-a", config=FrontierConfig(params=PARAMS, lease_ttl=0.1))
+    b = Env(tmp_path, clock, name="job-b",
+            config=FrontierConfig(params=PARAMS, dispatch_lead=0.25))
+    a.push("http://127.0.0.9/1")
+    b.push("http://127.0.0.9/2")
+
+    def count(key: str, n: int) -> None:
+        b.stats.update({key: n})
+        if b.stats["polite/frontier/lease_busy"] > 100:
+            raise AssertionError("the busy lease is asked again and again in one pop")
+
+    b.f.count = count
+    assert a.f.pop() is not None  # a holds the lease, its request out
+    assert b.f.pop() is None
+    assert b.stats["polite/frontier/lease_busy"] == 1
+    nxt = b.f.next_eligible()
+    assert nxt is not None and nxt > clock.t
     a.close()
     b.close()

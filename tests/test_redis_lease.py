@@ -550,7 +550,7 @@ def test_a_worker_hands_out_ahead_of_the_time_only_what_it_holds(two):
     # carrying the time it may be sent; the rest is judged at that time, and the lease
     # (held, not given back) as of now.
     a, ca, _b, _cb = two
-    a.frontier.config.dispatch_lead = 0.4
+    a.frontier.config.dispatch_lead = 0.2
     push(a, "/1", "/2")
     a.run_batch()
     a.run_batch()
@@ -560,9 +560,9 @@ def test_a_worker_hands_out_ahead_of_the_time_only_what_it_holds(two):
     a.frontier.settle(ORIGIN, d.token, start=1000.0, end=ca.t)
     a.frontier.done(d.row.id if d.row is not None else None)
     due = ca.t + REST + DISPATCH_MARGIN
-    ca.t = due - 0.45
+    ca.t = due - 0.25
     assert a.frontier.pop() is None  # further ahead than the lead
-    ca.t = due - 0.35
+    ca.t = due - 0.15
     d2 = a.frontier.pop()
     assert d2 is not None and d2.not_before == pytest.approx(due, abs=1e-6)
     # A worker whose lease as last confirmed ran out hands nothing out, ahead or not.

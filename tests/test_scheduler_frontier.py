@@ -96,10 +96,11 @@ async def test_rest_is_honoured_within_milliseconds(web_factory, tmp_path, rest,
 
 @pytest_twisted.ensureDeferred
 async def test_a_request_handed_out_ahead_is_sent_at_its_time(web_factory, tmp_path) -> None:
-    # A lead longer than the rest: every page is handed to Scrapy's downloader as soon
-    # as the last one settles, and the download handler holds it until its time. The
-    # server sees every rest whole, and the access log says when each was really sent.
-    rest, pages = 0.3, 5
+    # The longest lead a 1 s rest allows (a quarter of it): every page is handed to
+    # Scrapy's downloader 0.25 s before its time, and the download handler holds it until
+    # then. The server sees every rest whole, and the access log says when each was
+    # really sent.
+    rest, pages = 1.0, 4
     web = web_factory({"127.0.0.1": chain_site(pages)})
     result = await run_crawl(
         SiteSpider, settings(tmp_path, POLITE_REST_PAGE=rest, POLITE_JITTER=0.0,

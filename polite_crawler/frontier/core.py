@@ -72,10 +72,11 @@ class FrontierConfig:
     budget: int = 10_000
     lease_ttl: float = 60.0
     in_flight_timeout: float = 600.0  # an exchange never settled frees its origin after this
-    # Seconds before its origin's time a request may be handed out: it then carries the
-    # time (Dispatch.not_before) and the download handler holds it until then, so the
-    # steps between the scheduler and the socket (Scrapy's downloader, a busy event
-    # loop's queue) are taken before the time, not after it. 0: handed out at the time.
+    # Seconds before its origin's time a request may be handed out (at most a quarter of
+    # the origin's base rest): it then carries the time (Dispatch.not_before) and the
+    # download handler holds it until then, so the steps between the scheduler and the
+    # socket (Scrapy's downloader, a busy event loop's queue) are taken before the time,
+    # not after it. 0: handed out at the time.
     dispatch_lead: float = 0.0
 
 
@@ -166,26 +167,37 @@ class Frontier:
     def params(self, origin: str) -> RestParams:
         return self._get(origin).params
 
-    def _reheap(self, origin: str, rec: _Origin, at: float) -> None:
+    def _lead(self, rec: _Origin) -> float:
+        """How long before its origin's time a request may be handed out: the dispatch
+        lead, at most a quarter of the origin's base rest (an origin stays idle for most
+        of its rest, so a cluster worker can still give it back between requests)."""
+        lead = self.config.dispatch_lead
+        return min(lead, rec.params.base(False) / 4) if lead > 0 else 0.0
+
+    def _reheap(self, origin: str, rec: _Origin, at: float, *, ahead: bool = True) -> None:
+        """Place the origin in the heap at the time its next request may be handed out:
+        ``at`` plus :data:`DISPATCH_MARGIN`, less its lead when ``ahead`` (not for a retry
+        the frontier must not ask before its time: a busy lease, robots.txt awaited)."""
         if rec.in_flight is not None or origin in self.stopped or not (rec.queued or rec.transient):
             rec.heap_seq = None
             return
         seq = next(self._seq)
         rec.heap_seq = seq
-        heapq.heappush(self._heap, (at + DISPATCH_MARGIN, seq, origin))
+        lead = self._lead(rec) if ahead else 0.0
+        heapq.heappush(self._heap, (at + DISPATCH_MARGIN - lead, seq, origin))
 
     def next_eligible(self) -> float | None:
         """When the next request may be handed out (None: nothing waits).
 
-        That is its origin's eligible time plus :data:`DISPATCH_MARGIN`, less the
-        dispatch lead (:attr:`FrontierConfig.dispatch_lead`).
+        That is its origin's eligible time plus :data:`DISPATCH_MARGIN`, less its
+        dispatch lead (:meth:`_lead`).
         """
         heap = self._heap
         while heap:
             at, seq, origin = heap[0]
             rec = self._origins.get(origin)
             if rec is not None and rec.heap_seq == seq:
-                return at - self.config.dispatch_lead
+                return at
             heapq.heappop(heap)
         return None
 
@@ -253,8 +265,7 @@ class Frontier:
     def pop(self) -> Dispatch | None:
         now = self.clock()
         heap = self._heap
-        ahead = now + self.config.dispatch_lead
-        while heap and heap[0][0] <= ahead:
+        while heap and heap[0][0] <= now:
             at, seq, origin = heapq.heappop(heap)
             rec = self._origins.get(origin)
             if rec is None or rec.heap_seq != seq:
@@ -275,7 +286,7 @@ class Frontier:
         if robots is not None:
             self._learn_crawl_delay(origin, rec, robots)
         at = rec.state.eligible_at()
-        lead = self.config.dispatch_lead
+        lead = self._lead(rec)
         if at > now + lead:
             self._reheap(origin, rec, at)
             return None
@@ -296,7 +307,7 @@ class Frontier:
             # Outage without a usable copy, or the robots.txt is being fetched elsewhere.
             retry = max(float(robots.retry_at(origin) or 0.0), now + min(rec.params.rest_page, 1.0))
             self.count("polite/frontier/robots_wait", 1)
-            self._reheap(origin, rec, retry)
+            self._reheap(origin, rec, retry, ahead=False)
             return None
         else:
             rec.robots_fetches = 0  # robots.txt is usable: the fetch streak ends
@@ -328,7 +339,7 @@ class Frontier:
             if kind == ROBOTS:
                 rec.robots_fetches -= 1
             self.count("polite/frontier/lease_busy", 1)
-            self._reheap(origin, rec, max(lease.retry_at, now + 0.001))
+            self._reheap(origin, rec, max(lease.retry_at, now + 0.001), ahead=False)
             return None
         token = next(self._tokens)
         rec.in_flight, rec.in_flight_since, rec.in_flight_kind = token, now, kind
