@@ -339,7 +339,14 @@ class Frontier:
             if kind == ROBOTS:
                 rec.robots_fetches -= 1
             self.count("polite/frontier/lease_busy", 1)
-            self._reheap(origin, rec, max(lease.retry_at, now + 0.001), ahead=False)
+            retry = max(lease.retry_at, now + 0.001)
+            # The shared row's rest is what waits (another process fetched meanwhile):
+            # asked again ahead, as that process asks, so neither always wins. Another
+            # holder's lease is asked again at its time, and never so that the retry
+            # comes due at once (pop would take it again, without end).
+            ahead = (lease.retry_at == rec.state.eligible_at()
+                     and retry + DISPATCH_MARGIN - self._lead(rec) > now)
+            self._reheap(origin, rec, retry, ahead=ahead)
             return None
         token = next(self._tokens)
         rec.in_flight, rec.in_flight_since, rec.in_flight_kind = token, now, kind
