@@ -46,12 +46,19 @@ Workloads (``--workload``, default all):
 ``sorted``    an extra, labelled so: ``sitemap`` with every sitemap in one sorted
               order (every host's budget fetches the same few small pages).
 
+After stock, the ``sitemap``, ``whole`` and ``polite`` workloads run Scrapy's floor: the
+pages the polite crawl fetched, in its order, through Scrapy's own request path with its
+default settings (and the workload's delay), read by nothing (``bench.realweb_stock
+--floor``). Its CPU a page and a request are printed against stock's: no spider that runs
+through Scrapy's engine and downloader spends less, so it bounds what a ratio to stock
+can reach.
+
     .venv/bin/python -m bench.realweb [--workload W ...] [--sites N] [--skip-stock]
         [--profile cprofile|py-spy] [--keep DIR] [-s NAME=VALUE ...]
 
 ``--sites`` overrides N (a shorter run); ``--profile`` profiles the polite crawl
-process (py-spy when it is installed and asked for, else cProfile) and prints the
-profile's path; ``--keep DIR`` keeps the nginx config and logs, crawl logs, stats and
+process (py-spy's collapsed stacks when py-spy is on PATH and asked for, else cProfile)
+and prints the profile's path; ``--keep DIR`` keeps the nginx config and logs, crawl logs, stats and
 state of every run.
 """
 
@@ -187,9 +194,11 @@ def run_polite(ctx: Ctx, nginx: Nginx, workload: str, label: str, urls: Path,
     stem = f"realweb-profile-{workload}-{label.replace(' ', '-')}"
     if ctx.args.profile:
         if ctx.args.profile == "py-spy" and shutil.which("py-spy"):
-            profile_path = out / f"{stem}.svg"
-            cmd = [str(shutil.which("py-spy")), "record", "-r", "50", "-o", str(profile_path),
-                   "--", py, *crawl]
+            # Collapsed stacks (one line a stack, its sample count last): grep-able, and
+            # any flame graph tool draws them.
+            profile_path = out / f"{stem}.folded"
+            cmd = [str(shutil.which("py-spy")), "record", "-r", "100", "--nonblocking",
+                   "--format", "raw", "-o", str(profile_path), "--", py, *crawl]
         else:
             profile_path = out / f"{stem}.pstats"
             cmd = [py, "-m", "cProfile", "-o", str(profile_path), *crawl]
@@ -229,6 +238,29 @@ def run_stock(ctx: Ctx, nginx: Nginx, workload: str, label: str, urls: Path,
     ctx.runs.append(run)
     _print_run(run)
     return run
+
+
+def run_floor(ctx: Ctx, nginx: Nginx, workload: str, polite: Run, urls: Path,
+              extra: list[str]) -> Run:
+    """Scrapy's floor: the pages ``polite`` fetched, in its order, through Scrapy's own
+    request path (a bare spider, default settings) and read by nothing. No spider that runs
+    through that path can spend less a page."""
+    port = urls.read_text().split()[0].rsplit(":", 1)[1].strip("/")
+    listed = ctx.tmp / "runs" / f"{workload}-stock-floor" / "urls.txt"
+    listed.parent.mkdir(parents=True, exist_ok=True)
+    listed.write_text("".join(f"http://{h.host}:{port}{h.path}\n"
+                              for h in polite.hits if h.is_page))
+    return run_stock(ctx, nginx, workload, "floor", urls, ["--floor", str(listed), *extra])
+
+
+def _floor_figures(ctx: Ctx, workload: str, floor: Run | None, s: Run | None) -> None:
+    if floor is None or s is None or not floor.pages or not s.pages:
+        return
+    per, stock_per = floor.cpu / floor.pages, s.cpu / s.pages
+    _fig(ctx, workload, "Scrapy's floor: pages/CPU-s (ms a page), pages, 429s",
+         f"{floor.rate:.1f} ({1000 * per:.2f}), {floor.pages}, "
+         f"{sum(h.status == 429 for h in floor.hits)}", "", floor)
+    _fig(ctx, workload, "Scrapy's floor / stock, CPU a page", f"{per / stock_per:.2f}x")
 
 
 def _print_run(run: Run) -> None:
@@ -284,10 +316,12 @@ def wl_sitemap(ctx: Ctx, n: int, order: str = "host") -> None:
                        {"POLITE_HOST_BUDGET": 10, "POLITE_REST_PAGE": 1})
         s = None if ctx.args.skip_stock else run_stock(ctx, nginx, name, "main", urls,
                                                        ["--budget", "10"])
+        floor = None if s is None else run_floor(ctx, nginx, name, p, urls, [])
     _keep(ctx, nginx, name)
     label = "host order" if order == "host" else "sorted order (extra: same pages on every host)"
     _fig(ctx, name, f"pages/CPU-s, N={n}, budget 10, {label}", f"{p.rate:.1f}", "", p)
     _ratio(ctx, name, p, s, ">= 2x" if order == "host" else "")
+    _floor_figures(ctx, name, floor, s)
 
 
 def wl_sorted(ctx: Ctx, n: int) -> None:
@@ -309,7 +343,10 @@ def wl_whole(ctx: Ctx, n: int) -> None:
         p = run_polite(ctx, nginx, "whole", "main", urls, {"POLITE_REST_PAGE": 0.2})
         s = None if ctx.args.skip_stock else run_stock(
             ctx, nginx, "whole", "main", urls, ["--delay", "0.2"])
+        floor = None if s is None else run_floor(ctx, nginx, "whole", p, urls,
+                                                 ["--delay", "0.2"])
     _keep(ctx, nginx, "whole")
+    _floor_figures(ctx, "whole", floor, s)
     doubled = p.stats.get("polite/frontier/latency_doubled", 0)
     _fig(ctx, "whole", f"pages/CPU-s, N={n}, rest 0.2 s", f"{p.rate:.1f}", "", p)
     _ratio(ctx, "whole", p, s, ">= 2x")
@@ -383,6 +420,8 @@ def wl_polite(ctx: Ctx, n: int, rest: float = 10.0, pages: int = 10) -> None:
             ctx, nginx, "polite", "main", urls,
             ["--delay", str(rest), "--budget", "10", "--no-randomize",
              "--broad"])
+        floor = None if s is None else run_floor(
+            ctx, nginx, "polite", p, urls, ["--delay", str(rest), "--no-randomize", "--broad"])
     _keep(ctx, nginx, "polite")
     for run in (p, s):
         if run is None or not run.hits:
@@ -405,6 +444,10 @@ def wl_polite(ctx: Ctx, n: int, rest: float = 10.0, pages: int = 10) -> None:
     if p.hits and s is not None and s.hits:
         ratio = (p.cpu / len(p.hits)) / (s.cpu / len(s.hits))
         _fig(ctx, "polite", "CPU per request, polite / stock", f"{ratio:.2f}x", "<= 0.5x")
+    _floor_figures(ctx, "polite", floor, s)
+    if floor is not None and floor.hits and s is not None and s.hits:
+        _fig(ctx, "polite", "Scrapy's floor / stock, CPU per request",
+             f"{(floor.cpu / len(floor.hits)) / (s.cpu / len(s.hits)):.2f}x")
 
 
 def _keep(ctx: Ctx, nginx: Nginx, name: str) -> None:

@@ -11,6 +11,13 @@ once (the project's ``CONCURRENT_REQUESTS``), what the workload fixes (``--delay
 same number of pages as POLITE_HOST_BUDGET stops the polite crawl).
 
     python -m bench.realweb_stock --urls FILE [--budget N] [--delay S] [--per-domain K]
+
+``--floor URLS`` runs Scrapy's floor instead: a bare :class:`~scrapy.Spider` with
+Scrapy's default settings that requests each URL in the file (one a line; the bench
+gives it the pages the polite crawl fetched, in its order) and does nothing with the
+pages: no robots.txt, no sitemap, no links, no items. What it spends a request is what
+Scrapy's own request path costs (engine, scheduler, default middlewares, signals, the
+HTTP/1.1 handler), a bound below which no spider run through that path can go.
 """
 
 from __future__ import annotations
@@ -19,13 +26,11 @@ import argparse
 import sys
 from collections import Counter
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from scrapy import Request
+from typing import Any
 
 
 def main(argv: list[str]) -> int:
+    from scrapy import Request, Spider
     from scrapy.crawler import CrawlerProcess
     from scrapy.http import TextResponse
     from scrapy.linkextractors import LinkExtractor
@@ -41,6 +46,8 @@ def main(argv: list[str]) -> int:
                     help="RANDOMIZE_DOWNLOAD_DELAY off (jitter 0)")
     ap.add_argument("--broad", action="store_true",
                     help="the broad-crawl queue (DownloaderAwarePriorityQueue)")
+    ap.add_argument("--floor", type=Path, default=None,
+                    help="URLs file: Scrapy's floor (a bare spider, no parsing)")
     ap.add_argument("--log-file", type=str, default=None)
     a = ap.parse_args(argv)
     roots = a.urls.read_text().split()
@@ -87,12 +94,22 @@ def main(argv: list[str]) -> int:
                     if self._admit(request):
                         yield request
 
+    class FloorSpider(Spider):
+        name = "floor"
+
+        async def start(self) -> Any:
+            for url in a.floor.read_text().split() if a.floor else []:
+                yield Request(url, callback=self.parse)
+
+        def parse(self, response: Any, **kwargs: Any) -> Any:
+            return None
+
     settings: dict[str, Any] = {
         "TELNETCONSOLE_ENABLED": False,
         "USER_AGENT": "StockScrapyBench/1.0",
         "LOG_LEVEL": "INFO",
         "LOG_FILE": a.log_file,
-        "ROBOTSTXT_OBEY": True,
+        "ROBOTSTXT_OBEY": a.floor is None,
         "CONCURRENT_REQUESTS": 128,
         "CONCURRENT_REQUESTS_PER_DOMAIN": a.per_domain,
     }
@@ -103,7 +120,7 @@ def main(argv: list[str]) -> int:
     if a.broad:
         settings["SCHEDULER_PRIORITY_QUEUE"] = "scrapy.pqueues.DownloaderAwarePriorityQueue"
     process = CrawlerProcess(settings)
-    process.crawl(StockSpider)
+    process.crawl(StockSpider if a.floor is None else FloorSpider)
     process.start()
     return 0
 

@@ -7,6 +7,8 @@ import http.client
 import os
 import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -112,3 +114,29 @@ def test_each_site_lists_its_pages_in_its_own_stable_order(web_dir: Path) -> Non
     assert raw_size(web_dir / "sites" / hosts[1], "/sitemap.xml") == \
         (web_dir / "sites" / hosts[1] / "sitemap.xml").stat().st_size
     assert raw_size(web_dir, "/nothing.html") is None
+
+
+@needs(not DOCS.is_dir(), "python3-doc is not installed (scripts/system-deps.sh)")
+def test_scrapys_floor_fetches_only_the_pages_it_is_given(web_dir: Path) -> None:
+    """The bench's floor (``bench.realweb_stock --floor``) asks for the listed URLs and
+    nothing else: no robots.txt, no sitemap, no link of the pages."""
+    hosts, port = hosts_for(2), free_port()
+    paths = write_small_pages(web_dir / "pages", 4, size=1000)
+    nginx = Nginx(web_dir, hosts, port, web_dir / "pages")
+    write_site_files(nginx.sites, hosts, port, paths)
+    roots = web_dir / "roots.txt"
+    roots.write_text("".join(f"http://{h}:{port}/\n" for h in hosts))
+    listed = [f"http://{hosts[0]}:{port}/p2.html", f"http://{hosts[1]}:{port}/",
+              f"http://{hosts[1]}:{port}/p3.html"]
+    urls = web_dir / "floor-urls.txt"
+    urls.write_text("\n".join(listed) + "\n")
+    with nginx:
+        done = subprocess.run(
+            [sys.executable, "-m", "bench.realweb_stock", "--urls", str(roots),
+             "--floor", str(urls), "--log-file", str(web_dir / "floor.log")],
+            cwd=Path(__file__).resolve().parent.parent, timeout=120, check=False)
+        assert done.returncode == 0
+    hits = read_log(nginx.access_log)
+    assert sorted((h.host, h.path) for h in hits) == sorted(
+        [(hosts[0], "/p2.html"), (hosts[1], "/"), (hosts[1], "/p3.html")])
+    assert all(h.status == 200 and h.agent == "StockScrapyBench/1.0" for h in hits)
