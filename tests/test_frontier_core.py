@@ -23,11 +23,11 @@ from polite_crawler.frontier.core import (
 from polite_crawler.frontier.store import OriginStore, QueueStore, process_owner
 from polite_crawler.policy.rest import RestParams
 from polite_crawler.policy.verdicts import FailureState
+from tests.clock import T0, Clock
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-T0 = 1_700_000_000.0
 A, B, C = "http://127.0.0.1", "http://127.0.0.2", "http://127.0.0.3"
 PARAMS = RestParams(rest_page=1.0, rest_api=0.5, duration_factor=5.0, jitter=0.0)
 
@@ -35,14 +35,6 @@ PARAMS = RestParams(rest_page=1.0, rest_api=0.5, duration_factor=5.0, jitter=0.0
 def at(t: float) -> object:
     """The heap time of an origin eligible at ``t`` (to the microsecond)."""
     return pytest.approx(t + DISPATCH_MARGIN, abs=1e-6)
-
-
-class Clock:
-    def __init__(self, t: float = T0) -> None:
-        self.t = t
-
-    def __call__(self) -> float:
-        return self.t
 
 
 def dead_owner() -> str:

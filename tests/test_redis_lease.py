@@ -14,6 +14,7 @@ from polite_crawler.frontier.core import CONTENT, DISPATCH_MARGIN, FrontierConfi
 from polite_crawler.frontier.redis_frontier import RedisFrontier
 from polite_crawler.frontier.redis_shared import RedisShared, seen_fp
 from polite_crawler.policy.rest import RestParams
+from tests.clock import Clock
 from tests.redis_server import redis_server_session, redis_url  # noqa: F401  (fixtures)
 
 # ruff: noqa: F811
@@ -22,14 +23,6 @@ ORIGIN = "http://127.0.0.1:8000"
 TTL = 60.0
 TIMEOUT = 5.0  # the exchange timeout: no request lasts longer
 REST = 1.0
-
-
-class Clock:
-    def __init__(self, t: float) -> None:
-        self.t = t
-
-    def __call__(self) -> float:
-        return self.t
 
 
 def worker(url: str, name: str, clock: Clock, robots: Any = None,
