@@ -35,6 +35,7 @@ from polite_crawler.policy.rest import (
     RestParams,
     budget_left,
     charge_budget,
+    dispatch_lead,
     floor_params,
     settle,
     uncharge_budget,
@@ -168,11 +169,9 @@ class Frontier:
         return self._get(origin).params
 
     def _lead(self, rec: _Origin) -> float:
-        """How long before its origin's time a request may be handed out: the dispatch
-        lead, at most a quarter of the origin's base rest (an origin stays idle for most
-        of its rest, so a cluster worker can still give it back between requests)."""
-        lead = self.config.dispatch_lead
-        return min(lead, rec.params.base(False) / 4) if lead > 0 else 0.0
+        """How long before its origin's time a request may be handed out
+        (:func:`polite_crawler.policy.rest.dispatch_lead`)."""
+        return dispatch_lead(self.config.dispatch_lead, rec.params)
 
     def _reheap(self, origin: str, rec: _Origin, at: float, *, ahead: bool = True) -> None:
         """Place the origin in the heap at the time its next request may be handed out:
