@@ -28,6 +28,7 @@ from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from polite_crawler.interfaces import LeaseAnswer
 from polite_crawler.policy.network import Network, is_test_host
 from polite_crawler.policy.rest import (
     OriginState,
@@ -340,10 +341,11 @@ class Frontier:
             self.count("polite/frontier/lease_busy", 1)
             retry = max(lease.retry_at, now + 0.001)
             # The shared row's rest is what waits (another process fetched meanwhile):
-            # asked again ahead, as that process asks, so neither always wins. Another
-            # holder's lease is asked again at its time, and never so that the retry
-            # comes due at once (pop would take it again, without end).
-            ahead = (lease.retry_at == rec.state.eligible_at()
+            # asked again ahead, as that process asks, so neither always wins. A lease
+            # another process holds (or, on a cluster, an origin not this worker's) is
+            # asked again at its time, and never so that the retry comes due at once
+            # (pop would take it again, without end).
+            ahead = (lease.answer is LeaseAnswer.RESTING
                      and retry + DISPATCH_MARGIN - self._lead(rec) > now)
             self._reheap(origin, rec, retry, ahead=ahead)
             return None
