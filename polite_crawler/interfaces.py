@@ -145,6 +145,10 @@ class FrontierDriver(Protocol):
     rules (admission, URL rows, the gate's side, waking the engine) are the same."""
 
     shared: Any  # the cluster's shared state (RedisShared), or None
+    # Whether the seen set only grows while this job holds it (nothing else takes from
+    # it meanwhile): then a URL it answered "seen" for stays seen for the rest of the run,
+    # and the scheduler keeps such answers in memory rather than asking again.
+    seen_set_only_grows: bool
 
     def open(self, spider: Any) -> Any:
         """Open the stores and return the :class:`~polite_crawler.frontier.core.Frontier`
