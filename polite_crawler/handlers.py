@@ -330,18 +330,29 @@ def _find(exc: BaseException | None, cls: type[BaseException]) -> Any:
     return None
 
 
-async def hold_until_due(crawler: Crawler, request: Request) -> None:
+def take_not_before(request: Request) -> float:
+    """The time a request handed out ahead may be sent (``meta[NOT_BEFORE]``, taken out
+    of the meta: a copy of the request, a retry, carries none); 0.0: at once."""
+    return float(request.meta.pop(NOT_BEFORE, None) or 0.0)
+
+
+async def hold_until_due(crawler: Crawler, request: Request,
+                         not_before: float | None = None) -> None:
     """A request the frontier handed out ahead of its origin's time
     (``FrontierConfig.dispatch_lead``) waits here, in the download handler, until that
     time (by the frontier's clock): the steps between the scheduler and the handler
     (Scrapy's downloader, the event loop's queue behind pages being read) were taken
     before it, and only the handler's own timer and the write follow. The exchange's
-    start (``polite_start``, ``polite_sent``) is then."""
-    not_before = request.meta.pop(NOT_BEFORE, None)
+    start (``polite_start``, ``polite_sent``) is then.
+
+    ``not_before``: the time, as the caller already took it (:func:`take_not_before`);
+    None: taken from the request here. The wait is measured now, when it starts."""
+    if not_before is None:
+        not_before = take_not_before(request)
     if not not_before:
         return
     ctx = polite_context(crawler)
-    wait = float(not_before) - ctx.clock()
+    wait = not_before - ctx.clock()
     if wait > 0:
         from twisted.internet import reactor as _reactor
 
@@ -402,7 +413,11 @@ class GuardedHTTPDownloadHandler(HTTP11DownloadHandler):
         request.meta.pop("download_latency", None)  # set again when this head arrives
         request.meta.pop("polite_transfer", None)  # a retry's copy carries the last one
         request.meta.pop("polite_received", None)
-        d: defer.Deferred[Response] = deferred_from_coro(self._download_if_held(request))
+        not_before = take_not_before(request)
+        # A request held until its time (hold_until_due) has that much longer for its head.
+        held = max(not_before - polite_context(self.crawler).clock(), 0.0) if not_before else 0.0
+        d: defer.Deferred[Response] = deferred_from_coro(
+            self._download_if_held(request, not_before))
         head_late = False
 
         def head_check() -> None:
@@ -411,9 +426,6 @@ class GuardedHTTPDownloadHandler(HTTP11DownloadHandler):
                 head_late = True
                 d.cancel()
 
-        # A request held until its time (hold_until_due) has that much longer for its head.
-        held = max(float(request.meta.get(NOT_BEFORE) or 0.0)
-                   - polite_context(self.crawler).clock(), 0.0)
         timer = reactor.callLater(self.headers_timeout + held, head_check) \
             if self.headers_timeout < exchange else None
         try:
@@ -453,14 +465,15 @@ class GuardedHTTPDownloadHandler(HTTP11DownloadHandler):
             if timer is not None and timer.active():
                 timer.cancel()
 
-    async def _download_if_held(self, request: Request) -> Response:
+    async def _download_if_held(self, request: Request, not_before: float) -> Response:
         """Scrapy's download, started only while the frontier still holds the request's
         origin. The check and the start of the exchange's timeout (Scrapy's agent arms
         it as it calls the pool, before its first suspension) run in one step of the
         event loop, so no pause of the process falls between them: an exchange started
         at T by a worker whose lease ends at V > T is cut by T + the exchange timeout.
-        A request handed out ahead of its time waits for it first (hold_until_due)."""
-        await hold_until_due(self.crawler, request)
+        A request handed out ahead of its time waits for it first (hold_until_due),
+        ``not_before`` as :meth:`download_request` took it."""
+        await hold_until_due(self.crawler, request, not_before)
         frontier = polite_context(self.crawler).frontier
         if frontier is not None and not frontier.may_send(request):
             raise LeaseLapsedError(f"{request.url}: the frontier no longer holds its origin")

@@ -25,16 +25,46 @@ imports a backend.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from enum import Enum
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-    from polite_crawler.frontier.store import Lease, Row
+    from polite_crawler.frontier.store import Row
     from polite_crawler.policy.rest import OriginState
     from polite_crawler.store.optout import Job, OptOut
     from polite_crawler.store.pages import FetchRecord, PageRecord
     from polite_crawler.store.robots import RobotsState
+
+
+class LeaseAnswer(Enum):
+    """Why an origin store gave or refused a lease (:attr:`Lease.answer`)."""
+
+    GRANTED = "granted"
+    # The origin's rest (or a wait the server asked for) is not over by the time the
+    # request would be sent; ``retry_at`` is the origin's eligible time.
+    RESTING = "resting"
+    # Another process holds the origin's lease; ``retry_at`` is when to look again
+    # (its lease end, or sooner).
+    HELD = "held"
+    # Not this worker's origin (a cluster: not owned, being given back, or this worker's
+    # own lease as last confirmed has run out); ``retry_at`` is when to look again.
+    NOT_OWNED = "not_owned"
+
+
+@dataclass(frozen=True)
+class Lease:
+    """What :meth:`OriginLeases.try_lease` answers."""
+
+    answer: LeaseAnswer
+    state: OriginState  # the origin's state as stored (fresh from the shared DB)
+    retry_at: float  # when not taken: when to look again
+
+    @property
+    def taken(self) -> bool:
+        return self.answer is LeaseAnswer.GRANTED
 
 
 class URLQueue(Protocol):
@@ -115,6 +145,10 @@ class FrontierDriver(Protocol):
     rules (admission, URL rows, the gate's side, waking the engine) are the same."""
 
     shared: Any  # the cluster's shared state (RedisShared), or None
+    # Whether the seen set only grows while this job holds it (nothing else takes from
+    # it meanwhile): then a URL it answered "seen" for stays seen for the rest of the run,
+    # and the scheduler keeps such answers in memory rather than asking again.
+    seen_set_only_grows: bool
 
     def open(self, spider: Any) -> Any:
         """Open the stores and return the :class:`~polite_crawler.frontier.core.Frontier`
@@ -144,12 +178,13 @@ class OriginLeases(Protocol):
     def try_lease(self, origin: str, now: float, ttl: float, dead_rest: float,
                   state: OriginState | None = None, *, send_at: float | None = None,
                   ) -> Lease:
-        """Whether this process may dispatch to the origin now; the state to use and,
-        when not, when to ask again. An origin whose holder died waits ``dead_rest``
-        after the holder's lease end; nobody else holds it while this lease runs.
-        ``send_at`` (at least ``now``; default ``now``): the request handed out will not
-        be sent before then, so the origin's rest is judged at that time; the lease's
-        own times (its end, a holder's death) are judged at ``now``."""
+        """Whether this process may dispatch to the origin now, and why not
+        (:class:`LeaseAnswer`); the state to use and, when not, when to ask again.
+        An origin whose holder died waits ``dead_rest`` after the holder's lease end;
+        nobody else holds it while this lease runs. ``send_at`` (at least ``now``;
+        default ``now``): the request handed out will not be sent before then, so the
+        origin's rest is judged at that time; the lease's own times (its end, a
+        holder's death) are judged at ``now``."""
 
     def release(self, state: OriginState, now: float) -> None:
         """The exchange ended (or never started): store the state, the lease ends."""

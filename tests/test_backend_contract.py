@@ -39,6 +39,7 @@ from polite_crawler.store.redis_keys import alive_key, until_key
 from polite_crawler.store.redis_optout import RedisOptOutList
 from polite_crawler.store.redis_robots import RedisRobotsStore
 from polite_crawler.store.robots import RobotsBook, SQLiteRobotsStore
+from tests.clock import Clock
 from tests.pg import pg_server, pg_uri  # noqa: F401  (fixtures)
 from tests.redis_server import (  # noqa: F401  (fixtures)
     redis_server,
@@ -46,7 +47,7 @@ from tests.redis_server import (  # noqa: F401  (fixtures)
     redis_url,
 )
 from tests.test_commands_forget import page
-from tests.test_frontier_core import Clock, dead_owner
+from tests.test_frontier_core import dead_owner
 
 if TYPE_CHECKING:
     from pathlib import Path

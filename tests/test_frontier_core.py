@@ -21,13 +21,14 @@ from polite_crawler.frontier.core import (
     FrontierConfig,
 )
 from polite_crawler.frontier.store import OriginStore, QueueStore, process_owner
-from polite_crawler.policy.rest import RestParams
+from polite_crawler.interfaces import Lease, LeaseAnswer
+from polite_crawler.policy.rest import OriginState, RestParams
 from polite_crawler.policy.verdicts import FailureState
+from tests.clock import T0, Clock
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-T0 = 1_700_000_000.0
 A, B, C = "http://127.0.0.1", "http://127.0.0.2", "http://127.0.0.3"
 PARAMS = RestParams(rest_page=1.0, rest_api=0.5, duration_factor=5.0, jitter=0.0)
 
@@ -35,14 +36,6 @@ PARAMS = RestParams(rest_page=1.0, rest_api=0.5, duration_factor=5.0, jitter=0.0
 def at(t: float) -> object:
     """The heap time of an origin eligible at ``t`` (to the microsecond)."""
     return pytest.approx(t + DISPATCH_MARGIN, abs=1e-6)
-
-
-class Clock:
-    def __init__(self, t: float = T0) -> None:
-        self.t = t
-
-    def __call__(self) -> float:
-        return self.t
 
 
 def dead_owner() -> str:
@@ -538,5 +531,108 @@ def test_a_busy_lease_is_asked_again_at_its_time_not_ahead(tmp_path: Path, clock
     assert b.stats["polite/frontier/lease_busy"] == 1
     nxt = b.f.next_eligible()
     assert nxt is not None and nxt > clock.t
+    a.close()
+    b.close()
+
+
+def test_the_origin_store_says_why_a_lease_is_refused(tmp_path: Path, clock: Clock) -> None:
+    # The SQLite origin store, on a real file shared by two jobs: granted, the rest not
+    # over (the row as this store last wrote it, and read afresh), held by another live
+    # process.
+    o = "http://127.0.0.9"
+    a = OriginStore(tmp_path / "state.sqlite3", process_owner(), "run-a")
+    b = OriginStore(tmp_path / "state.sqlite3", process_owner(), "run-b")
+    got = a.try_lease(o, T0, 10.0, 1.0)
+    assert got.answer is LeaseAnswer.GRANTED and got.taken
+    held = b.try_lease(o, T0 + 1.0, 10.0, 1.0)
+    assert held.answer is LeaseAnswer.HELD and not held.taken
+    assert held.retry_at == pytest.approx(T0 + 2.0)  # now + the dead rest, before its end
+    state = got.state
+    state.next_allowed = T0 + 5.0
+    a.release(state, T0 + 2.0)
+    fast = a.try_lease(o, T0 + 3.0, 10.0, 1.0, state=state)  # a's own row, unchanged
+    assert fast.answer is LeaseAnswer.RESTING and fast.retry_at == T0 + 5.0
+    read = b.try_lease(o, T0 + 3.0, 10.0, 1.0)  # b reads the row
+    assert read.answer is LeaseAnswer.RESTING and read.retry_at == T0 + 5.0
+    ahead = b.try_lease(o, T0 + 4.9, 10.0, 1.0, send_at=T0 + 5.0)
+    assert ahead.answer is LeaseAnswer.GRANTED
+    # b's lease ended at T0 + 14.9 and was never given back: taken over, the origin
+    # rests from now (its exchange may have just ended), then it is a's.
+    later = a.try_lease(o, T0 + 20.0, 10.0, 1.0)
+    assert later.answer is LeaseAnswer.RESTING and later.retry_at == T0 + 21.0
+    assert a.try_lease(o, T0 + 21.0, 10.0, 1.0).answer is LeaseAnswer.GRANTED
+    a.close()
+    b.close()
+
+
+class Answering:
+    """The real origin store, but every lease refused with the given answer: the shared
+    row says the origin rests until ``until``, and the time to ask again is that very
+    time, whatever the answer (what no comparison of times could tell apart)."""
+
+    def __init__(self, store: OriginStore, answer: LeaseAnswer, until: float) -> None:
+        self.store, self.answer, self.until = store, answer, until
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.store, name)
+
+    def try_lease(self, origin: str, now: float, ttl: float, dead_rest: float,
+                  state: OriginState | None = None, *, send_at: float | None = None,
+                  ) -> Lease:
+        st = state if state is not None else OriginState(origin)
+        st.next_allowed = self.until
+        return Lease(self.answer, st, st.eligible_at())
+
+
+@pytest.mark.parametrize(("answer", "ahead"), [
+    (LeaseAnswer.RESTING, True),
+    (LeaseAnswer.HELD, False),
+    (LeaseAnswer.NOT_OWNED, False),
+])
+def test_a_refused_lease_is_asked_again_by_its_answer(
+        tmp_path: Path, clock: Clock, answer: LeaseAnswer, ahead: bool) -> None:
+    # Refused while the origin rests: asked again ahead by the lead, as the process that
+    # fetched asks. Held by another process or not this worker's: at the time the store
+    # gave, not ahead, even when that time is the origin's eligible time.
+    lead = 0.2
+    env = Env(tmp_path, clock, config=FrontierConfig(params=PARAMS, dispatch_lead=lead))
+    for i in range(2):
+        env.push(f"http://127.0.0.1/{i}")
+    d = env.f.pop()
+    assert d is not None
+    env.f.settle(d.origin, d.token, start=T0, end=T0)  # eligible at T0 + 1
+    until = T0 + 3.0
+    env.f.origin_store = Answering(env.store, answer, until)  # type: ignore[assignment]
+    clock.t = T0 + 1.0 + DISPATCH_MARGIN - lead  # handed out ahead: the lease is asked
+    assert env.f.pop() is None
+    assert env.stats["polite/frontier/lease_busy"] == 1
+    assert env.f.next_eligible() == pytest.approx(
+        until + DISPATCH_MARGIN - (lead if ahead else 0.0), abs=1e-6)
+    env.close()
+
+
+def test_a_job_refused_by_another_jobs_rest_asks_again_ahead(
+        tmp_path: Path, clock: Clock) -> None:
+    # b's copy of the shared row is stale (a fetched meanwhile): the store answers that
+    # the rest is not over, and b asks again ahead of the new time, by its lead.
+    lead = 0.2
+    a = Env(tmp_path, clock, name="job-a")
+    b = Env(tmp_path, clock, name="job-b",
+            config=FrontierConfig(params=PARAMS, dispatch_lead=lead))
+    o = "http://127.0.0.9"
+    b.push(f"{o}/b")
+    db = b.f.pop()
+    assert db is not None
+    b.f.settle(o, db.token, start=T0, end=T0)  # b: eligible at T0 + 1
+    b.push(f"{o}/b2")
+    a.push(f"{o}/a")
+    clock.t = T0 + 1.0 + DISPATCH_MARGIN
+    da = a.f.pop()
+    assert da is not None
+    clock.t += 0.1
+    a.f.settle(o, da.token, start=clock.t - 0.1, end=clock.t)  # the row: rest until +1
+    assert b.f.pop() is None
+    assert b.stats["polite/frontier/lease_busy"] == 1
+    assert b.f.next_eligible() == pytest.approx(clock.t + 1.0 + DISPATCH_MARGIN - lead, abs=1e-6)
     a.close()
     b.close()

@@ -13,6 +13,7 @@ from polite_crawler.policy.rest import (
     budget_left,
     charge_budget,
     compute_rest,
+    dispatch_lead,
     floor_params,
     observe_latency,
     settle,
@@ -248,3 +249,14 @@ def test_state_round_trips_through_json() -> None:
     back.reset_run()
     assert back.latency_factor == 1.0 and back.failure.stopped is None
     assert back.failure.wait_until == math.inf and back.budget_used == 7
+
+
+def test_dispatch_lead_is_the_setting_at_most_a_quarter_of_the_base_rest() -> None:
+    params = RestParams(rest_page=1.0, rest_api=0.2, jitter=0.0)
+    assert dispatch_lead(0.1, params) == 0.1  # below the bound: as configured
+    assert dispatch_lead(0.25, params) == 0.25
+    assert dispatch_lead(5.0, params) == 0.25  # a quarter of the page rest, not the API one
+    assert dispatch_lead(5.0, RestParams()) == 0.75  # the public floor's 3 s page rest
+    assert dispatch_lead(0.0, params) == 0.0  # off
+    assert dispatch_lead(-1.0, params) == 0.0  # never negative
+    assert dispatch_lead(0.5, RestParams(rest_page=0.0, jitter=0.0)) == 0.0  # no rest, no lead

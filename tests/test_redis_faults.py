@@ -404,7 +404,8 @@ def test_an_origin_whose_take_a_restart_lost_waits_the_restart_plus_the_timeout(
     """A worker took an origin from the free set and has a request out when Redis dies;
     the log it replays lost that take (the origin is free again, its state from before).
     Whoever takes it next waits until the restart + the exchange timeout + the rest."""
-    from tests.test_redis_lease import ORIGIN, REST, TIMEOUT, Clock, push, worker
+    from tests.clock import Clock
+    from tests.test_redis_lease import ORIGIN, REST, TIMEOUT, push, worker
 
     ca = Clock(time.time() - 30.0)  # A's work is from before the restart
     a = worker(redis_server.url, "A", ca)

@@ -13,7 +13,9 @@ import pytest
 from polite_crawler.frontier.core import CONTENT, DISPATCH_MARGIN, FrontierConfig
 from polite_crawler.frontier.redis_frontier import RedisFrontier
 from polite_crawler.frontier.redis_shared import RedisShared, seen_fp
-from polite_crawler.policy.rest import RestParams
+from polite_crawler.interfaces import LeaseAnswer
+from polite_crawler.policy.rest import OriginState, RestParams
+from tests.clock import Clock
 from tests.redis_server import redis_server_session, redis_url  # noqa: F401  (fixtures)
 
 # ruff: noqa: F811
@@ -22,14 +24,6 @@ ORIGIN = "http://127.0.0.1:8000"
 TTL = 60.0
 TIMEOUT = 5.0  # the exchange timeout: no request lasts longer
 REST = 1.0
-
-
-class Clock:
-    def __init__(self, t: float) -> None:
-        self.t = t
-
-    def __call__(self) -> float:
-        return self.t
 
 
 def worker(url: str, name: str, clock: Clock, robots: Any = None,
@@ -569,3 +563,27 @@ def test_a_worker_hands_out_ahead_of_the_time_only_what_it_holds(two):
     a.frontier.put_back(ORIGIN, d2.token)
     a.origin_store.valid_until = ca.t
     assert a.frontier.pop() is None
+
+
+def test_the_cluster_lease_store_says_why_a_lease_is_refused(two):
+    # LocalLeases over a real redis-server: an origin this worker does not own, gives
+    # back, or holds past its own lease as last confirmed is not its; one it owns is
+    # refused while it rests and granted after.
+    a, ca, b, _cb = two
+    push(a, "/1")
+    a.run_batch()
+    assert a.owned() == [ORIGIN]
+    now = ca()
+    other = b.origin_store.try_lease(ORIGIN, now, TTL, REST)
+    assert other.answer is LeaseAnswer.NOT_OWNED and other.retry_at == now + 0.5
+    leases = a.origin_store
+    state = OriginState(ORIGIN, next_allowed=now + 2.0)
+    resting = leases.try_lease(ORIGIN, now, TTL, REST, state, send_at=now + 1.0)
+    assert resting.answer is LeaseAnswer.RESTING and resting.retry_at == now + 2.0
+    assert leases.try_lease(ORIGIN, now + 1.9, TTL, REST, state,
+                            send_at=now + 2.0).answer is LeaseAnswer.GRANTED
+    late = leases.try_lease(ORIGIN, leases.valid_until, TTL, REST, state)
+    assert late.answer is LeaseAnswer.NOT_OWNED
+    a.queue.own[ORIGIN].releasing = True
+    giving_back = leases.try_lease(ORIGIN, now + 2.0, TTL, REST, state)
+    assert giving_back.answer is LeaseAnswer.NOT_OWNED and not giving_back.taken

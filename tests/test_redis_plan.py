@@ -18,20 +18,13 @@ from polite_crawler.frontier.core import CONTENT, FrontierConfig
 from polite_crawler.frontier.redis_frontier import Plan, RedisFrontier, execute
 from polite_crawler.frontier.redis_shared import RedisShared, row_body
 from polite_crawler.policy.rest import RestParams
+from tests.clock import Clock
 from tests.redis_server import redis_server_session, redis_url  # noqa: F401  (fixtures)
 
 # ruff: noqa: F811
 
 TTL = 4.0
 INTERVAL = 0.5
-
-
-class Clock:
-    def __init__(self, t: float) -> None:
-        self.t = t
-
-    def __call__(self) -> float:
-        return self.t
 
 
 class InOrder(RedisShared):

@@ -11,6 +11,7 @@ from polite_crawler.backend import backend_of
 from polite_crawler.policy.robots import Outcome
 from polite_crawler.store.redis_robots import RedisRobotsStore, robots_key
 from polite_crawler.store.robots import STORE_RETRY, RobotsBook
+from tests.clock import Clock
 from tests.redis_server import (  # noqa: F401  (fixtures)
     redis_server,
     redis_server_session,
@@ -28,14 +29,6 @@ ORIGIN = "http://127.0.0.2:8080"
 OTHER = "http://127.0.0.3:8080"
 DAY = 24 * 3600.0
 ROBOTS = b"User-agent: *\nDisallow: /private\nCrawl-delay: 4\nSitemap: http://127.0.0.2:8080/s.xml\n"
-
-
-class Clock:
-    def __init__(self, now: float = 1_700_000_000.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
 
 
 class Counts(dict[str, int]):
@@ -72,7 +65,7 @@ def test_an_answer_recorded_by_one_worker_is_used_by_the_other_without_a_fetch(
     assert not b.allowed(ORIGIN + "/private/x")
     assert b.crawl_delay(ORIGIN) == 4
     assert b.sitemaps(ORIGIN) == ["http://127.0.0.2:8080/s.xml"]
-    assert b.retry_at(ORIGIN) == clock.now + DAY
+    assert b.retry_at(ORIGIN) == clock.t + DAY
     # A third worker starting later reads it the first time it needs it.
     c = book(redis_url, clock)
     assert not c.needs_fetch(ORIGIN)
@@ -97,21 +90,21 @@ def test_an_outage_recorded_by_one_worker_is_respected_by_the_other(redis_url: s
     clock = Clock()
     a, b = book(redis_url, clock), book(redis_url, clock)
     retry = a.record_failure(ORIGIN, "status 503", retry_after=120.0)
-    assert retry == clock.now + 120.0
+    assert retry == clock.t + 120.0
     assert not b.needs_fetch(ORIGIN)
     assert not b.ready(ORIGIN)
     assert b.retry_at(ORIGIN) == retry
     assert b.state(ORIGIN).failures == 1
     assert b.state(ORIGIN).last_error == "status 503"
-    clock.now = retry
+    clock.t = retry
     assert b.needs_fetch(ORIGIN)
     # b's failure follows a's: the backoff doubles across workers (60 s, then 120 s).
     second = b.record_failure(ORIGIN, "status 503")
     assert b.state(ORIGIN).failures == 2
-    assert second == clock.now + 120.0
+    assert second == clock.t + 120.0
     assert not a.needs_fetch(ORIGIN)  # a reads b's outage before asking for a fetch
     assert a.retry_at(ORIGIN) == second
-    clock.now = second
+    clock.t = second
     assert a.needs_fetch(ORIGIN)
     assert a.state(ORIGIN).failures == 2
 
@@ -120,7 +113,7 @@ def test_the_last_good_copy_survives_an_outage_recorded_elsewhere(redis_url: str
     clock = Clock()
     a, b = book(redis_url, clock), book(redis_url, clock)
     a.record_answer(ORIGIN, 200, ROBOTS)
-    clock.now += DAY + 1
+    clock.t += DAY + 1
     assert a.needs_fetch(ORIGIN)
     a.record_failure(ORIGIN, "timeout")
     assert not b.needs_fetch(ORIGIN)
@@ -135,9 +128,9 @@ def test_freshness_runs_out_after_the_ttl_for_every_worker(redis_url: str,
     a, b = book(redis_url, clock, keep=7 * DAY), book(redis_url, clock)
     a.record_answer(ORIGIN, 200, ROBOTS)
     assert not b.needs_fetch(ORIGIN)
-    clock.now += DAY - 1
+    clock.t += DAY - 1
     assert b.ready(ORIGIN) and not b.needs_fetch(ORIGIN)
-    clock.now += 1
+    clock.t += 1
     assert not b.ready(ORIGIN)
     assert b.needs_fetch(ORIGIN) and a.needs_fetch(ORIGIN)
     b.record_answer(ORIGIN, 200, b"User-agent: *\nDisallow: /\n")
@@ -162,7 +155,7 @@ def test_a_pending_redirect_is_not_fetched_again_after_a_reload(redis_url: str) 
     assert a.needs_fetch(ORIGIN)
     a.record_redirect(ORIGIN, "http://127.0.0.9/robots.txt")
     assert not a.needs_fetch(ORIGIN)
-    clock.now += 601
+    clock.t += 601
     assert a.needs_fetch(ORIGIN)
 
 
@@ -179,7 +172,7 @@ def test_redis_down_an_origin_not_held_is_not_ready_and_waits(redis_server: Redi
     assert not a.needs_fetch(OTHER)
     assert not a.ready(OTHER)
     assert not a.allowed(OTHER + "/")
-    assert a.retry_at(OTHER) == clock.now + STORE_RETRY
+    assert a.retry_at(OTHER) == clock.t + STORE_RETRY
     assert counts["polite/robots/store_error/read"] == 1
     # Another origin meanwhile: Redis is not asked (a dead one may take its whole
     # timeout to fail, on the reactor); the origin waits the same way.
@@ -187,18 +180,18 @@ def test_redis_down_an_origin_not_held_is_not_ready_and_waits(redis_server: Redi
     loads = a.store.loads  # type: ignore[attr-defined]
     assert not a.needs_fetch(third) and not a.ready(third)
     assert a.store.loads == loads  # type: ignore[attr-defined]
-    assert a.retry_at(third) == clock.now + STORE_RETRY
+    assert a.retry_at(third) == clock.t + STORE_RETRY
     assert counts["polite/robots/store_error/read"] == 2
-    clock.now += STORE_RETRY
+    clock.t += STORE_RETRY
     assert not a.needs_fetch(OTHER)  # read again, failed again
     assert counts["polite/robots/store_error/read"] == 3
     # A stale copy due for a fetch: Redis is asked first; down, so neither fetch nor use.
-    clock.now += DAY
+    clock.t += DAY
     assert not a.needs_fetch(ORIGIN)
     assert not a.ready(ORIGIN)
-    assert a.retry_at(ORIGIN) == clock.now + STORE_RETRY
+    assert a.retry_at(ORIGIN) == clock.t + STORE_RETRY
     redis_server.start()
-    clock.now += STORE_RETRY
+    clock.t += STORE_RETRY
     assert a.needs_fetch(OTHER)  # Redis answers: nothing known, fetch it
     assert a.needs_fetch(ORIGIN)
 
@@ -216,7 +209,7 @@ def test_an_answer_redis_could_not_take_is_written_when_it_answers_again(
     redis_server.start()
     assert not a.needs_fetch(OTHER)  # Redis is not asked again before STORE_RETRY
     assert counts["polite/robots/store_error/read"] == 1
-    clock.now += STORE_RETRY
+    clock.t += STORE_RETRY
     assert a.needs_fetch(OTHER)  # the first call that reaches Redis again writes it
     b = book(redis_server.url, clock)
     assert not b.needs_fetch(ORIGIN)

@@ -8,6 +8,7 @@ import pytest
 
 from polite_crawler.policy.robots import ContentSignals, Outcome
 from polite_crawler.store.robots import KIND_ALLOW_ALL, KIND_RULES, RobotsBook
+from tests.clock import Clock
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -15,14 +16,6 @@ if TYPE_CHECKING:
 ORIGIN = "http://127.0.0.2:8080"
 DAY = 24 * 3600.0
 ROBOTS = b"User-agent: *\nDisallow: /private\nCrawl-delay: 4\nSitemap: http://127.0.0.2:8080/s.xml\n"
-
-
-class Clock:
-    def __init__(self, now: float = 1_700_000_000.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.fixture
@@ -56,10 +49,10 @@ def test_a_2xx_answer_is_fresh_for_24_hours_then_fetched_again(
     assert not book.allowed(ORIGIN + "/private/x")
     assert book.crawl_delay(ORIGIN) == 4
     assert book.sitemaps(ORIGIN) == ["http://127.0.0.2:8080/s.xml"]
-    assert book.retry_at(ORIGIN) == clock.now + DAY
-    clock.now += DAY - 1
+    assert book.retry_at(ORIGIN) == clock.t + DAY
+    clock.t += DAY - 1
     assert book.ready(ORIGIN) and not book.needs_fetch(ORIGIN)
-    clock.now += 1  # 24 h: stale
+    clock.t += 1  # 24 h: stale
     assert book.needs_fetch(ORIGIN)
     assert not book.ready(ORIGIN)  # content waits for the new copy
     assert not book.allowed(ORIGIN + "/page")
@@ -76,7 +69,7 @@ def test_4xx_means_no_restrictions_and_is_cached_like_a_file(tmp_path: Path, clo
         assert book.record_answer(ORIGIN, status, b"<html>not found</html>") is Outcome.ALLOW_ALL
         assert book.state(ORIGIN).kind == KIND_ALLOW_ALL
         assert book.ready(ORIGIN) and book.allowed(ORIGIN + "/anything")
-    clock.now += DAY
+    clock.t += DAY
     assert book.needs_fetch(ORIGIN) and not book.ready(ORIGIN)
 
 
@@ -85,19 +78,19 @@ def test_outage_without_a_copy_fetches_nothing_and_retries_with_backoff(
     tmp_path: Path, clock: Clock, status: int
 ) -> None:
     book = make(tmp_path, clock)
-    start = clock.now
+    start = clock.t
     assert book.record_answer(ORIGIN, status, b"User-agent: *\nAllow: /\n") is Outcome.UNREACHABLE
     assert not book.ready(ORIGIN)  # never allow-all because of an outage
     assert not book.allowed(ORIGIN + "/")
     assert not book.needs_fetch(ORIGIN)  # inside its retry wait
     assert book.retry_at(ORIGIN) == start + 60
-    clock.now = start + 60
+    clock.t = start + 60
     assert book.needs_fetch(ORIGIN)
     book.record_failure(ORIGIN, "connection refused")
-    assert book.retry_at(ORIGIN) == clock.now + 120  # doubled
+    assert book.retry_at(ORIGIN) == clock.t + 120  # doubled
     assert book.state(ORIGIN).failures == 2
     assert book.state(ORIGIN).outage_since == start
-    clock.now = book.retry_at(ORIGIN)
+    clock.t = book.retry_at(ORIGIN)
     book.record_answer(ORIGIN, 200, ROBOTS)
     state = book.state(ORIGIN)
     assert state.failures == 0 and state.outage_since is None and state.retry_at == 0
@@ -107,13 +100,13 @@ def test_outage_without_a_copy_fetches_nothing_and_retries_with_backoff(
 def test_retry_after_of_a_429_is_honoured(tmp_path: Path, clock: Clock) -> None:
     book = make(tmp_path, clock)
     book.record_answer(ORIGIN, 429, retry_after=900)
-    assert book.retry_at(ORIGIN) == clock.now + 900
+    assert book.retry_at(ORIGIN) == clock.t + 900
 
 
 def test_outage_with_a_cached_copy_keeps_using_it(tmp_path: Path, clock: Clock) -> None:
     book = make(tmp_path, clock)
     book.record_answer(ORIGIN, 200, ROBOTS)
-    clock.now += DAY + 5
+    clock.t += DAY + 5
     assert book.needs_fetch(ORIGIN) and not book.ready(ORIGIN)
     book.record_failure(ORIGIN, "timeout")
     assert book.ready(ORIGIN)  # the last copy, stale, during the outage
@@ -121,20 +114,20 @@ def test_outage_with_a_cached_copy_keeps_using_it(tmp_path: Path, clock: Clock) 
     assert not book.allowed(ORIGIN + "/private")
     assert book.crawl_delay(ORIGIN) == 4
     assert not book.needs_fetch(ORIGIN)
-    clock.now = book.retry_at(ORIGIN)
+    clock.t = book.retry_at(ORIGIN)
     assert book.needs_fetch(ORIGIN)
     assert book.ready(ORIGIN)  # still the old copy while the retry is made
     book.record_answer(ORIGIN, 503)
     assert book.ready(ORIGIN) and book.state(ORIGIN).failures == 2
     # days of outage: the old copy stays in use, never allow-all
-    clock.now += 30 * DAY
+    clock.t += 30 * DAY
     assert book.ready(ORIGIN) and not book.allowed(ORIGIN + "/private")
 
 
 def test_outage_after_a_4xx_keeps_no_restrictions(tmp_path: Path, clock: Clock) -> None:
     book = make(tmp_path, clock)
     book.record_answer(ORIGIN, 404)
-    clock.now += DAY
+    clock.t += DAY
     book.record_failure(ORIGIN, "reset")
     assert book.ready(ORIGIN) and book.allowed(ORIGIN + "/x")
 
@@ -145,14 +138,14 @@ def test_durable_across_reopen(tmp_path: Path, clock: Clock) -> None:
     book.record_answer(ORIGIN, 200, ROBOTS)
     book.record_failure(other, "dns")
     book.close()
-    clock.now += 3600
+    clock.t += 3600
     again = make(tmp_path, clock)
     assert again.ready(ORIGIN) and not again.needs_fetch(ORIGIN)
     assert not again.allowed(ORIGIN + "/private/a")
     assert again.crawl_delay(ORIGIN) == 4
     assert not again.ready(other)
     assert again.state(other).failures == 1
-    assert again.retry_at(other) == clock.now - 3600 + 60
+    assert again.retry_at(other) == clock.t - 3600 + 60
     assert again.needs_fetch(other)  # its retry wait has passed
     again.close()
 
@@ -162,7 +155,7 @@ def test_two_books_share_the_table(tmp_path: Path, clock: Clock) -> None:
     second = make(tmp_path, clock)
     assert second.needs_fetch(ORIGIN)
     first.record_answer(ORIGIN, 200, ROBOTS)
-    clock.now += 10  # past the reload interval: the other job's copy is seen
+    clock.t += 10  # past the reload interval: the other job's copy is seen
     assert not second.needs_fetch(ORIGIN)
     assert second.ready(ORIGIN)
 
@@ -191,7 +184,7 @@ def test_redirect_in_progress_is_not_fetched_again(tmp_path: Path, clock: Clock)
     book2 = make(tmp_path, clock)
     other = "http://127.0.0.9:8080"
     book2.record_redirect(other, "http://x/robots.txt")
-    clock.now += 601
+    clock.t += 601
     assert book2.needs_fetch(other)
 
 

@@ -28,6 +28,7 @@ from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from polite_crawler.interfaces import LeaseAnswer
 from polite_crawler.policy.network import Network, is_test_host
 from polite_crawler.policy.rest import (
     OriginState,
@@ -35,6 +36,7 @@ from polite_crawler.policy.rest import (
     RestParams,
     budget_left,
     charge_budget,
+    dispatch_lead,
     floor_params,
     settle,
     uncharge_budget,
@@ -168,11 +170,9 @@ class Frontier:
         return self._get(origin).params
 
     def _lead(self, rec: _Origin) -> float:
-        """How long before its origin's time a request may be handed out: the dispatch
-        lead, at most a quarter of the origin's base rest (an origin stays idle for most
-        of its rest, so a cluster worker can still give it back between requests)."""
-        lead = self.config.dispatch_lead
-        return min(lead, rec.params.base(False) / 4) if lead > 0 else 0.0
+        """How long before its origin's time a request may be handed out
+        (:func:`polite_crawler.policy.rest.dispatch_lead`)."""
+        return dispatch_lead(self.config.dispatch_lead, rec.params)
 
     def _reheap(self, origin: str, rec: _Origin, at: float, *, ahead: bool = True) -> None:
         """Place the origin in the heap at the time its next request may be handed out:
@@ -341,10 +341,11 @@ class Frontier:
             self.count("polite/frontier/lease_busy", 1)
             retry = max(lease.retry_at, now + 0.001)
             # The shared row's rest is what waits (another process fetched meanwhile):
-            # asked again ahead, as that process asks, so neither always wins. Another
-            # holder's lease is asked again at its time, and never so that the retry
-            # comes due at once (pop would take it again, without end).
-            ahead = (lease.retry_at == rec.state.eligible_at()
+            # asked again ahead, as that process asks, so neither always wins. A lease
+            # another process holds (or, on a cluster, an origin not this worker's) is
+            # asked again at its time, and never so that the retry comes due at once
+            # (pop would take it again, without end).
+            ahead = (lease.answer is LeaseAnswer.RESTING
                      and retry + DISPATCH_MARGIN - self._lead(rec) > now)
             self._reheap(origin, rec, retry, ahead=ahead)
             return None

@@ -44,7 +44,8 @@ from polite_crawler.frontier.redis_shared import (
     row_template,
     template_id,
 )
-from polite_crawler.frontier.store import Lease, Row
+from polite_crawler.frontier.store import Row
+from polite_crawler.interfaces import Lease, LeaseAnswer
 from polite_crawler.policy.rest import OriginState
 from polite_crawler.policy.urls import canonicalize
 
@@ -328,11 +329,11 @@ class LocalLeases:
         st = state if state is not None else OriginState(origin)
         own = self.own.get(origin)
         if own is None or own.releasing or now >= self.valid_until:
-            return Lease(False, st, now + self.retry)
+            return Lease(LeaseAnswer.NOT_OWNED, st, now + self.retry)
         at = st.eligible_at()
         if at > (now if send_at is None else max(now, send_at)):
-            return Lease(False, st, at)
-        return Lease(True, st, now)
+            return Lease(LeaseAnswer.RESTING, st, at)
+        return Lease(LeaseAnswer.GRANTED, st, now)
 
     def release(self, state: OriginState, now: float) -> None:
         self.dirty.add(state.origin)

@@ -52,6 +52,10 @@ class ClusterDriver:
     """The cluster backend of :class:`FrontierScheduler` (see the module doc;
     :class:`polite_crawler.interfaces.FrontierDriver`)."""
 
+    # Redis's seen set is the crawl's, not this job's: other workers add to it, Redis
+    # decides at push time, and a Redis that restarts may have lost what it held.
+    seen_set_only_grows = False
+
     def __init__(self, scheduler: FrontierScheduler) -> None:
         self.scheduler = scheduler
         s = scheduler.crawler.settings

@@ -96,7 +96,7 @@ DISPATCH_KEYS = ("polite_origin", "polite_token", "polite_row", "polite_dispatch
 URL_ROW = b"u"
 _LASTMOD = "polite_lastmod"
 
-# Canonical URLs the embedded seen set answered "seen" for, kept in memory at most (then
+# Canonical URLs the seen set answered "seen" for, kept in memory at most (then
 # forgotten all at once): see FrontierScheduler._seen_urls.
 SEEN_URLS_KEPT = 65_536
 
@@ -171,12 +171,11 @@ class FrontierScheduler:
         self.driver = load_object(backend_of(self.crawler.settings).frontier_driver)(self)
         f = self.frontier = self.driver.open(spider)
         self.dupefilter = CanonicalDupeFilter(f.queue)
-        # The embedded seen set (this job's SQLite file) only grows while the job holds
-        # it (forget edits the file of no live job; a crash loses this memory with the
-        # rest), so a URL it answered "seen" for is seen for the rest of the run: a
-        # site's navigation links, on every page of it, are not looked up again. Not on
-        # another queue (Redis decides at push time, and may forget what it lost).
-        self._seen_urls = set() if isinstance(f.queue, QueueStore) else None
+        # Where the seen set only grows while this job holds it (the driver says so:
+        # FrontierDriver.seen_set_only_grows), a URL it answered "seen" for is seen for
+        # the rest of the run: a site's navigation links, on every page of it, are not
+        # looked up again.
+        self._seen_urls = set() if self.driver.seen_set_only_grows else None
         self._loop = create_looping_call(self._checkpoint)
         self._loop.start(self.checkpoint_interval, now=False)
         self._arm()
@@ -657,6 +656,10 @@ class EmbeddedDriver:
     store, shared by the jobs of one machine (:class:`polite_crawler.interfaces.FrontierDriver`)."""
 
     shared = None
+    # This job's SQLite file: nothing else adds to it or takes from it while the job
+    # runs (forget edits the file of no live job; a crash loses the scheduler's memory
+    # of it with the rest).
+    seen_set_only_grows = True
 
     def __init__(self, scheduler: FrontierScheduler) -> None:
         self.scheduler = scheduler

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from polite_crawler.frontier.migrate import migrate_frontier
+from polite_crawler.interfaces import Lease, LeaseAnswer
 from polite_crawler.policy.rest import OriginState
 from polite_crawler.store.paths import connect
 
@@ -283,15 +284,6 @@ def edit_queue_file(path: Path, origin: str, *, undo: bool, timeout: float) -> i
         conn.close()
 
 
-@dataclass(frozen=True)
-class Lease:
-    """The outcome of trying to take an origin's lease."""
-
-    taken: bool
-    state: OriginState  # the origin's state as stored (fresh from the shared DB)
-    retry_at: float  # when taken is False: when to look again
-
-
 def process_owner() -> str:
     """Lease owner of this process: ``host:pid:token`` (the token tells a reused pid apart)."""
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
@@ -372,7 +364,7 @@ class OriginStore:
         if state is not None and stamp is not None:
             at = state.eligible_at()
             if at > due:
-                return Lease(False, state, at)
+                return Lease(LeaseAnswer.RESTING, state, at)
             cur = self.conn.execute(
                 "UPDATE polite_origin SET lease_owner=?, lease_until=?, lease_taken=?, updated=? "
                 "WHERE origin=? AND lease_owner IS NULL AND run_id=? AND updated=?",
@@ -380,7 +372,7 @@ class OriginStore:
             )
             if cur.rowcount == 1:
                 self._written[origin] = now
-                return Lease(True, state, now)
+                return Lease(LeaseAnswer.GRANTED, state, now)
         self._written.pop(origin, None)
         conn = self.conn
         conn.execute("BEGIN IMMEDIATE")
@@ -411,11 +403,12 @@ class OriginStore:
                     owner = None
                 else:
                     conn.execute("COMMIT")
-                    return Lease(False, state, min(until, now + max(dead_rest, 0.1)))
+                    return Lease(LeaseAnswer.HELD, state,
+                                 min(until, now + max(dead_rest, 0.1)))
             at = state.eligible_at()
             if at > due:
                 conn.execute("COMMIT")
-                return Lease(False, state, at)
+                return Lease(LeaseAnswer.RESTING, state, at)
             conn.execute(
                 "UPDATE polite_origin SET lease_owner=?, lease_until=?, lease_taken=?, run_id=?, "
                 "updated=? WHERE origin=?",
@@ -423,7 +416,7 @@ class OriginStore:
             )
             conn.execute("COMMIT")
             self._written[origin] = now
-            return Lease(True, state, now)
+            return Lease(LeaseAnswer.GRANTED, state, now)
         except BaseException:
             conn.execute("ROLLBACK")
             raise

@@ -55,6 +55,15 @@ class RestParams:
         return self.rest_api if api else self.rest_page
 
 
+def dispatch_lead(configured: float, params: RestParams) -> float:
+    """How long before its origin's time a request may be handed out: the configured
+    dispatch lead (``POLITE_DISPATCH_LEAD``; 0 or less: none), at most a quarter of the
+    origin's base page rest. An origin handed out ahead counts as busy from then, so it
+    stays idle for most of its rest and a cluster worker can still give it back between
+    requests."""
+    return min(configured, params.base(False) / 4) if configured > 0 else 0.0
+
+
 # The seeds' numbers (002 "How the crawler is polite", 003 "Rate and Concurrency"):
 # settings may raise them for any host, lower them only for loopback and test networks.
 PUBLIC_FLOOR = RestParams()
