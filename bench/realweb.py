@@ -54,9 +54,11 @@ through Scrapy's engine and downloader spends less, so it bounds what a ratio to
 can reach.
 
     .venv/bin/python -m bench.realweb [--workload W ...] [--sites N] [--skip-stock]
-        [--profile cprofile|py-spy] [--keep DIR] [-s NAME=VALUE ...]
+        [--profile cprofile|py-spy] [--profile-stock] [--keep DIR] [-s NAME=VALUE ...]
 
-``--sites`` overrides N (a shorter run); ``--profile`` profiles the polite crawl
+``--sites`` overrides N (a shorter run); ``--profile-stock`` profiles stock's runs and
+its floor with py-spy (their CPU figures are then the profiler's process, not the
+crawl's: use such a run for its profile only); ``--profile`` profiles the polite crawl
 process (py-spy's collapsed stacks when py-spy is on PATH and asked for, else cProfile)
 and prints the profile's path; ``--keep DIR`` keeps the nginx config and logs, crawl logs, stats and
 state of every run.
@@ -229,8 +231,17 @@ def run_stock(ctx: Ctx, nginx: Nginx, workload: str, label: str, urls: Path,
     print(f"-- {workload}: stock Scrapy ({label})", flush=True)
     cmd = [sys.executable, "-m", "bench.realweb_stock", "--urls", str(urls),
            "--log-file", str(d / "crawl.log"), *extra]
+    profile_path: Path | None = None
+    if ctx.args.profile_stock and shutil.which("py-spy"):
+        out = ctx.args.keep or Path(tempfile.gettempdir())
+        out.mkdir(parents=True, exist_ok=True)
+        profile_path = out / f"realweb-profile-{workload}-stock-{label}.folded"
+        cmd = [str(shutil.which("py-spy")), "record", "-r", "100", "--nonblocking",
+               "--format", "raw", "-o", str(profile_path), "--", *cmd]
     print("   " + " ".join(cmd), flush=True)
     cpu, wall, rss = _run_child(cmd, ctx.env)
+    if profile_path is not None:
+        print(f"   profile of the stock crawl: {profile_path}", flush=True)
     time.sleep(0.2)
     hits = _mine(read_log(nginx.access_log)[before:], STOCK_AGENT)
     run = Run(workload, f"stock Scrapy{'' if label == 'main' else ' ' + label}", cpu, wall, hits,
@@ -486,6 +497,8 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--sites", type=int, default=None, help="N for every workload run")
     ap.add_argument("--skip-stock", action="store_true")
     ap.add_argument("--profile", choices=("cprofile", "py-spy"), default=None)
+    ap.add_argument("--profile-stock", action="store_true",
+                    help="py-spy on stock Scrapy's runs too (its floor's included)")
     ap.add_argument("--keep", type=Path, default=None)
     ap.add_argument("-s", dest="extra", action="append", default=[],
                     help="NAME=VALUE, an extra setting for the polite crawls")
