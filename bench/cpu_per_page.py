@@ -15,9 +15,10 @@ report the crawling process's CPU time (user + system, all threads) per response
 Then the chain's stages alone, in this process, on the same files: link
 parse, main text (resiliparse), the main text's words (hashed once), the yield
 monitor's shingles, fingerprints (text hash + SimHash), and storage (zstd +
-SQLite through the store's writer thread).
+SQLite through the store's writer thread); the main text also as its two steps
+(Lexbor's parse, then the main-content extraction). ``--stages``: only those.
 
-    .venv/bin/python -m bench.cpu_per_page [--docs DIR] [--repeat N] [--skip-stock]
+    .venv/bin/python -m bench.cpu_per_page [--docs DIR] [--repeat N] [--skip-stock] [--stages]
 
 Both figures are reported: responses per CPU-second over the whole run, and
 "steady", after the first response (imports, components and the first fetch
@@ -165,6 +166,9 @@ def crawl_main(argv: list[str]) -> int:
 
 # --- the stages alone ------------------------------------------------------------------
 def stages(files: list[Path]) -> list[tuple[str, float]]:
+    from resiliparse.extract.html2text import extract_plain_text
+    from resiliparse.parse.html import HTMLTree
+
     from polite_crawler.extract import main_text
     from polite_crawler.policy.links import extract_links
     from polite_crawler.policy.simhash import fingerprints
@@ -184,6 +188,15 @@ def stages(files: list[Path]) -> list[tuple[str, float]]:
 
     timed("links (lxml, policy.links)", lambda u, b: extract_links(b, u, "utf-8"))
     mains = timed("main text (resiliparse)", lambda u, b: main_text(b, "utf-8"))
+    # The main text's own steps: Lexbor's parse, then the main-content extraction.
+    trees = timed("  of which: Lexbor parse",
+                  lambda u, b: HTMLTree.parse_from_bytes(b, "utf-8", errors="replace"))
+    tree_of = dict(zip([u for u, _ in bodies], trees, strict=True))
+    timed("  of which: extract_plain_text (main content)",
+          lambda u, b: extract_plain_text(tree_of[u], main_content=True,
+                                          preserve_formatting=True, list_bullets=False,
+                                          alt_texts=False))
+    del trees
     texts = {u: m.text for (u, _), m in zip(bodies, mains, strict=True)}
     words = dict(zip(texts, timed("words of the main text (read once)",
                                   lambda u, b: read_words(texts[u])), strict=True))
@@ -216,11 +229,15 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--docs", type=Path, default=DOCS)
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--skip-stock", action="store_true")
+    ap.add_argument("--stages", action="store_true", help="the stages alone, no crawl")
     a = ap.parse_args(argv)
     files = sorted(a.docs.resolve().rglob("*.html"))
     if not files:
         print(f"no HTML under {a.docs}: apt-get install python3-doc", file=sys.stderr)
         return 1
+    if a.stages:
+        _print_stages(files)
+        return 0
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     server = subprocess.Popen([sys.executable, "-m", "bench.cpu_per_page", "--serve",
                                str(a.docs)], cwd=ROOT, env=env, stdin=subprocess.PIPE,
@@ -265,10 +282,14 @@ def main(argv: list[str]) -> int:
     else:
         print(f"polite_crawler, responses per CPU-second (median of {n}): "
               f"{rates['polite']:.1f} whole run, {steady['polite']:.1f} after start-up")
+    _print_stages(files)
+    return 0
+
+
+def _print_stages(files: list[Path]) -> None:
     print("stages alone, ms CPU per page:")
     for name, ms in stages(files):
-        print(f"  {name:<40}{ms:7.2f}")
-    return 0
+        print(f"  {name:<46}{ms:7.2f}")
 
 
 if __name__ == "__main__":
