@@ -49,9 +49,10 @@ Workloads (``--workload``, default all):
 After stock, the ``sitemap``, ``whole`` and ``polite`` workloads run Scrapy's floor: the
 pages the polite crawl fetched, in its order, through Scrapy's own request path with its
 default settings (and the workload's delay), read by nothing (``bench.realweb_stock
---floor``). Its CPU a page and a request are printed against stock's: no spider that runs
-through Scrapy's engine and downloader spends less, so it bounds what a ratio to stock
-can reach.
+--floor``). Its CPU a page and a request are printed against stock's: how much of stock's
+cost is Scrapy's request path as its defaults run it, and how much stock's own reading.
+(A spider spends less there only by changing those defaults, as the crawler does with its
+charset middleware, its log formatter and its scheduler.)
 
     .venv/bin/python -m bench.realweb [--workload W ...] [--sites N] [--skip-stock]
         [--profile cprofile|py-spy] [--profile-stock] [--keep DIR] [-s NAME=VALUE ...]
@@ -60,8 +61,8 @@ can reach.
 its floor with py-spy (their CPU figures are then the profiler's process, not the
 crawl's: use such a run for its profile only); ``--profile`` profiles the polite crawl
 process (py-spy's collapsed stacks when py-spy is on PATH and asked for, else cProfile)
-and prints the profile's path; ``--keep DIR`` keeps the nginx config and logs, crawl logs, stats and
-state of every run.
+and prints the profile's path; ``--keep DIR`` keeps the nginx config and logs, crawl
+logs, stats and state of every run.
 """
 
 from __future__ import annotations
@@ -254,8 +255,8 @@ def run_stock(ctx: Ctx, nginx: Nginx, workload: str, label: str, urls: Path,
 def run_floor(ctx: Ctx, nginx: Nginx, workload: str, polite: Run, urls: Path,
               extra: list[str]) -> Run:
     """Scrapy's floor: the pages ``polite`` fetched, in its order, through Scrapy's own
-    request path (a bare spider, default settings) and read by nothing. No spider that runs
-    through that path can spend less a page."""
+    request path (a bare spider, default settings) and read by nothing: what that path
+    costs a page as Scrapy's defaults run it."""
     port = urls.read_text().split()[0].rsplit(":", 1)[1].strip("/")
     listed = ctx.tmp / "runs" / f"{workload}-stock-floor" / "urls.txt"
     listed.parent.mkdir(parents=True, exist_ok=True)

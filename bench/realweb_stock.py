@@ -16,8 +16,8 @@ same number of pages as POLITE_HOST_BUDGET stops the polite crawl).
 Scrapy's default settings that requests each URL in the file (one a line; the bench
 gives it the pages the polite crawl fetched, in its order) and does nothing with the
 pages: no robots.txt, no sitemap, no links, no items. What it spends a request is what
-Scrapy's own request path costs (engine, scheduler, default middlewares, signals, the
-HTTP/1.1 handler), a bound below which no spider run through that path can go.
+Scrapy's own request path costs as its defaults run it (engine, scheduler, default
+middlewares, signals, logging, the HTTP/1.1 handler, the response's charset detection).
 """
 
 from __future__ import annotations
