@@ -188,6 +188,7 @@ class _GuardedProtocol(_LenientHTTP11ClientProtocol):
     transfer: float | None = None
     received: float | None = None
     _sock: socket.socket | None = None
+    _kept = False  # a request was written on this connection before: it was kept
 
     def request(self, request: Any) -> defer.Deferred[Any]:
         self.transfer = self.received = None
@@ -196,7 +197,28 @@ class _GuardedProtocol(_LenientHTTP11ClientProtocol):
         if parser is not None:
             parser.__class__ = _CappedHeadParser
             parser._polite_cap = self.head_cap
+        if self._kept:
+            self._flush_now()
+        self._kept = True
         return d
+
+    def _flush_now(self) -> None:
+        """Hand a request's bytes to the kernel now, in the step that wrote them, rather
+        than at the event loop's next write event. On a kept connection that step is the
+        one in which the download handler checked the origin's lease (the pool hands the
+        connection over at once); a process frozen (SIGSTOP, a long pause) between the
+        two would otherwise send them when it thaws, since the event loop runs the ready
+        I/O before the overdue timers: to an origin another cluster worker took over
+        meanwhile. A new connection's first request is not flushed here: written when the
+        connection completes, possibly on waking, it is left to the write event, after
+        which the overdue exchange timer has aborted it unsent. Partial sends and errors
+        are left to the reactor's own write event, as before."""
+        transport: Any = self.transport
+        for layer in (transport, getattr(transport, "transport", None)):
+            write = getattr(layer, "doWrite", None)
+            if write is not None and getattr(layer, "connected", False):
+                write()
+                return
 
     def dataReceived(self, bytes: bytes) -> None:
         sock = self._sock
