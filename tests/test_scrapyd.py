@@ -249,7 +249,11 @@ def test_two_jobs_on_shared_hosts_keep_one_request_in_flight_and_the_rest(
 ) -> None:
     a, b, c = "127.0.0.21", "127.0.0.22", "127.0.0.23"
     n = 10
-    web = web_factory({a: _pages_site("a", n, 0.02), b: _pages_site("b", n, 0.02),
+    # Host b, the shared one, holds job one for at least 40 rests (12 s): a job's
+    # process starts seconds after it is scheduled on a loaded machine, and with
+    # b as small as the others job one had left b before job two reached it.
+    sizes = {a: n, b: 40, c: n}
+    web = web_factory({a: _pages_site("a", n, 0.02), b: _pages_site("b", sizes[b], 0.02),
                        c: _pages_site("c", n, 0.02)})
     # The From header tells the two jobs' requests apart in the server's log.
     job1 = scrapyd.schedule("site", job_settings(POLITE_CONTACT="job-one@example.org"),
