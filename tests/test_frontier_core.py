@@ -572,6 +572,7 @@ class Answering:
 
     def __init__(self, store: OriginStore, answer: LeaseAnswer, until: float) -> None:
         self.store, self.answer, self.until = store, answer, until
+        self.asked: list[float] = []
 
     def __getattr__(self, name: str) -> object:
         return getattr(self.store, name)
@@ -579,9 +580,23 @@ class Answering:
     def try_lease(self, origin: str, now: float, ttl: float, dead_rest: float,
                   state: OriginState | None = None, *, send_at: float | None = None,
                   ) -> Lease:
+        self.asked.append(now)
+        assert self.asked.count(now) == 1, "asked again at once, without end"
         st = state if state is not None else OriginState(origin)
         st.next_allowed = self.until
         return Lease(self.answer, st, st.eligible_at())
+
+
+def _rested_once(tmp_path: Path, clock: Clock, lead: float) -> Env:
+    """A frontier with the given lead and two rows of one origin, the first fetched at
+    T0 in no time: the origin is eligible at T0 + 1."""
+    env = Env(tmp_path, clock, config=FrontierConfig(params=PARAMS, dispatch_lead=lead))
+    for i in range(2):
+        env.push(f"http://127.0.0.1/{i}")
+    d = env.f.pop()
+    assert d is not None
+    env.f.settle(d.origin, d.token, start=T0, end=T0)
+    return env
 
 
 @pytest.mark.parametrize(("answer", "ahead"), [
@@ -595,12 +610,7 @@ def test_a_refused_lease_is_asked_again_by_its_answer(
     # fetched asks. Held by another process or not this worker's: at the time the store
     # gave, not ahead, even when that time is the origin's eligible time.
     lead = 0.2
-    env = Env(tmp_path, clock, config=FrontierConfig(params=PARAMS, dispatch_lead=lead))
-    for i in range(2):
-        env.push(f"http://127.0.0.1/{i}")
-    d = env.f.pop()
-    assert d is not None
-    env.f.settle(d.origin, d.token, start=T0, end=T0)  # eligible at T0 + 1
+    env = _rested_once(tmp_path, clock, lead)  # eligible at T0 + 1
     until = T0 + 3.0
     env.f.origin_store = Answering(env.store, answer, until)  # type: ignore[assignment]
     clock.t = T0 + 1.0 + DISPATCH_MARGIN - lead  # handed out ahead: the lease is asked
@@ -608,6 +618,26 @@ def test_a_refused_lease_is_asked_again_by_its_answer(
     assert env.stats["polite/frontier/lease_busy"] == 1
     assert env.f.next_eligible() == pytest.approx(
         until + DISPATCH_MARGIN - (lead if ahead else 0.0), abs=1e-6)
+    env.close()
+
+
+def test_a_rest_ending_within_the_lead_is_asked_again_after_it_not_at_once(
+        tmp_path: Path, clock: Clock) -> None:
+    # Refused while the origin rests, but the rest ends sooner than the lead: asked
+    # again ahead, the place would be already due and the lease asked again at once.
+    # The lead is left out: asked again at the rest's end, and not before.
+    lead = 0.2
+    env = _rested_once(tmp_path, clock, lead)  # eligible at T0 + 1
+    clock.t = T0 + 1.0 + DISPATCH_MARGIN - lead  # handed out ahead: the lease is asked
+    store = Answering(env.store, LeaseAnswer.RESTING, clock.t + 0.05)
+    env.f.origin_store = store  # type: ignore[assignment]
+    assert env.f.pop() is None
+    assert env.f.pop() is None  # nothing due: the store is not asked again
+    assert store.asked == [clock.t]
+    assert env.f.next_eligible() == pytest.approx(store.until + DISPATCH_MARGIN, abs=1e-6)
+    clock.t = store.until + DISPATCH_MARGIN
+    assert env.f.pop() is None  # asked again at its time
+    assert store.asked == [store.until - 0.05, clock.t]
     env.close()
 
 

@@ -174,17 +174,27 @@ class Frontier:
         (:func:`polite_crawler.policy.rest.dispatch_lead`)."""
         return dispatch_lead(self.config.dispatch_lead, rec.params)
 
-    def _reheap(self, origin: str, rec: _Origin, at: float, *, ahead: bool = True) -> None:
+    def _reheap(self, origin: str, rec: _Origin, at: float, *, ahead: bool = True,
+                after: float | None = None) -> None:
         """Place the origin in the heap at the time its next request may be handed out:
         ``at`` plus :data:`DISPATCH_MARGIN`, less its lead when ``ahead`` (not for a retry
-        the frontier must not ask before its time: a busy lease, robots.txt awaited)."""
+        the frontier must not ask before its time: a busy lease, robots.txt awaited).
+
+        ``after``: the time of a dispatch that just found the origin not ready (its
+        callers' ``at`` is never before it). The lead is then left out where it would
+        place the origin at or before that time: a place already due would be popped
+        again at once, without end."""
         if rec.in_flight is not None or origin in self.stopped or not (rec.queued or rec.transient):
             rec.heap_seq = None
             return
         seq = next(self._seq)
         rec.heap_seq = seq
-        lead = self._lead(rec) if ahead else 0.0
-        heapq.heappush(self._heap, (at + DISPATCH_MARGIN - lead, seq, origin))
+        place = at + DISPATCH_MARGIN
+        if ahead:
+            led = place - self._lead(rec)
+            if after is None or led > after:
+                place = led
+        heapq.heappush(self._heap, (place, seq, origin))
 
     def next_eligible(self) -> float | None:
         """When the next request may be handed out (None: nothing waits).
@@ -288,7 +298,7 @@ class Frontier:
         at = rec.state.eligible_at()
         lead = self._lead(rec)
         if at > now + lead:
-            self._reheap(origin, rec, at)
+            self._reheap(origin, rec, at, after=now)
             return None
         # The time the request may be sent: now, or (handed out ahead) its origin's time
         # with the margin (the store judges the rest at that time).
@@ -307,7 +317,7 @@ class Frontier:
             # Outage without a usable copy, or the robots.txt is being fetched elsewhere.
             retry = max(float(robots.retry_at(origin) or 0.0), now + min(rec.params.rest_page, 1.0))
             self.count("polite/frontier/robots_wait", 1)
-            self._reheap(origin, rec, retry, ahead=False)
+            self._reheap(origin, rec, retry, ahead=False, after=now)
             return None
         else:
             rec.robots_fetches = 0  # robots.txt is usable: the fetch streak ends
@@ -343,11 +353,9 @@ class Frontier:
             # The shared row's rest is what waits (another process fetched meanwhile):
             # asked again ahead, as that process asks, so neither always wins. A lease
             # another process holds (or, on a cluster, an origin not this worker's) is
-            # asked again at its time, and never so that the retry comes due at once
-            # (pop would take it again, without end).
-            ahead = (lease.answer is LeaseAnswer.RESTING
-                     and retry + DISPATCH_MARGIN - self._lead(rec) > now)
-            self._reheap(origin, rec, retry, ahead=ahead)
+            # asked again at its time.
+            ahead = lease.answer is LeaseAnswer.RESTING
+            self._reheap(origin, rec, retry, ahead=ahead, after=now)
             return None
         token = next(self._tokens)
         rec.in_flight, rec.in_flight_since, rec.in_flight_kind = token, now, kind
