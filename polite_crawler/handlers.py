@@ -77,6 +77,7 @@ from polite_crawler.middlewares.addresses import (
     address_policy,
     record_refusal,
 )
+from polite_crawler.policy.rest import wait_before_send
 from polite_crawler.resolver import ensure_resolver, release_resolver
 
 if TYPE_CHECKING:
@@ -374,8 +375,10 @@ async def hold_until_due(crawler: Crawler, request: Request,
     if not not_before:
         return
     ctx = polite_context(crawler)
-    wait = not_before - ctx.clock()
-    if wait > 0:
+    held = False
+    # Asked again after each wait: the reactor's timers run on its own clock, which may
+    # call a little before the frontier's clock has reached the time.
+    while (wait := wait_before_send(not_before, ctx.clock())) > 0:
         from twisted.internet import reactor as _reactor
 
         reactor: Any = _reactor
@@ -386,8 +389,9 @@ async def hold_until_due(crawler: Crawler, request: Request,
         finally:
             if call.active():
                 call.cancel()
-        if crawler.stats is not None:
-            crawler.stats.inc_value("polite/dispatch/held_until_due")
+        held = True
+    if held and crawler.stats is not None:
+        crawler.stats.inc_value("polite/dispatch/held_until_due")
     now = ctx.clock()
     request.meta["polite_start"] = now
     request.meta["polite_sent"] = now

@@ -18,6 +18,7 @@ from polite_crawler.policy.rest import (
     observe_latency,
     settle,
     utc_day,
+    wait_before_send,
 )
 from polite_crawler.policy.verdicts import FailureState
 
@@ -260,3 +261,11 @@ def test_dispatch_lead_is_the_setting_at_most_a_quarter_of_the_base_rest() -> No
     assert dispatch_lead(0.0, params) == 0.0  # off
     assert dispatch_lead(-1.0, params) == 0.0  # never negative
     assert dispatch_lead(0.5, RestParams(rest_page=0.0, jitter=0.0)) == 0.0  # no rest, no lead
+
+
+def test_a_request_handed_out_ahead_waits_for_its_time_and_no_longer() -> None:
+    assert wait_before_send(T0 + 0.2, T0) == pytest.approx(0.2)
+    assert wait_before_send(T0 + 0.2, T0 + 0.2) == 0.0  # its time: sent
+    assert wait_before_send(T0 + 0.2, T0 + 0.3) == 0.0  # late: sent at once, never negative
+    assert wait_before_send(T0 + 1e-6, T0) > 0  # a microsecond early is still early
+    assert wait_before_send(0.0, T0) == 0.0  # not handed out ahead: no time carried
