@@ -18,6 +18,7 @@ from polite_crawler.middlewares.conditional import CONDITIONAL, ConditionalReque
 from polite_crawler.pipelines.identity import PageIdentityPipeline
 from polite_crawler.pipelines.store import PageStorePipeline
 from polite_crawler.store.aio import result
+from tests.clock import Clock
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -28,17 +29,9 @@ BODY = b"<html><head><title>A page</title></head><body><main><p>" + b"words " * 
 T0 = 1_000_000.0
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = T0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 class Env:
     def __init__(self, tmp_path: Any) -> None:
-        self.clock = Clock()
+        self.clock = Clock(T0)
         self.crawler = get_crawler(Spider, {
             "POLITE_STATE_DIR": str(tmp_path),
             "POLITE_REVISIT_DEFAULT": 60.0, "POLITE_REVISIT_MIN": 10.0,
@@ -52,7 +45,7 @@ class Env:
 
     async def store(self, headers: dict[str, str], url: str = URL) -> Any:
         """A page fetched now with these response headers, through the pipelines."""
-        request = Request(url, meta={FETCHED_AT: self.clock.now})
+        request = Request(url, meta={FETCHED_AT: self.clock.t})
         response = HtmlResponse(url, body=BODY, headers=headers, request=request)
         item = self.identity.process_item(page_item(response))
         return await self.storage.process_item(item)
@@ -83,7 +76,7 @@ async def _ask(env: Env, url: str = URL, **meta: Any) -> tuple[Request, Response
 async def test_strong_etag_and_last_modified_round_trip(env: Env) -> None:
     lm = _http_date(T0 - 3600)
     await env.store({"ETag": '"abc"', "Last-Modified": lm})
-    env.clock.now = T0 + 61  # due (60 s)
+    env.clock.t = T0 + 61  # due (60 s)
     request, answer = await _ask(env)
     assert answer is None
     assert request.headers[b"If-None-Match"] == b'"abc"'
@@ -112,7 +105,7 @@ async def test_strong_etag_and_last_modified_round_trip(env: Env) -> None:
 @pytest_twisted.ensureDeferred
 async def test_weak_etag_round_trip_and_a_new_body(env: Env) -> None:
     await env.store({"ETag": 'W/"v1"'})
-    env.clock.now = T0 + 100
+    env.clock.t = T0 + 100
     request, answer = await _ask(env)
     assert answer is None and request.headers[b"If-None-Match"] == b'W/"v1"'
     assert b"If-Modified-Since" not in request.headers
@@ -126,12 +119,12 @@ async def test_weak_etag_round_trip_and_a_new_body(env: Env) -> None:
 async def test_max_age_is_a_floor(env: Env) -> None:
     await env.store({"ETag": '"a"', "Cache-Control": "public, max-age=600"})
     for now in (T0 + 61, T0 + 599):  # past the revisit interval, still fresh: not requested
-        env.clock.now = now
+        env.clock.t = now
         request, answer = await _ask(env)
         assert answer is not None and answer.body == BODY
         assert answer.meta["polite_revisit"] == "fresh"
         assert b"If-None-Match" not in request.headers
-    env.clock.now = T0 + 601
+    env.clock.t = T0 + 601
     request, answer = await _ask(env)
     assert answer is None and request.headers[b"If-None-Match"] == b'"a"'
     assert env.crawler.stats.get_value("polite/conditional/fresh") == 2  # type: ignore[union-attr]
@@ -142,10 +135,10 @@ async def test_expires_minus_date_and_age(env: Env) -> None:
     # Lifetime 500 s (Expires - Date), already 200 s old (Age): fresh for 300 s more.
     await env.store({"ETag": '"a"', "Date": _http_date(T0), "Expires": _http_date(T0 + 500),
                      "Age": "200"})
-    env.clock.now = T0 + 299
+    env.clock.t = T0 + 299
     _, answer = await _ask(env)
     assert answer is not None and answer.meta["polite_revisit"] == "fresh"
-    env.clock.now = T0 + 301
+    env.clock.t = T0 + 301
     request, answer = await _ask(env)
     assert answer is None and CONDITIONAL in request.meta
 
@@ -154,7 +147,7 @@ async def test_expires_minus_date_and_age(env: Env) -> None:
 async def test_no_cache_gives_no_floor_and_invalid_expires_is_expired(env: Env) -> None:
     await env.store({"ETag": '"a"', "Cache-Control": "no-cache, max-age=600"})
     await env.store({"ETag": '"b"', "Expires": "0"}, url=URL + "2")
-    env.clock.now = T0 + 61
+    env.clock.t = T0 + 61
     for url in (URL, URL + "2"):
         request, answer = await _ask(env, url)
         assert answer is None and CONDITIONAL in request.meta
@@ -165,11 +158,11 @@ async def test_no_store_keeps_no_copy(env: Env) -> None:
     await env.store({"ETag": '"a"', "Cache-Control": "no-store"})
     rec = await result(env.mw.store.get(URL, body=True))
     assert rec is not None and rec.body is None and rec.no_store
-    env.clock.now = T0 + 30  # not due, and no copy to hand over: dropped, counted
+    env.clock.t = T0 + 30  # not due, and no copy to hand over: dropped, counted
     with pytest.raises(IgnoreRequest):
         await _ask(env)
     assert env.crawler.stats.get_value("polite/conditional/dropped/not_due") == 1  # type: ignore[union-attr]
-    env.clock.now = T0 + 61  # due: its validators still save the body (issue 16)
+    env.clock.t = T0 + 61  # due: its validators still save the body (issue 16)
     request, answer = await _ask(env)
     assert answer is None and request.headers[b"If-None-Match"] == b'"a"'
     # The 304 is the visit (recorded); there is no copy to hand on, so nothing is.
@@ -184,13 +177,13 @@ async def test_no_store_keeps_no_copy(env: Env) -> None:
 @pytest_twisted.ensureDeferred
 async def test_sitemap_lastmod(env: Env) -> None:
     await env.store({"ETag": '"a"'})
-    env.clock.now = T0 + 30  # not due yet
+    env.clock.t = T0 + 30  # not due yet
     _, answer = await _ask(env, polite_lastmod="1970-01-01T00:00:00Z")
     assert answer is not None and answer.meta["polite_revisit"] == "lastmod"
     # lastmod after our copy: changed since, requested (conditionally) although not due.
     request, answer = await _ask(env, polite_lastmod=T0 + 10)
     assert answer is None and request.headers[b"If-None-Match"] == b'"a"'
-    env.clock.now = T0 + 1000  # due, but the sitemap says unchanged: not requested
+    env.clock.t = T0 + 1000  # due, but the sitemap says unchanged: not requested
     _, answer = await _ask(env, polite_lastmod=T0 - 5)
     assert answer is not None and answer.meta["polite_revisit"] == "lastmod"
 
@@ -200,13 +193,13 @@ async def test_recrawl_all_revisits_what_is_not_due_never_what_is_fresh(env: Env
     """Issue 16: recrawl=all overrides the revisit interval, not the site's max-age."""
     await env.store({"ETag": '"a"', "Cache-Control": "max-age=600"})
     await env.store({"ETag": '"b"'}, url=URL + "2")
-    env.clock.now = T0 + 10
+    env.clock.t = T0 + 10
     env.crawler.spider.recrawl = "all"  # type: ignore[union-attr]
     _, answer = await _ask(env)
     assert answer is not None and answer.meta["polite_revisit"] == "fresh"
     request, answer = await _ask(env, URL + "2")  # not due, but revalidated
     assert answer is None and request.headers[b"If-None-Match"] == b'"b"'
-    env.clock.now = T0 + 601  # the max-age has run out: revalidated
+    env.clock.t = T0 + 601  # the max-age has run out: revalidated
     request, answer = await _ask(env)
     assert answer is None and request.headers[b"If-None-Match"] == b'"a"'
 
@@ -224,7 +217,7 @@ async def test_unknown_urls_and_stale_validators(env: Env) -> None:
     own = Request(URL, headers={"If-None-Match": '"mine"'})
     assert await env.mw.process_request(own) is None and CONDITIONAL not in own.meta
     await env.store({"ETag": '"a"'}, url="http://127.0.0.1:9/robots.txt")
-    env.clock.now = T0 + 61
+    env.clock.t = T0 + 61
     robots = Request("http://127.0.0.1:9/robots.txt", meta={"polite_robots": True})
     assert await env.mw.process_request(robots) is None
     assert b"If-None-Match" not in robots.headers
@@ -235,7 +228,7 @@ async def test_304_without_copy_retries_once_unconditionally(env: Env) -> None:
     await env.store({"ETag": '"a"'})
     store = env.mw.store
     await result(store.call(lambda b: b.execute("UPDATE pages SET body = NULL"), write=True))
-    env.clock.now = T0 + 61
+    env.clock.t = T0 + 61
     request, _ = await _ask(env)
     assert CONDITIONAL in request.meta
     out = await env.mw.process_response(request, Response(URL, status=304, request=request))
@@ -263,7 +256,7 @@ async def test_a_sitemap_is_revalidated_and_its_304_is_the_stored_file(env: Env)
     came = Response(url, status=200, body=wire, request=request, headers={
         "ETag": '"s1"', "Content-Encoding": "gzip", "Content-Type": "application/xml"})
     assert await env.mw.process_response(request, came) is came
-    env.clock.now = T0 + 61  # due
+    env.clock.t = T0 + 61  # due
     request, answer = await _ask(env, url, **meta)
     assert answer is None and request.headers[b"If-None-Match"] == b'"s1"'
     out = await env.mw.process_response(request, Response(url, status=304, request=request))
@@ -274,6 +267,6 @@ async def test_a_sitemap_is_revalidated_and_its_304_is_the_stored_file(env: Env)
     rec = await result(env.mw.store.get_fetch(url))
     assert rec is not None and rec.kind == "sitemap" and rec.visits == 2
     # Not due: not requested at all, the stored file serves.
-    env.clock.now = T0 + 62
+    env.clock.t = T0 + 62
     _, answer = await _ask(env, url, **meta)
     assert answer is not None and answer.body == wire and answer.meta["polite_revisit"] == "not_due"
