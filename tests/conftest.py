@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from polite_crawler.web.server import Site, TestWeb
+from tests import crawl
 from tests.services import check_marks
 
 # Property tests check answers, not speed: no per-example deadline (a loaded machine
@@ -32,6 +33,13 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     """A test marked as needing a missing service skips, or fails under CI=true
     (tests/services.py)."""
     check_marks(item)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _crawl_state_root(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """In-process crawls keep their state under the session's pytest directory, not
+    in the system's temporary directory, where nothing would remove it."""
+    crawl.STATE_ROOT = tmp_path_factory.mktemp("crawl-state")
 
 
 @pytest.fixture

@@ -13,8 +13,13 @@ from polite_crawler import settings as project_settings
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
+    from pathlib import Path
 
     from scrapy.crawler import Crawler
+
+# Where a crawl's own state directory is made: the session's pytest directory (set by
+# tests/conftest.py), which pytest removes with its old runs; None: the system's.
+STATE_ROOT: Path | None = None
 
 # Loopback rests: the rules are the same, the numbers small.
 FAST: dict[str, Any] = {
@@ -59,7 +64,8 @@ async def run_crawl(
     settings = dict(settings or {})
     # Every crawl its own durable state unless the test shares one on purpose:
     # the default (.scrapy/polite) would carry pages and robots.txt across tests.
-    settings.setdefault("POLITE_STATE_DIR", tempfile.mkdtemp(prefix="polite-state-"))
+    if "POLITE_STATE_DIR" not in settings:
+        settings["POLITE_STATE_DIR"] = tempfile.mkdtemp(prefix="polite-state-", dir=STATE_ROOT)
     crawler = get_crawler(spidercls, project_settings_dict(**settings))
     result = CrawlResult(crawler)
     collector = _Collector(result)
