@@ -253,8 +253,8 @@ def test_two_jobs_on_shared_hosts_keep_one_request_in_flight_and_the_rest(
     # process starts seconds after it is scheduled on a loaded machine, and with
     # b as small as the others job one had left b before job two reached it.
     sizes = {a: n, b: 40, c: n}
-    web = web_factory({a: _pages_site("a", n, 0.02), b: _pages_site("b", sizes[b], 0.02),
-                       c: _pages_site("c", n, 0.02)})
+    prefixes = {a: "a", b: "b", c: "c"}
+    web = web_factory({h: _pages_site(prefixes[h], sizes[h], 0.02) for h in prefixes})
     # The From header tells the two jobs' requests apart in the server's log.
     job1 = scrapyd.schedule("site", job_settings(POLITE_CONTACT="job-one@example.org"),
                             url=f"{web.url(a)},{web.url(b)}")
@@ -267,7 +267,7 @@ def test_two_jobs_on_shared_hosts_keep_one_request_in_flight_and_the_rest(
         assert "'finish_reason': 'finished'" in log, f"{job}:\n{log[-4000:]}"
 
     entries = web.entries()
-    for host, prefix in ((a, "a"), (b, "b"), (c, "c")):
+    for host, prefix in prefixes.items():
         got = {e.path for e in web.entries(host)}
         assert {f"/{prefix}/{i}" for i in range(n)} <= got, (host, sorted(got))
     # Both jobs were on host b at the same time: otherwise this proves nothing.

@@ -68,8 +68,6 @@ def wait_before_send(not_before: float, now: float) -> float:
     """Seconds a request handed out ahead (:func:`dispatch_lead`) must still wait before
     it is sent: it never leaves before its origin's time, ``not_before``. 0.0: send now;
     a request not handed out ahead carries no time (0.0) and never waits."""
-    if not not_before:
-        return 0.0
     return max(not_before - now, 0.0)
 
 
