@@ -134,12 +134,12 @@ class Command(ScrapyCrawlCommand):
 
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
         super().run(args, opts)
-        from polite_crawler.store.pages import STORE_DOWN
+        from polite_crawler.closing import exit_status
 
         crawler = getattr(self, "_crawler", None)
         stats = getattr(crawler, "stats", None)
-        if stats is not None and stats.get_value("finish_reason") == STORE_DOWN:
-            self.exitcode = 1
+        if stats is not None:
+            self.exitcode = self.exitcode or exit_status(stats.get_value("finish_reason"))
 
     def process_options(self, args: list[str], opts: argparse.Namespace) -> None:
         super().process_options(args, opts)

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import zstandard
 
+from polite_crawler.closing import STORE_DOWN
 from polite_crawler.policy.simhash import MIN_WORDS, SimHashIndex, from_signed, to_signed
 from polite_crawler.policy.urls import origin_of
 from polite_crawler.store.migrations import migrate
@@ -953,8 +954,6 @@ class PageStore:
 # The writes a page store gave up on, in the state directory: made when a store opens
 # there next.
 SPILL_FILE = "page-store-unwritten.pickle"
-# The close reason of a crawl whose page store's database stayed away.
-STORE_DOWN = "page_store_down"
 
 
 class StoreWatch:
