@@ -4,6 +4,12 @@ The add-on (:mod:`polite_crawler.addon`) loads these at ``addon`` priority, so a
 project's settings.py, a spider's ``custom_settings`` or ``-s`` on the command
 line can tune a number. No setting turns a rule off: numbers below the seeds'
 floors are clamped for public hosts (see :mod:`polite_crawler.policy.rest`).
+
+Each entry's meaning is the comment above it (after the entry before it) and the
+comment beside it; a sentence starting "Bounds:" says where the code clamps the
+value. The manual's settings reference is generated from these comments
+(docs/_ext/polite_settings.py, ``make docs``) and the build fails on an entry
+without one, so a new setting gets its meaning here.
 """
 
 from __future__ import annotations
@@ -13,7 +19,7 @@ from typing import Any
 DEMO_PORT = 8900
 
 POLITE_DEFAULTS: dict[str, Any] = {
-    # --- identity (issue 2) -------------------------------------------------
+    # --- identity ----------------------------------------------------------------------
     # Product token: the User-Agent's first word and the robots.txt token.
     "POLITE_BOT_NAME": "PoliteCrawler",
     # URL of the published bot page (bot_page/). No fake default: crawling a
@@ -24,7 +30,7 @@ POLITE_DEFAULTS: dict[str, Any] = {
     # Source addresses or reverse-DNS domain site owners can verify (bot page).
     "POLITE_SOURCE_ADDRESSES": "",
     "POLITE_PURPOSE": "",  # why the crawl collects pages, one sentence for the bot page
-    # --- Web Bot Auth signing (issue 20) --------------------------------------
+    # --- Web Bot Auth signing ----------------------------------------------------------
     # Ed25519 private key file(s), PEM, mode 0600 (make bot-key). Several, comma
     # separated: the first (the newest) signs, every one is published in the key
     # directory (a rotation; later ones may be public-key PEMs). Empty: no signing.
@@ -36,86 +42,120 @@ POLITE_DEFAULTS: dict[str, Any] = {
     # key must be in it (checked at start). Empty: no check.
     "POLITE_SIGNATURE_DIRECTORY": "bot_page/.well-known/http-message-signatures-directory",
     "POLITE_SIGNATURE_TTL": 60,  # seconds from a signature's created to its expires
-    # --- rest and frontier (issue 3) ---------------------------------------
-    "POLITE_REST_PAGE": 3.0,  # seconds between two pages of one origin
-    "POLITE_REST_API": 1.0,  # for requests marked meta["polite_api"] = True
-    "POLITE_REST_DURATION_FACTOR": 5.0,  # x the last exchange's duration
+    # --- rest and frontier -------------------------------------------------------------
+    # Seconds between two pages of one origin. Bounds: at least 3 for a public host
+    # (a lower value applies to loopback and POLITE_TEST_NETWORKS only, policy/rest.py).
+    "POLITE_REST_PAGE": 3.0,
+    # Seconds between two requests marked meta["polite_api"] = True (a documented API).
+    # Bounds: at least 1 for a public host.
+    "POLITE_REST_API": 1.0,
+    # The rest is at least this many times the last exchange's duration.
+    # Bounds: at least 5 for a public host.
+    "POLITE_REST_DURATION_FACTOR": 5.0,
+    # Seconds: cap of the duration-based rest. Bounds: at least 30 for a public host.
     "POLITE_REST_DURATION_MAX": 30.0,
+    # Seconds: a robots.txt Crawl-delay above it counts as this much.
+    # Bounds: at least 60 for a public host.
     "POLITE_CRAWL_DELAY_MAX": 60.0,
     "POLITE_BACKOFF_MAX": 300.0,  # cap of backoff and Retry-After-driven rests
-    "POLITE_JITTER": 1.0,  # random extra, as a fraction of the base rest
+    # Random extra on every rest, up to this fraction of the base rest. Bounds: at least 0.
+    "POLITE_JITTER": 1.0,
     # Loopback (and these networks) may use rests below the public floors.
     "POLITE_TEST_NETWORKS": [],
     "POLITE_HOST_BUDGET": 10_000,  # pages per origin per day
+    # Answers whose median is an origin's latency baseline. Bounds: at least 1.
     "POLITE_LATENCY_BASELINE_N": 5,
+    # Latest answers whose median is compared with the baseline (over twice it: the rest
+    # doubles; back near it: halves again). Bounds: at least 1.
     "POLITE_LATENCY_WINDOW_N": 20,
     # Seconds the window median must also exceed the baseline by before the rest
-    # doubles (with the 2x): 1 ms becoming 3 ms is noise. Public hosts: at most 0.05.
+    # doubles (with the 2x): 1 ms becoming 3 ms is noise.
+    # Bounds: at least 0; at most 0.05 for a public host.
     "POLITE_LATENCY_MIN_RISE": 0.05,
-    "POLITE_CHECKPOINT_INTERVAL": 2.0,  # seconds between durable checkpoints
+    # Seconds between durable checkpoints of the frontier. Bounds: at least 0.05.
+    "POLITE_CHECKPOINT_INTERVAL": 2.0,
     # Shared durable state (origin state, robots cache, page store). Empty:
     # .scrapy/polite, shared by every run whatever its JOBDIR.
     "POLITE_STATE_DIR": "",
-    "POLITE_LEASE_TTL": 60.0,  # seconds a cross-process origin lease lives
+    # Seconds a cross-process origin lease lives (a dead process's lease frees itself).
+    # Bounds: at least 1.
+    "POLITE_LEASE_TTL": 60.0,
     # Seconds before its origin's time a request may be handed out to Scrapy's
     # downloader; the download handler holds it until the time (the steps between the
-    # scheduler and the socket are taken before it, not after). At most 2.
+    # scheduler and the socket are taken before it, not after).
+    # Bounds: 0 to 2, and at most a quarter of the origin's page rest.
     "POLITE_DISPATCH_LEAD": 0.25,
-    # --- the frontier on Redis (issue 17, docs/CLUSTER.md) ----------------------
+    # --- the frontier on Redis (docs/CLUSTER.md) ---------------------------------------
     # redis://HOST:PORT/DB: the frontier shared by many workers; empty: embedded (SQLite).
     "POLITE_FRONTIER": "",
     "POLITE_CRAWL": "",  # the shared crawl's name (its queues and seen set); empty: "default"
-    "POLITE_REDIS_LEASE_TTL": 15.0,  # seconds a worker's lease lives (its origins' hold)
-    "POLITE_REDIS_SYNC_INTERVAL": 0.5,  # seconds between a worker's batches to Redis
-    "POLITE_CLOCK_SKEW": 1.0,  # seconds added to a time another worker wrote
+    # Seconds a worker's lease lives (its origins' hold). Bounds: at least 1.
+    "POLITE_REDIS_LEASE_TTL": 15.0,
+    # Seconds between a worker's batches to Redis.
+    # Bounds: at least 0.02, at most a quarter of POLITE_REDIS_LEASE_TTL.
+    "POLITE_REDIS_SYNC_INTERVAL": 0.5,
+    # Seconds added to a time another worker wrote. Bounds: at least 0.
+    "POLITE_CLOCK_SKEW": 1.0,
     # Seconds a robots.txt cache or opt-out list call to Redis may take (they run on the
     # reactor, rarely: a failure makes the origin wait, it does not block the crawl).
     "POLITE_REDIS_STATE_TIMEOUT": 2.0,
     # Seconds an origin's robots.txt entry stays in Redis after its last write (renewed
     # by every answer; an origin asked about again after that fetches robots.txt anew).
     "POLITE_ROBOTS_REDIS_KEEP": 30 * 86400.0,
-    # --- robots.txt (issue 4) -----------------------------------------------
-    "POLITE_ROBOTS_TTL": 24 * 3600.0,
+    # --- robots.txt --------------------------------------------------------------------
+    "POLITE_ROBOTS_TTL": 24 * 3600.0,  # seconds a robots.txt copy is fresh
+    # Bytes of robots.txt parsed (the rest is ignored). Bounds: at least 500 KiB
+    # (RFC 9309 2.5: a smaller value reads 500 KiB).
     "POLITE_ROBOTS_MAX_BYTES": 512 * 1024,
+    # Redirects followed for robots.txt; more means "unavailable", no restrictions
+    # (RFC 9309 2.3.1.2).
     "POLITE_ROBOTS_MAX_REDIRECTS": 5,
     "POLITE_ROBOTS_RETRY_MIN": 60.0,  # first retry of an unreachable robots.txt; doubles
     "POLITE_ROBOTS_RETRY_MAX": 3600.0,  # cap of that backoff
-    # --- verdicts (issue 5) -------------------------------------------------
-    "POLITE_RETRY_TIMES": 3,  # retries per request (408/429/503/5xx/errors)
-    "POLITE_BREAKER_FAILURES": 5,  # consecutive failures that stop an origin
+    # --- verdicts ----------------------------------------------------------------------
+    # Retries per request (408/429/503/5xx/errors). Bounds: at least 0.
+    "POLITE_RETRY_TIMES": 3,
+    # Consecutive failures that stop an origin for the run. Bounds: at least 1.
+    "POLITE_BREAKER_FAILURES": 5,
     "POLITE_RETRY_AFTER_PARK": 24 * 3600.0,  # longer Retry-After parks the origin
     # First backoff uniform in [base, 2 x base), doubling per failure.
     "POLITE_BACKOFF_BASE": 4.0,
-    "POLITE_TEST_WAIT_SCALE": 1.0,  # tests only: scales Retry-After/backoff on loopback origins
+    # Tests only: scales Retry-After and backoff waits. Bounds: applies to loopback and
+    # POLITE_TEST_NETWORKS origins only; any other origin waits the full time.
+    "POLITE_TEST_WAIT_SCALE": 1.0,
     "POLITE_MAX_BYTES": 5 * 1024 * 1024,  # body cap, decompressed size included
-    "POLITE_ACCESS_LOG": "",  # path; empty: <state dir>/access-<start>.jsonl
+    # Path of the access log (one JSON line per exchange); a fixed path is appended to.
+    # Empty: <state dir>/access-<spider>-<start>-<pid>.jsonl.
+    "POLITE_ACCESS_LOG": "",
     "POLITE_STATS_FILE": "",  # path: the final stats as JSON when the spider closes
-    # --- discovery and traps (issue 6) --------------------------------------
-    "POLITE_MAX_DEPTH": 10,
-    "POLITE_MAX_URL_LENGTH": 2000,
-    "POLITE_MAX_QUERY_PARAMS": 5,
-    "POLITE_MAX_SEGMENT_REPEATS": 3,
+    # --- discovery and traps -----------------------------------------------------------
+    "POLITE_MAX_DEPTH": 10,  # links followed from a start page, sitemap or feed
+    "POLITE_MAX_URL_LENGTH": 2000,  # characters; a longer URL is a trap
+    "POLITE_MAX_QUERY_PARAMS": 5,  # query parameters; more is a trap
+    "POLITE_MAX_SEGMENT_REPEATS": 3,  # one path segment repeated this often is a trap
     "POLITE_STRIP_PARAMS": [],  # extra tracking parameters to strip
-    "POLITE_MAX_LINKS_PER_PAGE": 5000,
+    "POLITE_MAX_LINKS_PER_PAGE": 5000,  # links read from one page; the rest are ignored
     # Yield monitoring (policy/traps.py): an origin is stopped when fewer than
     # MIN_SHARE of its last WINDOW pages each brought MIN_NOVELTY new text.
-    "POLITE_YIELD_WINDOW": 30,
-    "POLITE_YIELD_MIN_SHARE": 0.1,
-    "POLITE_YIELD_MIN_NOVELTY": 0.2,
+    "POLITE_YIELD_WINDOW": 30,  # the last pages judged
+    "POLITE_YIELD_MIN_SHARE": 0.1,  # share of them that must bring new text
+    "POLITE_YIELD_MIN_NOVELTY": 0.2,  # share of a page's text that must be new
     # Trap memory (store/traps.py): seconds a URL judged a trap page stays unrequested.
     "POLITE_TRAP_MEMORY": 30 * 24 * 3600.0,
     # Query variants (policy/traps.py QueryVariants): past this many distinct query
     # strings on one path, new ones are admitted only while at least MIN_SHARE of the
     # path's fetched query pages brought new text (faceted navigation stops there).
-    "POLITE_MAX_QUERY_VARIANTS": 20,
-    "POLITE_QUERY_VARIANTS_MIN_SHARE": 0.5,
+    "POLITE_MAX_QUERY_VARIANTS": 20,  # query strings of one path admitted freely
+    "POLITE_QUERY_VARIANTS_MIN_SHARE": 0.5,  # past them: share that must bring new text
     "POLITE_SITEMAP_MAX_BYTES": 50 * 1024 * 1024,  # sitemaps.org: uncompressed size
     "POLITE_SITEMAP_MAX_URLS": 50_000,  # sitemaps.org: URLs per file
-    # --- conditional requests (issue 7) -------------------------------------
-    "POLITE_REVISIT_MIN": 3600.0,
-    "POLITE_REVISIT_MAX": 30 * 24 * 3600.0,
-    "POLITE_REVISIT_DEFAULT": 24 * 3600.0,
-    # --- storage (issue 8) --------------------------------------------------
+    # --- conditional requests ----------------------------------------------------------
+    # Seconds before a stored page is due again: x1.5 after a visit without change, x0.5
+    # after a change, within MIN and MAX; DEFAULT at first.
+    "POLITE_REVISIT_MIN": 3600.0,  # shortest revisit interval
+    "POLITE_REVISIT_MAX": 30 * 24 * 3600.0,  # longest revisit interval
+    "POLITE_REVISIT_DEFAULT": 24 * 3600.0,  # a page's first revisit interval
+    # --- storage -----------------------------------------------------------------------
     "POLITE_STORE": "",  # empty: SQLite in the state dir; or postgresql://...
     "POLITE_SIMHASH_DISTANCE": 8,  # bits; measured: bench/simhash_tuning.py
     "POLITE_STORE_BATCH": 200,  # page-store writes per transaction (a crash loses one batch)
@@ -127,17 +167,23 @@ POLITE_DEFAULTS: dict[str, Any] = {
     # writes not made kept in the state directory (made when a store opens there next).
     "POLITE_STORE_GIVE_UP": 300.0,
     "POLITE_RECRAWL": "",  # "all": revisit every stored page (as -a recrawl=all), conditionally
-    # --- hostile input (issue 10) -------------------------------------------
+    # --- hostile input -----------------------------------------------------------------
+    # Networks (CIDR list) the address policy allows besides the hosts of the start
+    # URLs: an intranet the operator means to crawl. Everything private, loopback,
+    # link-local or reserved stays refused otherwise.
     "POLITE_ALLOW_NETWORKS": [],
-    "POLITE_CONNECT_TIMEOUT": 10.0,
-    "POLITE_HEADERS_TIMEOUT": 20.0,
+    "POLITE_CONNECT_TIMEOUT": 10.0,  # seconds for DNS and connect
+    "POLITE_HEADERS_TIMEOUT": 20.0,  # seconds to the end of the response head
+    # Seconds for the whole exchange; download_timeout in meta may shorten it, never
+    # lengthen it.
     "POLITE_EXCHANGE_TIMEOUT": 45.0,
     "POLITE_MAX_HEADER_BYTES": 64 * 1024,  # status line + headers of one response
     "POLITE_DNS_LOOKUP": "",  # (name, port) -> [address]; empty: getaddrinfo (tests inject one)
-    # --- the operator's side (issue 18) ------------------------------------
+    # --- the operator's side -----------------------------------------------------------
     # Seconds between two reads of the opt-out list's version by a running crawl
     # (scrapy forget waits for every live crawl to acknowledge). With the frontier on
     # Redis, also the period of the worker's heartbeat there (on a thread).
+    # Bounds: at least 0.01.
     "POLITE_OPTOUT_POLL": 0.2,
     # Access log rotation: a file this big goes on in <name>.2.jsonl, ... (0: never).
     "POLITE_ACCESS_LOG_MAX_BYTES": 100 * 1024 * 1024,
@@ -152,7 +198,7 @@ POLITE_DEFAULTS: dict[str, Any] = {
     # unmeasured. With these, collections took 2.7 CPU-s of a small-site crawl's ~60
     # where Python's took 8.3 (bench.realweb --workload polite), peak RSS +2 %.
     "POLITE_GC_THRESHOLDS": "20000,10,50",
-    # --- Prometheus metrics (issue 28, docs/METRICS.md; the [metrics] extra) ----------
+    # --- Prometheus metrics (docs/METRICS.md; the [metrics] extra) ---------------------
     # TCP port of the worker's /metrics (OpenMetrics text, served from the reactor);
     # empty: no endpoint. 0: any free port (tests).
     "POLITE_METRICS_PORT": "",
@@ -160,8 +206,9 @@ POLITE_DEFAULTS: dict[str, Any] = {
     # Seconds between two reads of the cluster's figures (Redis frontier only: one
     # worker at a time, the holder of a small lock key, exports them) and of the Redis
     # round trip every worker measures; on a thread, never on a scrape.
+    # Bounds: at least 0.1.
     "POLITE_METRICS_CLUSTER_INTERVAL": 15.0,
-    # --- rendering in a browser (issue 19) -----------------------------------
+    # --- rendering in a browser --------------------------------------------------------
     # "" never; "meta": requests marked meta["polite_render"]; "auto": also pages
     # built by scripts (as the site spider's -a render=auto).
     "POLITE_RENDER": "",
