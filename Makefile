@@ -4,14 +4,14 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 
-.PHONY: demo test test-minimum lint bench fuzz bot-page bot-key deploy scrapyd clean system-deps cluster-demo
+.PHONY: demo test test-minimum docs lint bench fuzz bot-page bot-key deploy scrapyd clean system-deps cluster-demo
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 
 $(STAMP): $(BIN)/python pyproject.toml
-	$(BIN)/pip install --quiet -e '.[test,dev,postgres,redis,scrapyd]'
+	$(BIN)/pip install --quiet -e '.[test,dev,docs,postgres,redis,scrapyd]'
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
 
@@ -39,6 +39,11 @@ test: $(STAMP) system-deps
 # venv, .venv-min, and the policy tests on it (scripts/test-minimum.sh). CI runs it.
 test-minimum:
 	bash scripts/test-minimum.sh
+
+# The manual (docs/, Sphinx): built offline, every warning an error; the settings
+# reference is generated from polite_crawler/defaults.py. Open build/docs/html/index.html.
+docs: $(STAMP)
+	$(BIN)/sphinx-build -W --keep-going -q -b html docs build/docs/html
 
 lint: $(STAMP)
 	$(BIN)/ruff check polite_crawler tests bench
