@@ -24,13 +24,13 @@ system-deps:
 	@bash scripts/system-deps.sh
 
 demo: $(STAMP)
-	$(BIN)/python -m polite_crawler.demo
+	$(BIN)/python -m demo
 
 # Two workers sharing a Redis frontier crawl the demo web (docs/CLUSTER.md): redis-server
 # and PostgreSQL started on loopback, the per-host summary and which worker served each
 # host, everything stopped at the end.
 cluster-demo: $(STAMP) system-deps
-	$(BIN)/python -m polite_crawler.cluster_demo
+	$(BIN)/python -m demo.cluster
 
 test: $(STAMP) system-deps
 	$(BIN)/python -m pytest
@@ -70,7 +70,7 @@ bot-key: $(STAMP)
 # A local scrapyd on 127.0.0.1:6800 with ./scrapyd.conf (state under var/). With
 # SCRAPYD_USERNAME and SCRAPYD_PASSWORD set, it requires them.
 scrapyd: $(STAMP)
-	$(BIN)/python -m polite_crawler.scrapyd_local
+	$(BIN)/python scripts/scrapyd_local.py
 
 # Build the egg and deploy it to scrapy.cfg's [deploy] url, with the same
 # SCRAPYD_USERNAME / SCRAPYD_PASSWORD (unset: none, or ~/.netrc).

@@ -53,7 +53,7 @@ def _cpu() -> float:
 
 # --- the server (own process) ----------------------------------------------------------
 def serve_main(argv: list[str]) -> int:
-    from polite_crawler.web.server import Req, Resp, Site, TestWeb
+    from demo.web.server import Req, Resp, Site, TestWeb
 
     docs = Path(argv[0]).resolve()
 

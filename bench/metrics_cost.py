@@ -55,7 +55,7 @@ def _free_port() -> int:
 
 
 def serve_main(argv: list[str]) -> int:
-    from polite_crawler.web.server import TestWeb
+    from demo.web.server import TestWeb
     from tests.pages_web import ArticleSite
 
     hosts, pages = int(argv[0]), int(argv[1])

@@ -57,7 +57,7 @@ def request_path(listed: int, n: int) -> dict[str, float]:
 
 
 def forget_live(runs: int) -> list[dict[str, float]]:
-    from polite_crawler.web.server import TestWeb
+    from demo.web.server import TestWeb
     from tests.commands_util import crawl_cmd, env, scrapy
     from tests.test_commands_forget_live import GONE, KEPT, PAGES, wide_site
 

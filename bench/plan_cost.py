@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from polite_crawler.cluster_demo import start_redis, stop_proc
+from demo.cluster import start_redis, stop_proc
 from polite_crawler.frontier.core import FrontierConfig
 from polite_crawler.frontier.redis_frontier import RedisFrontier, execute
 from polite_crawler.frontier.redis_shared import RedisShared

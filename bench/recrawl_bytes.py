@@ -1,15 +1,15 @@
 """Recrawl cost: what a second crawl asks of the sites, as a share of the first.
 
 A test web of ``--hosts`` sites (loopback addresses), each a
-:class:`polite_crawler.web.recrawl.RecrawlSite` of ``--articles`` articles:
+:class:`demo.web.recrawl.RecrawlSite` of ``--articles`` articles:
 robots.txt naming a sitemap index (a plain and a gzipped sitemap) and an RSS
 feed, exact-duplicate (print), rel=canonical (AMP) and near-duplicate (reprint)
 aliases, a page refusing AI input, a noindex page, a no-store page,
 ``max-age=86400`` pages and a calendar trap; ETag and Last-Modified on every
 answer. Beside them (unless ``--no-traps``) a
-:class:`polite_crawler.web.traps.SessionTrapSite` (ordinary pages and a catalogue
+:class:`demo.web.traps.SessionTrapSite` (ordinary pages and a catalogue
 that mints a new session token in every link's path) and a
-:class:`polite_crawler.web.traps.HashPathSite` (git hashes and dates in ordinary
+:class:`demo.web.traps.HashPathSite` (git hashes and dates in ordinary
 paths, to be crawled whole). Three crawls with one state directory (each in its
 own process, each with a fresh JOBDIR, ``-a recrawl=all`` for the revisits):
 
@@ -66,9 +66,9 @@ def crawl_main(argv: list[str]) -> int:
 def main(argv: list[str]) -> int:
     if argv[:1] == ["--crawl"]:
         return crawl_main(argv[1:])
-    from polite_crawler.web.recrawl import RecrawlSite
-    from polite_crawler.web.server import Site, TestWeb
-    from polite_crawler.web.traps import HashPathSite, SessionTrapSite
+    from demo.web.recrawl import RecrawlSite
+    from demo.web.server import Site, TestWeb
+    from demo.web.traps import HashPathSite, SessionTrapSite
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--hosts", type=int, default=3)

@@ -50,7 +50,7 @@ from bench.realweb_nginx import (
     write_site_files,
     write_small_pages,
 )
-from polite_crawler.cluster_demo import start_redis, stop_proc
+from demo.cluster import start_redis, stop_proc
 
 ROOT = Path(__file__).resolve().parent.parent
 AGENT = "PoliteCrawler"

@@ -79,7 +79,7 @@ def request_path(url: str, n: int) -> float:
 
 
 def crawl(hosts: int, pages: int) -> dict[str, Any]:
-    from polite_crawler.web.server import TestWeb
+    from demo.web.server import TestWeb
     from tests.redis_server import RedisServer, redis_binary
     from tests.test_redis_frontier import chain_site
 
@@ -139,7 +139,7 @@ def forget_live(runs: int) -> list[dict[str, float]]:
     page store): the wait for both acknowledgements, and the whole command's time."""
     import json
 
-    from polite_crawler.web.server import TestWeb
+    from demo.web.server import TestWeb
     from tests.commands_util import env, scrapy
     from tests.redis_server import RedisServer, redis_binary
     from tests.test_commands_forget_live import wide_site

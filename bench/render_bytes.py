@@ -1,6 +1,6 @@
 """What a rendered page costs the site: bytes and requests served per page, CPU and memory.
 
-The client-rendered test site (:mod:`polite_crawler.web.rendered`: an HTML shell,
+The client-rendered test site (:mod:`demo.web.rendered`: an HTML shell,
 its script, a JSON call, plus a stylesheet, an image, a web font, a favicon, and
 an analytics tag on another loopback host) with ``--pages`` stories, read four ways,
 each in its own process:
@@ -183,8 +183,8 @@ def main(argv: list[str]) -> int:
         return crawl_main(argv[1:])
     if argv[:1] == ["--browser"]:
         return browser_main(argv[1:])
-    from polite_crawler.web.rendered import BeaconSite, RenderedSite
-    from polite_crawler.web.server import TestWeb
+    from demo.web.rendered import BeaconSite, RenderedSite
+    from demo.web.server import TestWeb
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--pages", type=int, default=20)

@@ -1,6 +1,6 @@
 """Faceted navigation against a catalogue: what the query-variant cap costs and saves.
 
-Two test-web sites (:mod:`polite_crawler.web.traps`): :class:`FacetSite` (seed 000's
+Two test-web sites (:mod:`demo.web.traps`): :class:`FacetSite` (seed 000's
 five filters of six options, every listing linking every two-filter combination) at
 ``--products`` 8 and 60, and :class:`CatalogueSite` (60 ``/item?id=N`` pages, genuinely
 distinct). Each is crawled once with the query-variant cap off (POLITE_MAX_QUERY_VARIANTS
@@ -46,8 +46,8 @@ def crawl_main(argv: list[str]) -> int:
 def main(argv: list[str]) -> int:
     if argv[:1] == ["--crawl"]:
         return crawl_main(argv[1:])
-    from polite_crawler.web.server import Site, TestWeb
-    from polite_crawler.web.traps import CatalogueSite, FacetSite
+    from demo.web.server import Site, TestWeb
+    from demo.web.traps import CatalogueSite, FacetSite
 
     sites: dict[str, Site] = {"127.0.9.31": FacetSite(8), "127.0.9.32": FacetSite(60),
                               "127.0.9.33": CatalogueSite(60)}

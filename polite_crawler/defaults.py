@@ -120,9 +120,6 @@ POLITE_DEFAULTS: dict[str, Any] = {
     "POLITE_RETRY_AFTER_PARK": 24 * 3600.0,  # longer Retry-After parks the origin
     # First backoff uniform in [base, 2 x base), doubling per failure.
     "POLITE_BACKOFF_BASE": 4.0,
-    # Tests only: scales Retry-After and backoff waits. Bounds: applies to loopback and
-    # POLITE_TEST_NETWORKS origins only; any other origin waits the full time.
-    "POLITE_TEST_WAIT_SCALE": 1.0,
     "POLITE_MAX_BYTES": 5 * 1024 * 1024,  # body cap, decompressed size included
     # Path of the access log (one JSON line per exchange); a fixed path is appended to.
     # Empty: <state dir>/access-<spider>-<start>-<pid>.jsonl.

@@ -5,7 +5,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from polite_crawler.web.server import Site, TestWeb
+from demo.web.server import Site, TestWeb
 from tests import crawl
 from tests.services import check_marks
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import html
 from typing import Any
 
+from demo.web.server import Req, Resp, Site, etag_for
 from polite_crawler.items import PageItem, page_item
 from polite_crawler.spiders.site import SiteSpider
-from polite_crawler.web.server import Req, Resp, Site, etag_for
 from tests.neardup_corpus import build_corpus
 
 

@@ -7,9 +7,9 @@ from typing import TYPE_CHECKING, Any
 import pytest_twisted
 from scrapy.exceptions import IgnoreRequest
 
+from demo.web.server import Resp, Site, TestWeb, page
 from polite_crawler.context import polite_context
 from polite_crawler.extensions.accesslog import FIELDS, AccessLog, read_access_log
-from polite_crawler.web.server import Resp, Site, TestWeb, page
 from tests.fetch import fetch, plain_settings
 
 if TYPE_CHECKING:

@@ -125,7 +125,7 @@ def test_the_stores_do_not_import_the_frontier() -> None:
 
 
 # Modules that name the two settings only to set them for a crawl they start.
-_SETTERS = {"polite_crawler.backend", "polite_crawler.defaults", "polite_crawler.cluster_demo"}
+_SETTERS = {"polite_crawler.backend", "polite_crawler.defaults"}
 
 
 @pytest.mark.parametrize("name", ["POLITE_FRONTIER", "POLITE_STORE"])

@@ -14,9 +14,9 @@ import scrapy
 from scrapy.utils import misc
 from scrapy.utils.test import get_crawler
 
+from demo.web.server import Site, page
 from polite_crawler.callbacks import keep_callback
 from polite_crawler.spiders.site import SiteSpider
-from polite_crawler.web.server import Site, page
 from tests.crawl import run_crawl
 
 if TYPE_CHECKING:

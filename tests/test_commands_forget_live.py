@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from polite_crawler.web.prose import paragraphs
-from polite_crawler.web.server import Resp, Site, page
+from demo.web.prose import paragraphs
+from demo.web.server import Resp, Site, page
 from tests.commands_util import ROOT, crawl_cmd, env, scrapy
 
 PAGES = 40

@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest_twisted
 
+from demo.web.server import Site, page
 from polite_crawler.extensions.accesslog import prune_access_logs, read_access_log
-from polite_crawler.web.server import Site, page
 from tests.commands_util import scrapy, scrapy_json
 from tests.fetch import fetch, plain_settings
 

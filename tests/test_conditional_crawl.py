@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import pytest_twisted
 
-from polite_crawler.web.server import Req, Resp
+from demo.web.server import Req, Resp
 from tests.crawl import run_crawl
 from tests.pages_web import ArticleSite, PageSpider
 from tests.test_pipelines_pages import _settings, _store

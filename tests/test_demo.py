@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import pytest
 from protego import Protego
 
-from polite_crawler.demo import (
+from demo.crawl import (
     CrawlRun,
     Records,
     host_figures,
@@ -22,8 +22,8 @@ from polite_crawler.demo import (
     store_counts,
     summary,
 )
-from polite_crawler.web.demo import DEMO_HOSTS, SMALL, DemoScale, demo_sites
-from polite_crawler.web.server import LogEntry, TestWeb
+from demo.web.demo import DEMO_HOSTS, SMALL, DemoScale, demo_sites
+from demo.web.server import LogEntry, TestWeb
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -63,7 +63,7 @@ def test_text_is_deterministic_and_readable(web: TestWeb) -> None:
     first = get(web, NEWS, article)[2]
     again = dict(demo_sites(SMALL))[NEWS]  # a second, independent build
     assert first == get(web, NEWS, article)[2]
-    from polite_crawler.web.server import Req
+    from demo.web.server import Req
 
     rebuilt = again.handle(Req("GET", article, {}, NEWS, web.port)).body
     assert rebuilt == first

@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 import pytest_twisted
 
+from demo.web.server import LogEntry, Site, TestWeb, overlaps
+from demo.web.traps import AliasPortSite, DiscoverySite, FallbackSite, TrapSite
 from polite_crawler.policy.urls import canonicalize
 from polite_crawler.spiders.site import SiteSpider
-from polite_crawler.web.server import LogEntry, Site, TestWeb, overlaps
-from polite_crawler.web.traps import AliasPortSite, DiscoverySite, FallbackSite, TrapSite
 from tests.crawl import run_crawl
 
 A, FOREIGN, B, T = "127.0.6.1", "127.0.6.9", "127.0.6.2", "127.0.6.3"
@@ -161,7 +161,7 @@ async def test_aliases_under_default_port_fetched_once(tmp_path) -> None:
 
 @pytest_twisted.ensureDeferred
 async def test_rel_canonical_is_the_identity(web_factory, tmp_path) -> None:
-    from polite_crawler.web.server import page
+    from demo.web.server import page
 
     def with_canonical(href: str) -> bytes:
         # distinct texts: the same text twice is one page to the duplicate detection
@@ -185,14 +185,14 @@ async def test_rel_canonical_is_the_identity(web_factory, tmp_path) -> None:
 async def test_host_case_aliases_fetched_once(web_factory, tmp_path) -> None:
     # "localhost" is a name with letters to spell in other cases (served on 127.0.0.1).
     def home(req: Any) -> Any:
-        from polite_crawler.web.server import Resp, page
+        from demo.web.server import Resp, page
 
         port = req.port
         return Resp(200, page("Home", "home text", [
             f"http://LOCALHOST:{port}/x", f"http://LocalHost:{port}/x?utm_source=a",
             f"HTTP://localhost.:{port}/x#frag", f"http://localhost:{port}/y"]))
 
-    from polite_crawler.web.server import page
+    from demo.web.server import page
 
     web = web_factory({"127.0.0.1": Site({"/": home, "/x": page("X", "x text", ["/"]),
                                           "/y": page("Y", "y text", ["/x"])})})
@@ -211,7 +211,7 @@ async def test_sitemap_that_never_answers_does_not_stall_links(web_factory, tmp_
                                                                scheduler) -> None:
     # robots.txt disallows the sitemap it names: the request never leaves the frontier
     # (stock: robots.txt is only read for Sitemap lines, so it is fetched and 404s).
-    from polite_crawler.web.server import page
+    from demo.web.server import page
 
     web = web_factory({B: Site({
         "/robots.txt": "User-agent: *\nDisallow: /private-sitemap.xml\n"
@@ -292,7 +292,7 @@ def test_middleware_stops_an_origin_of_repeats() -> None:
 
 @pytest_twisted.ensureDeferred
 async def test_rel_nofollow_links_not_followed(web_factory, tmp_path) -> None:
-    from polite_crawler.web.server import page
+    from demo.web.server import page
 
     home = page("Home", "home text", ["/a"]).replace(
         b"</main>", b'<a href="/secret" rel="nofollow">s</a><a href="/b" rel="nofollow">b</a>'
@@ -308,7 +308,7 @@ async def test_rel_nofollow_links_not_followed(web_factory, tmp_path) -> None:
 
 @pytest_twisted.ensureDeferred
 async def test_start_url_redirected_to_another_host(web_factory, tmp_path) -> None:
-    from polite_crawler.web.server import Resp
+    from demo.web.server import Resp
 
     old, new = "127.0.6.20", "127.0.6.21"
     web = web_factory({

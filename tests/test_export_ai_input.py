@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest_twisted
 
-from polite_crawler.web.server import Resp
+from demo.web.server import Resp
 from tests.crawl import run_crawl
 from tests.pages_web import ArticleSite, PageSpider, article_html
 from tests.test_pipelines_pages import _settings

@@ -10,9 +10,9 @@ from scrapy import signals
 from scrapy.crawler import CrawlerRunner
 from scrapy.utils.test import get_reactor_settings
 
+from demo.web.server import Site, page
 from polite_crawler.policy.jobs import JobIdError
 from polite_crawler.spiders.site import SiteSpider
-from polite_crawler.web.server import Site, page
 from tests.crawl import CrawlResult, _Collector, project_settings_dict
 
 if TYPE_CHECKING:

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from scrapy.http import HtmlResponse
 from scrapy.utils.test import get_crawler
 
+from demo.web.server import Site, page
 from polite_crawler.backend import backend_of
 from polite_crawler.context import polite_context
 from polite_crawler.frontier.admission import canonical_origin
@@ -31,7 +32,6 @@ from polite_crawler.policy.sitemaps import _resolve
 from polite_crawler.policy.urls import URLError, canonicalize, origin_of
 from polite_crawler.spiders.site import SiteSpider
 from polite_crawler.store.traps import trap_book
-from polite_crawler.web.server import Site, page
 from tests.crawl import project_settings_dict, run_crawl
 
 if TYPE_CHECKING:

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from polite_crawler.web.server import Req, Resp, Site, overlaps, page, short_rests
+from demo.web.server import Req, Resp, Site, overlaps, page, short_rests
 
 ROOT = Path(__file__).resolve().parent.parent
 REST = 0.25

@@ -233,8 +233,8 @@ def test_sitemap_keeps_scope_and_counts_the_rest(case: tuple[bytes, set[str], in
 
 
 def test_sitemap_xinclude_and_external_dtd_are_never_fetched(web_factory, tmp_path) -> None:
+    from demo.web.server import Site
     from polite_crawler.policy.sitemaps import parse_sitemap
-    from polite_crawler.web.server import Site
 
     web = web_factory({"127.0.0.1": Site({"/evil.dtd": '<!ENTITY x "leaked">',
                                           "/inc.xml": "<url><loc>http://example.org/dir/inc</loc></url>"})})

@@ -35,7 +35,7 @@ from typing import Any
 import pytest
 import pytest_twisted
 
-from polite_crawler.web.server import Req, Resp, Site, etag_for
+from demo.web.server import Req, Resp, Site, etag_for
 from tests.crawl import run_crawl
 from tests.pages_web import PageSpider
 

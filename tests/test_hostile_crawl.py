@@ -31,9 +31,9 @@ import pytest
 import pytest_twisted
 from twisted.internet import reactor
 
+from demo.web.server import Resp, Site, TestWeb, page
 from polite_crawler.extensions.accesslog import read_access_log
 from polite_crawler.spiders.site import SiteSpider
-from polite_crawler.web.server import Resp, Site, TestWeb, page
 from tests.crawl import run_crawl
 from tests.netguard import LOOPBACK, guard_connections
 

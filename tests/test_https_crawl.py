@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING, Any
 import pytest
 import pytest_twisted
 
+from demo.web.server import Resp, Site, page
 from polite_crawler import __version__
 from polite_crawler.middlewares.addresses import AddressRefusedError
 from polite_crawler.spiders.site import SiteSpider
-from polite_crawler.web.server import Resp, Site, page
 from tests.crawl import run_crawl
 from tests.netguard import LOOPBACK, guard_connections
 from tests.pages_web import ArticleSite, PageSpider

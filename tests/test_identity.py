@@ -4,6 +4,7 @@ import pytest
 import pytest_twisted
 from scrapy.utils.test import get_crawler
 
+from demo.web.server import Site, page
 from polite_crawler import __version__
 from polite_crawler.policy.identity import (
     IdentityError,
@@ -12,7 +13,6 @@ from polite_crawler.policy.identity import (
     is_loopback_host,
 )
 from polite_crawler.spiders.site import SiteSpider
-from polite_crawler.web.server import Site, page
 from tests.crawl import project_settings_dict, run_crawl
 
 CHROME = (

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest_twisted
 
+from demo.web.server import Site, page
 from polite_crawler.spiders.site import SiteSpider
-from polite_crawler.web.server import Site, page
 from tests.crawl import run_crawl
 from tests.test_resolver import BOT_URL, FakeDNS
 

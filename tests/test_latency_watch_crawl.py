@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING, Any
 import pytest
 import pytest_twisted
 
+from demo.web.server import LogEntry, Req, Resp, Site, TestWeb, page
 from polite_crawler.extensions.accesslog import read_access_log
 from polite_crawler.handlers import tcp_times, tcp_transfer
-from polite_crawler.web.server import LogEntry, Req, Resp, Site, TestWeb, page
 from tests.crawl import run_crawl
 from tests.fetch import FetchSpider, fetch
 

@@ -5,12 +5,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import pytest
+import scrapy
 from scrapy import Request
 from scrapy.exceptions import IgnoreRequest
 from scrapy.http import HtmlResponse, Response
 from scrapy.utils.test import get_crawler
 
 from polite_crawler.context import polite_context
+from polite_crawler.items import PageRulesItem
 from polite_crawler.middlewares.pagerules import PageRulesMiddleware
 from polite_crawler.middlewares.robotstxt import HOPS_KEY, RobotsTxtMiddleware
 
@@ -129,13 +131,28 @@ def test_page_rules_on_meta_and_items(tmp_path: Path) -> None:
     assert response.meta["polite_noindex"] is True
     assert response.meta["polite_nofollow"] is False
     assert response.meta["polite_ai_input"] is False
+    class Marked(PageRulesItem):
+        url = scrapy.Field()
+        title = scrapy.Field()
+        text = scrapy.Field()
+
+    class Own(scrapy.Item):
+        url = scrapy.Field()
+        text = scrapy.Field()
+
     out = list(mw.process_spider_output(response, [
         {"url": response.url, "title": "p", "text": "words"},
+        Marked(url=response.url, title="p", text="words"),
+        Own(url=response.url, text="words"),
         Request(ORIGIN + "/x"),
         Request(ORIGIN + "/y"),
         Request(ORIGIN + "/x", meta={"polite_link": False}),
     ]))
-    item = out[0]
+    # The author's items leave as they were yielded: a dict, an Item of their own.
+    assert out[0] == {"url": response.url, "title": "p", "text": "words"}
+    assert dict(out[2]) == {"url": response.url, "text": "words"}
+    # An item that asks for the page's rules gets them (and a noindex page's text goes).
+    item = out[1]
     assert item["polite_noindex"] is True and "title" not in item and "text" not in item
     assert item["polite_signals"] == {"search": None, "ai_input": False, "ai_train": None}
-    assert [r.url for r in out[1:]] == [ORIGIN + "/y", ORIGIN + "/x"]
+    assert [r.url for r in out[3:]] == [ORIGIN + "/y", ORIGIN + "/x"]

@@ -14,8 +14,8 @@ from scrapy.exceptions import StopDownload
 from scrapy.http import HtmlResponse, Response, TextResponse
 from scrapy.utils.test import get_crawler
 
+from demo.web.server import Resp, Site
 from polite_crawler.middlewares.sizecap import ROBOTS_MIN_BYTES, SizeCapMiddleware
-from polite_crawler.web.server import Resp, Site
 from tests.fetch import FetchSpider, fetch, plain_settings
 
 MB = 1024 * 1024

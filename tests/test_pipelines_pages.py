@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest_twisted
 
+from demo.web.server import Resp
 from polite_crawler.backend import backend_of
 from polite_crawler.items import PageItem
-from polite_crawler.web.server import Resp
 from tests.crawl import project_settings_dict, run_crawl
 from tests.pages_web import ArticleSite, PageSpider, article_html
 

@@ -10,10 +10,10 @@ from typing import TYPE_CHECKING
 import pytest
 import pytest_twisted
 
+from demo.web.server import Site, page
 from polite_crawler.extensions.progress import progress_line
 from polite_crawler.frontier.core import frontier_snapshot
 from polite_crawler.spiders.site import SiteSpider
-from polite_crawler.web.server import Site, page
 from tests.crawl import run_crawl
 from tests.test_frontier_core import T0, Clock, Env
 

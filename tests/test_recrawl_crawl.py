@@ -1,6 +1,6 @@
 """Issue 16: a recrawl sends nothing the site's own headers say is unnecessary.
 
-A first crawl of :class:`polite_crawler.web.recrawl.RecrawlSite`, then ``-a recrawl=all``
+A first crawl of :class:`demo.web.recrawl.RecrawlSite`, then ``-a recrawl=all``
 with a fresh JOBDIR over the same state directory, the site unchanged. Asserted from the
 site's own records (its request log and what it answered):
 no request without validators for a URL that had them, none for a URL it declared
@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest_twisted
 
-from polite_crawler.web.recrawl import RecrawlSite
+from demo.web.recrawl import RecrawlSite
 from tests.crawl import run_crawl
 from tests.pages_web import PageSpider
 from tests.test_pipelines_pages import _settings, _store

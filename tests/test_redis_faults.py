@@ -33,8 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from polite_crawler.frontier.redis_shared import origin_key
-from polite_crawler.web.server import (
+from demo.web.server import (
     LogEntry,
     Req,
     Resp,
@@ -45,6 +44,7 @@ from polite_crawler.web.server import (
     page,
     short_rests,
 )
+from polite_crawler.frontier.redis_shared import origin_key
 from tests.pg import pg_server, pg_uri  # noqa: F401  (fixtures)
 from tests.redis_server import redis_production, redis_server  # noqa: F401  (fixtures)
 from tests.test_redis_frontier import HOSTS, REST, content, start, wait_for, worker_cmd

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from polite_crawler.web.server import Req, Resp, Site, overlaps, page, short_rests
+from demo.web.server import Req, Resp, Site, overlaps, page, short_rests
 from tests.pg import pg_server, pg_uri  # noqa: F401  (fixtures)
 from tests.redis_server import (  # noqa: F401  (fixtures)
     redis_server,

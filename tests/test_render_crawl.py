@@ -15,13 +15,13 @@ import pytest
 import pytest_twisted
 import scrapy
 
+from demo.web.rendered import PRIVATE, BeaconSite, RenderedSite, story
+from demo.web.server import LogEntry, Req, Resp, Site, TestWeb, overlaps
 from polite_crawler.context import polite_context
 from polite_crawler.extensions.accesslog import read_access_log
 from polite_crawler.items import page_item
 from polite_crawler.middlewares.identity import identity_from_settings
 from polite_crawler.spiders.site import SiteSpider
-from polite_crawler.web.rendered import PRIVATE, BeaconSite, RenderedSite, story
-from polite_crawler.web.server import LogEntry, Req, Resp, Site, TestWeb, overlaps
 from tests.crawl import run_crawl
 from tests.services import needs
 

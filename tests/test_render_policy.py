@@ -11,6 +11,7 @@ import pytest
 from scrapy.settings import Settings
 from scrapy.utils.test import get_crawler
 
+from demo.web.rendered import BeaconSite, RenderedSite
 from polite_crawler.addon import PoliteAddon
 from polite_crawler.policy.render import (
     SubrequestRules,
@@ -26,7 +27,6 @@ from polite_crawler.policy.render import (
 )
 from polite_crawler.policy.verdicts import classify_response
 from polite_crawler.render.settings import HANDLER, MIDDLEWARE, RenderSettingError, render_mode
-from polite_crawler.web.rendered import BeaconSite, RenderedSite
 
 PAGE = "https://example.org/story/1"
 RULES = SubrequestRules(load_blocked_hosts() | {"beacon.example.net"})
@@ -80,7 +80,7 @@ SHELL = RenderedSite("http://127.0.0.9:1").handle  # a page of the test site, as
 
 
 def _body(path: str) -> bytes:
-    from polite_crawler.web.server import Req
+    from demo.web.server import Req
 
     resp = SHELL(Req("GET", path, {}, "127.0.0.1", 1))
     assert isinstance(resp.body, bytes)
@@ -200,7 +200,7 @@ def test_a_plain_crawl_imports_no_browser() -> None:
 
 
 def test_beacon_site_serves_a_tag() -> None:
-    from polite_crawler.web.server import Req
+    from demo.web.server import Req
 
     resp = BeaconSite().handle(Req("GET", "/tag.js", {}, "127.0.0.2", 1))
     assert resp.status == 200 and b"pixel.gif" in bytes(resp.body)  # type: ignore[arg-type]
@@ -228,8 +228,8 @@ def test_the_scrapy_playwright_names_the_handler_relies_on() -> None:
 
 
 def test_feed_alternate_and_its_entry_text() -> None:
+    from demo.web.rendered import story
     from polite_crawler.policy.render import feed_alternate, feed_entry_text
-    from polite_crawler.web.rendered import story
 
     site = RenderedSite("http://127.0.0.9:1", stories=2)
     page = "http://127.0.0.1:1/feedpage/2"

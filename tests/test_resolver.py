@@ -22,6 +22,7 @@ from twisted.internet.defer import Deferred
 from twisted.internet.interfaces import IResolutionReceiver
 from zope.interface import implementer
 
+from demo.web.server import Resp, Site, page
 from polite_crawler.extensions.accesslog import read_access_log
 from polite_crawler.handlers import (
     ConnectTimeoutError,
@@ -36,7 +37,6 @@ from polite_crawler.policy.identity import IdentityError
 from polite_crawler.policy.verdicts import Action, classify_exception
 from polite_crawler.resolver import PolicyResolver, release_resolver, system_lookup
 from polite_crawler.spiders.site import SiteSpider
-from polite_crawler.web.server import Resp, Site, page
 from tests.crawl import run_crawl
 from tests.netguard import LOOPBACK, guard_connections
 

@@ -15,12 +15,12 @@ import pytest
 import pytest_twisted
 import scrapy
 
+from demo.web.server import LogEntry, Req, Resp, Site, TestWeb, overlaps, page
 from polite_crawler.defaults import POLITE_DEFAULTS
 from polite_crawler.policy.robots import MAX_UNUSABLE_FETCHES
 from polite_crawler.spiders.site import SiteSpider
 from polite_crawler.store.paths import origins_db_path
 from polite_crawler.store.robots import RobotsBook
-from polite_crawler.web.server import LogEntry, Req, Resp, Site, TestWeb, overlaps, page
 from tests.crawl import run_crawl
 
 if TYPE_CHECKING:

@@ -12,11 +12,11 @@ import pytest_twisted
 import scrapy
 from scrapy.utils.reactor import CallLaterOnce
 
+from demo.web.server import Req, Resp, Site, overlaps, page, short_rests
 from polite_crawler.extensions.accesslog import read_access_log
 from polite_crawler.frontier.core import DISPATCH_MARGIN
 from polite_crawler.frontier.scheduler import FrontierScheduler, wake_engine
 from polite_crawler.spiders.site import SiteSpider
-from polite_crawler.web.server import Req, Resp, Site, overlaps, page, short_rests
 from tests.crawl import run_crawl
 
 ROBOTS = "User-agent: *\nAllow: /\n"

@@ -1,6 +1,6 @@
 """Scheduled with a real scrapyd on loopback.
 
-One scrapyd (``python -m polite_crawler.scrapyd_local``, the project's scrapyd.conf,
+One scrapyd (``python scripts/scrapyd_local.py``, the project's scrapyd.conf,
 a free port, temporary directories, a username and password) serves the whole module.
 The egg is built and deployed with ``scrapyd-deploy`` from a copy of the working tree,
 as ``make deploy`` does. Jobs run ``scrapy crawl`` from that egg in their own
@@ -26,13 +26,13 @@ from typing import TYPE_CHECKING, Any
 import pytest
 import requests
 
-from polite_crawler.web.server import Resp, Site, etag_for, overlaps, page, short_rests
+from demo.web.server import Resp, Site, etag_for, overlaps, page, short_rests
 from tests.test_spider_api_example import PAGES, PER_PAGE, api_site
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-    from polite_crawler.web.server import LogEntry, TestWeb
+    from demo.web.server import LogEntry, TestWeb
 
 pytestmark = pytest.mark.slow
 
@@ -77,7 +77,7 @@ class Scrapyd:
     def start(self, env: dict[str, str]) -> None:
         self.output = (self.root / "scrapyd.out").open("wb")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "polite_crawler.scrapyd_local", "--root", str(self.root),
+            [sys.executable, str(REPO / "scripts" / "scrapyd_local.py"), "--root", str(self.root),
              "--port", str(self.port)],
             cwd=self.root, env=env, stdout=self.output, stderr=subprocess.STDOUT,
         )

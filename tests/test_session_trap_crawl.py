@@ -16,8 +16,8 @@ import pytest
 import pytest_twisted
 import scrapy
 
+from demo.web.traps import HashPathSite, SessionTrapSite
 from polite_crawler.spiders.site import SiteSpider
-from polite_crawler.web.traps import HashPathSite, SessionTrapSite
 from tests.crawl import run_crawl
 
 if TYPE_CHECKING:
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
     from scrapy.http import Response
 
-    from polite_crawler.web.server import TestWeb
+    from demo.web.server import TestWeb
 
 pytestmark = pytest.mark.slow
 

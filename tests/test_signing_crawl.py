@@ -21,12 +21,12 @@ import pytest_twisted
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519, rsa
 
+from demo.web.server import Req, Resp, Site, page
 from polite_crawler.botkey import write_new_key
 from polite_crawler.botpage import main as botpage_main
 from polite_crawler.middlewares.signing import SigningMiddleware
 from polite_crawler.policy.signing import DIRECTORY_PATH, SigningError
 from polite_crawler.spiders.site import SiteSpider
-from polite_crawler.web.server import Req, Resp, Site, page
 from tests.crawl import run_crawl
 from tests.signing_verifier import Outcome, keys_from_directory, verify_request
 

@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING
 import pytest
 import pytest_twisted
 
+from demo.web.server import Req, Resp, Site, overlaps, short_rests
 from polite_crawler.spiders.api_example import ApiExampleSpider
 from polite_crawler.spiders.site import UsageError
-from polite_crawler.web.server import Req, Resp, Site, overlaps, short_rests
 from tests.crawl import run_crawl
 
 if TYPE_CHECKING:

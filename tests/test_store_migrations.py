@@ -192,7 +192,7 @@ QUERY_LINKS = {
 
 
 def _query_site(n: int = 3) -> Any:
-    from polite_crawler.web.server import Req, Resp, etag_for
+    from demo.web.server import Req, Resp, etag_for
     from tests.pages_web import ArticleSite, article_html
 
     class QueryLinkSite(ArticleSite):

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest_twisted
 
+from demo.web.traps import CatalogueSite, FacetSite
 from polite_crawler.spiders.site import SiteSpider
-from polite_crawler.web.traps import CatalogueSite, FacetSite
 from tests.crawl import run_crawl
 
 FACETS = "127.0.8.31"

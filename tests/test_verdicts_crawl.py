@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest_twisted
 
+from demo.web.server import LogEntry, Req, Resp, Site, TestWeb, page
 from polite_crawler.extensions.accesslog import read_access_log
 from polite_crawler.spiders.site import SiteSpider
-from polite_crawler.web.server import LogEntry, Req, Resp, Site, TestWeb, page
 from tests.crawl import run_crawl
 from tests.fetch import fetch
 from tests.test_accesslog import assert_agrees

@@ -5,7 +5,7 @@ from __future__ import annotations
 import gzip
 import http.client
 
-from polite_crawler.web.server import LogEntry, Resp, Site, etag_for, overlaps, page, short_rests
+from demo.web.server import LogEntry, Resp, Site, etag_for, overlaps, page, short_rests
 
 BODY = page("Hello", "a page long enough to be worth compressing " * 10)
 

@@ -2,7 +2,7 @@
 
 :func:`self_signed` writes a certificate and key (EC P-256, valid for a day,
 for the given names and addresses); :class:`TLSTestWeb` serves the same
-:class:`~polite_crawler.web.server.Site` objects as the plain test web, every
+:class:`~demo.web.server.Site` objects as the plain test web, every
 host on one port, HTTPS only (a plain-HTTP request gets no answer), with the
 same request log.
 """
@@ -20,7 +20,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from polite_crawler.web.server import Site, TestWeb, _HostServer
+from demo.web.server import Site, TestWeb, _HostServer
 
 if TYPE_CHECKING:
     import socket

@@ -1,4 +1,4 @@
-"""Scenario sites for discovery and traps, served by :class:`~polite_crawler.web.server.TestWeb`.
+"""Scenario sites for discovery and traps, served by :class:`~demo.web.server.TestWeb`.
 
 - :class:`DiscoverySite`: robots.txt names a sitemap index (a gzipped sitemap
   and a text sitemap inside), an RSS feed and an Atom feed; the sitemaps also
@@ -29,7 +29,7 @@ import random
 import re
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
-from polite_crawler.web.server import Req, Resp, Site, etag_for, page
+from demo.web.server import Req, Resp, Site, etag_for, page
 
 _LOREM_TEXT = ("amber basil cobalt delta ember fjord granite harbor indigo juniper kestrel lagoon "
                "marble nectar onyx pewter quartz russet saffron tundra umber velvet willow xenon "

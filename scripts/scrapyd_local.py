@@ -1,6 +1,6 @@
 """Start a local scrapyd with the project's configuration (``make scrapyd``).
 
-``python -m polite_crawler.scrapyd_local [--root DIR] [--port N]`` reads
+``python scripts/scrapyd_local.py [--root DIR] [--port N]`` reads
 ``DIR/scrapyd.conf`` (default: the current directory), creates the directories
 it names, exports the shared state directory to every job and replaces itself
 with ``python -m scrapyd`` running in ``DIR`` (scrapyd and its job processes
@@ -107,7 +107,7 @@ def command(extra: Sequence[str] = ()) -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m polite_crawler.scrapyd_local",
+    parser = argparse.ArgumentParser(prog="python scripts/scrapyd_local.py",
                                      description=__doc__.split("\n\n", 1)[0])
     parser.add_argument("--root", default=".", help="directory holding scrapyd.conf")
     parser.add_argument("--port", type=int, default=None, help="override http_port")

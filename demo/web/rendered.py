@@ -29,8 +29,8 @@ import re
 from html import escape
 from typing import Any
 
-from polite_crawler.web.prose import paragraphs, title
-from polite_crawler.web.server import Req, Resp, Site
+from demo.web.prose import paragraphs, title
+from demo.web.server import Req, Resp, Site
 
 ROBOTS = "User-agent: *\nDisallow: /api/private/\n"
 PRIVATE = "/api/private/track"

@@ -1,11 +1,11 @@
 """The bundled demo web: six small sites on 127.0.0.1 … 127.0.0.6, one port.
 
 Each host plays one scenario a polite crawler must handle (see :data:`DEMO_HOSTS`).
-All text is generated deterministically (:mod:`polite_crawler.web.prose`), every
+All text is generated deterministically (:mod:`demo.web.prose`), every
 page carries an ETag and a Last-Modified date, and absolute URLs are built from
 the address and port a request arrived on, so the same sites also run on a free
-port in the tests. ``make demo`` crawls it (:mod:`polite_crawler.demo`);
-``python -m polite_crawler.web.demo`` serves it until Ctrl-C, to look around.
+port in the tests. ``make demo`` crawls it (:mod:`demo.crawl`);
+``python -m demo.web.demo`` serves it until Ctrl-C, to look around.
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
+from demo.web import prose
+from demo.web.server import Req, Resp, Site, TestWeb, etag_for
 from polite_crawler.defaults import DEMO_PORT
-from polite_crawler.web import prose
-from polite_crawler.web.server import Req, Resp, Site, TestWeb, etag_for
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
@@ -626,7 +626,7 @@ def set_bot_page(web: TestWeb, bot_page: bytes) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m polite_crawler.web.demo",
+        prog="python -m demo.web.demo",
         description="Serve the demo web on 127.0.0.1-127.0.0.6 until Ctrl-C.")
     parser.add_argument("--port", type=int, default=DEMO_PORT)
     parser.add_argument("--small", action="store_true", help="the tests' small variant")

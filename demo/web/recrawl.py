@@ -25,9 +25,9 @@ import gzip
 import threading
 from typing import TYPE_CHECKING
 
-from polite_crawler.web import prose
-from polite_crawler.web.demo import html_page, link_list, paras, urlset
-from polite_crawler.web.server import Req, Resp, Site, etag_for
+from demo.web import prose
+from demo.web.demo import html_page, link_list, paras, urlset
+from demo.web.server import Req, Resp, Site, etag_for
 
 if TYPE_CHECKING:
     from collections.abc import Iterable

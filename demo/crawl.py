@@ -1,6 +1,6 @@
 """``make demo``: crawl the bundled demo web and say what happened, host by host.
 
-``python -m polite_crawler.demo`` starts the demo web (:mod:`polite_crawler.web.demo`)
+``python -m demo`` starts the demo web (:mod:`demo.web.demo`)
 in this process, runs ``scrapy crawl site -a urls=<its hosts>`` as a child process
 with the project's settings and short loopback rests, stops the demo web, and
 prints a summary. Every figure in it comes from a record: the demo web's own
@@ -31,14 +31,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from demo.web.demo import DEMO_HOSTS, FULL, SMALL, DemoScale, demo_web, set_bot_page
+from demo.web.server import LogEntry, Req, overlaps
 from polite_crawler.defaults import DEMO_PORT
-from polite_crawler.web.demo import DEMO_HOSTS, FULL, SMALL, DemoScale, demo_web, set_bot_page
-from polite_crawler.web.server import LogEntry, Req, overlaps
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
 
-    from polite_crawler.web.server import TestWeb
+    from demo.web.server import TestWeb
 
 # Loopback rests: the same rules with small numbers, so the demo ends in about a minute.
 DEMO_SETTINGS: dict[str, Any] = {
@@ -518,7 +518,7 @@ def run_demo(
         return 2, (
             f"Cannot serve the demo web on 127.0.0.1-127.0.0.{len(DEMO_HOSTS)} "
             f"port {port}: {exc}.\n"
-            "If the port is taken, use another: python -m polite_crawler.demo --port 8901 "
+            "If the port is taken, use another: python -m demo --port 8901 "
             "(or POLITE_DEMO_PORT=8901 make demo).\n"
             "On macOS only 127.0.0.1 exists by default; add the others with\n"
             "  for i in 2 3 4 5 6; do sudo ifconfig lo0 alias 127.0.0.$i up; done"
@@ -579,7 +579,7 @@ def _interrupt(signum: int, frame: object) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m polite_crawler.demo",
+        prog="python -m demo",
         description="Crawl the bundled demo web on loopback and summarise it per host.")
     parser.add_argument("--port", type=int,
                         default=int(os.environ.get("POLITE_DEMO_PORT") or DEMO_PORT))

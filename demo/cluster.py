@@ -25,8 +25,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
-from polite_crawler.defaults import DEMO_PORT
-from polite_crawler.demo import (
+from demo.crawl import (
     HARD_TIMEOUT,
     CrawlRun,
     Records,
@@ -39,8 +38,9 @@ from polite_crawler.demo import (
     robots_answers,
     summary,
 )
-from polite_crawler.web.demo import DEMO_HOSTS, FULL, SMALL, demo_web, set_bot_page
-from polite_crawler.web.server import overlaps
+from demo.web.demo import DEMO_HOSTS, FULL, SMALL, demo_web, set_bot_page
+from demo.web.server import overlaps
+from polite_crawler.defaults import DEMO_PORT
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKERS = ("w1", "w2")
@@ -241,7 +241,7 @@ def run(out: Path, port: int, small: bool, timeout: float) -> tuple[int, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m polite_crawler.cluster_demo",
+    parser = argparse.ArgumentParser(prog="python -m demo.cluster",
                                      description=__doc__)
     parser.add_argument("--port", type=int,
                         default=int(os.environ.get("POLITE_DEMO_PORT") or DEMO_PORT))
