@@ -175,6 +175,15 @@ POLITE_DEFAULTS: dict[str, Any] = {
     # lengthen it.
     "POLITE_EXCHANGE_TIMEOUT": 45.0,
     "POLITE_MAX_HEADER_BYTES": 64 * 1024,  # status line + headers of one response
+    # --- descriptors and kept-alive connections (policy/descriptors.py) -----------
+    # Seconds an idle kept-alive connection waits for its host's next request; a host
+    # whose rest is longer has its connection closed at once. Below Apache's default
+    # KeepAliveTimeout (5 s), the shortest of the common servers' (nginx 75 s): a
+    # connection idle longer is one the server may be closing as the request goes.
+    "POLITE_KEEPALIVE_IDLE": 4.0,
+    # Idle kept-alive connections held at most, all hosts together (the oldest closed
+    # first); fewer when the open-file limit cannot hold them (policy/descriptors.py).
+    "POLITE_KEEPALIVE_MAX": 256,
     "POLITE_DNS_LOOKUP": "",  # (name, port) -> [address]; empty: getaddrinfo (tests inject one)
     # --- the operator's side -----------------------------------------------------------
     # Seconds between two reads of the opt-out list's version by a running crawl
