@@ -72,6 +72,7 @@ COMPONENTS: dict[str, dict[str, int | None]] = {
         "polite_crawler.middlewares.pagerules.PageRulesMiddleware": 60,  # meta robots, signals
         "polite_crawler.middlewares.traps.TrapMiddleware": 70,  # trap rules, yield monitoring
         "polite_crawler.middlewares.trapmemory.TrapMemoryMiddleware": 75,  # remembered traps
+        "polite_crawler.middlewares.authored.AuthoredHostsMiddleware": 900,  # start() hosts
     },
     "ITEM_PIPELINES": {
         "polite_crawler.pipelines.identity.PageIdentityPipeline": 100,  # canonical URL, hashes
@@ -86,6 +87,7 @@ COMPONENTS: dict[str, dict[str, int | None]] = {
         "polite_crawler.extensions.progress.Progress": 0,  # the periodic "where it stands" line
         "polite_crawler.extensions.metrics.Metrics": 0,  # POLITE_METRICS_PORT: /metrics
         "polite_crawler.extensions.collector.CollectorTuning": 0,  # POLITE_GC_THRESHOLDS
+        "polite_crawler.extensions.descriptors.DescriptorBudget": 0,  # RLIMIT_NOFILE, EMFILE
     },
 }
 
@@ -109,6 +111,10 @@ class PoliteAddon:
     def update_settings(self, settings: Settings) -> None:
         for name, value in {**POLITE_DEFAULTS, **TUNED}.items():
             settings.set(name, value, priority="addon")
+        from polite_crawler.spidersettings import apply as apply_scrapy_settings
+
+        # Scrapy settings the author set: a gentler one honoured, the rest said or refused.
+        apply_scrapy_settings(settings, str(getattr(self.crawler.spidercls, "name", "") or ""))
         for name, value in PINNED.items():
             settings.set(name, value, priority=ENFORCED)
         for name, value in CLASSES.items():
@@ -125,3 +131,7 @@ class PoliteAddon:
         from polite_crawler.render.settings import install as install_render
 
         install_render(settings, getattr(self.crawler, "spider", None), ENFORCED)
+        # The open-file limit raised, and the requests in flight fitted under it.
+        from polite_crawler.extensions.descriptors import fit_descriptors
+
+        fit_descriptors(settings, self.crawler, ENFORCED)

@@ -38,7 +38,19 @@ _NOT_KEPT = frozenset({
 })
 
 
-class PageItem(scrapy.Item):
+class PageRulesItem(scrapy.Item):
+    """An item that asks for its page's rules: the page-rules middleware fills these
+    fields (from meta robots, X-Robots-Tag and content signals) on every item of this
+    class (or any scrapy.Item declaring them) that a callback yields, and clears its
+    text fields on a noindex page. Other items are left as the spider yielded them."""
+
+    polite_noindex = scrapy.Field()
+    polite_nofollow = scrapy.Field()
+    polite_signals = scrapy.Field()  # {"search", "ai_input", "ai_train": True/False/None}
+    polite_ai_input = scrapy.Field()  # False: text held back from AI-input exports
+
+
+class PageItem(PageRulesItem):
     """One page, as stored and exported."""
 
     url = scrapy.Field()  # as requested (the first URL of a redirect chain)
@@ -57,11 +69,7 @@ class PageItem(scrapy.Item):
     near_duplicate_of = scrapy.Field()  # first page of its near-duplicate cluster
     language = scrapy.Field()
     links = scrapy.Field()  # out-links on the page
-    # Page rules and content signals (set by middlewares.pagerules).
-    polite_noindex = scrapy.Field()
-    polite_nofollow = scrapy.Field()
-    polite_signals = scrapy.Field()  # {"search", "ai_input", "ai_train": True/False/None}
-    polite_ai_input = scrapy.Field()  # False: text held back from AI-input exports
+    # Page rules and content signals (PageRulesItem's fields, set by middlewares.pagerules).
     # "new", "changed", "unchanged" (fetched), "not_modified" (304), or, when the
     # page was not requested: "fresh", "not_due", "lastmod".
     revisit = scrapy.Field()

@@ -120,13 +120,17 @@ async def test_public_host_without_bot_url_refuses_to_start() -> None:
 
 
 def test_addon_pins_timing_settings() -> None:
+    # A gentler DOWNLOAD_DELAY becomes the rest's floor; Scrapy's own delay stays 0 (the
+    # frontier owns the timing). CONCURRENT_REQUESTS_PER_DOMAIN above 1 is refused
+    # (tests/test_spider_settings.py).
     crawler = get_crawler(
         SiteSpider,
-        project_settings_dict(DOWNLOAD_DELAY=5, CONCURRENT_REQUESTS_PER_DOMAIN=8,
+        project_settings_dict(DOWNLOAD_DELAY=5, CONCURRENT_REQUESTS_PER_DOMAIN=1,
                               AUTOTHROTTLE_ENABLED=True),
     )
     crawler._apply_settings()
     assert crawler.settings.getfloat("DOWNLOAD_DELAY") == 0
+    assert crawler.settings.getfloat("POLITE_REST_PAGE") == 5
     assert crawler.settings.getint("CONCURRENT_REQUESTS_PER_DOMAIN") == 1
     assert not crawler.settings.getbool("AUTOTHROTTLE_ENABLED")
 

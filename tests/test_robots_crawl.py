@@ -17,6 +17,7 @@ import scrapy
 
 from demo.web.server import LogEntry, Req, Resp, Site, TestWeb, overlaps, page
 from polite_crawler.defaults import POLITE_DEFAULTS
+from polite_crawler.items import PageRulesItem
 from polite_crawler.policy.robots import MAX_UNUSABLE_FETCHES
 from polite_crawler.spiders.site import SiteSpider
 from polite_crawler.store.paths import origins_db_path
@@ -430,6 +431,13 @@ def html(title: str, links: list[tuple[str, str]] = (), head: str = "") -> bytes
             f"<body><p>{title}</p>{anchors}</body></html>").encode()
 
 
+class MarkedPage(PageRulesItem):
+    """An author's item that asks for the page's rules (a dict would be left alone)."""
+
+    url = scrapy.Field()
+    title = scrapy.Field()
+
+
 class EveryLinkSpider(scrapy.Spider):
     """A naive spider that follows every link: the page rules must hold it back."""
 
@@ -440,7 +448,7 @@ class EveryLinkSpider(scrapy.Spider):
         self.start_urls = [url]
 
     def parse(self, response: Response, **kwargs: Any) -> Iterator[Any]:
-        yield {"url": response.url, "title": response.css("title::text").get()}
+        yield MarkedPage(url=response.url, title=response.css("title::text").get())
         for href in response.css("a::attr(href)").getall():
             yield response.follow(href)
 

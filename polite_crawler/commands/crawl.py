@@ -72,7 +72,12 @@ def start_problem(settings: BaseSettings, spidercls: type, spargs: dict[str, Any
         check_user_agent(merged.get("USER_AGENT") if user_set else None, identity)
         check_user_agent(getattr(spidercls, "user_agent", None), identity)
     except IdentityError as exc:
-        return f"{exc}; remove it (the crawler sets its own User-Agent)"
+        return str(exc)
+    from polite_crawler.spidersettings import settings_problem
+
+    scrapy_setting = settings_problem(merged, str(getattr(spidercls, "name", "") or ""))
+    if scrapy_setting is not None:
+        return scrapy_setting
     for name in ("POLITE_TEST_NETWORKS", "POLITE_ALLOW_NETWORKS"):
         try:
             parse_networks(merged.getlist(name))

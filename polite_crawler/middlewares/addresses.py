@@ -94,10 +94,10 @@ def record_refusal(crawler: Crawler, request: Request, refusal: AddressRefused) 
         stats.inc_value(f"polite/addresses/refused/{refusal.reason}")
     redirected = request.meta.get("redirect_urls")
     logger.warning(
-        "Refused %(url)s: %(reason)s%(address)s%(via)s; nothing was sent",
+        "Refused %(url)s%(address)s%(via)s: %(why)s; nothing was sent",
         {
             "url": _short(request.url),
-            "reason": refusal.reason,
+            "why": refusal_text(refusal.reason),
             "address": f" (address {refusal.address})" if refusal.address else "",
             "via": f" (redirected from {_short(redirected[-1])})" if redirected else "",
         },
@@ -114,6 +114,23 @@ def record_refusal(crawler: Crawler, request: Request, refusal: AddressRefused) 
     if origin and ctx.frontier is not None and refusal.reason not in PER_URL_REASONS:
         # The origin's address is refused: nothing from it can be fetched this run.
         ctx.frontier.stop(origin, f"refused:{refusal.reason}")
+
+
+# Reasons that are about the URL's form, not about where its host is.
+_FORM_REASONS = frozenset({"url-too-long", "userinfo", "scheme", "invalid-host"})
+
+
+def refusal_text(reason: str) -> str:
+    """One refusal said with its rule and the setting that governs it.
+
+    >>> refusal_text("loopback")  # doctest: +ELLIPSIS
+    'the address policy refuses loopback hosts (SSRF guard) unless the spider names...'
+    """
+    if reason in _FORM_REASONS:
+        return f"the address policy refuses this URL ({reason})"
+    return (f"the address policy refuses {reason} hosts (SSRF guard) unless the spider "
+            "names them in code (start_urls, sitemap_urls, start(), -a url) or "
+            "POLITE_ALLOW_NETWORKS lists their network")
 
 
 def _short(url: str, limit: int = 200) -> str:
@@ -157,5 +174,6 @@ __all__ = [
     "address_policy",
     "allow_start_urls",
     "record_refusal",
+    "refusal_text",
     "start_urls_of",
 ]

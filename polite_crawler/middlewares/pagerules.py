@@ -13,13 +13,17 @@ Sources, combined (any "no" wins):
   ``Content-Usage`` (IETF AIPREF) rules that apply to the URL, and the
   ``Content-Usage`` / ``Content-Signal`` response headers.
 
-Meta keys (set on ``response.meta`` before the callback) and item fields (set
-on every item the page yields):
+Meta keys, set on ``response.meta`` before the callback (a callback reads them
+there: ``response.meta["polite_noindex"]``); the same names are item fields, set only
+on items that ask for them: a ``scrapy.Item`` declaring the fields
+(:class:`polite_crawler.items.PageRulesItem`, which :class:`~polite_crawler.items.PageItem`
+extends). Any other item (a dict, an Item without them) leaves as its spider yielded
+it, unchanged and without a warning:
 
 ``polite_noindex`` (bool)
     The page asked not to be indexed. Decision: the page is *kept as a marker,
-    not dropped*. Its items keep their URL and metadata but lose their text
-    fields (:data:`NOINDEX_TEXT_FIELDS`); the store keeps the marker (so a
+    not dropped*. Its items that declare the fields keep their URL and metadata but
+    lose their text fields (:data:`NOINDEX_TEXT_FIELDS`); the store keeps the marker (so a
     revisit can be conditional and a page that becomes indexable later is
     noticed) and no export carries it as content.
 ``polite_nofollow`` (bool)
@@ -43,7 +47,7 @@ held back until the sitemaps were read, judged by their own page's rules).
 
 Stats: ``polite/robots/page/noindex``, ``polite/robots/page/nofollow``,
 ``polite/robots/page/ai_input_refused``, ``polite/robots/nofollow_dropped``,
-``polite/robots/rel_nofollow_dropped``, ``polite/robots/item_unmarked``.
+``polite/robots/rel_nofollow_dropped``.
 """
 
 from __future__ import annotations
@@ -51,7 +55,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from itemadapter import ItemAdapter
+import scrapy
 from scrapy.http import HtmlResponse
 from scrapy.spidermiddlewares.base import BaseSpiderMiddleware
 
@@ -94,7 +98,6 @@ class PageRulesMiddleware(BaseSpiderMiddleware):
         self.ctx = polite_context(crawler)
         self.token = crawler.settings.get("POLITE_BOT_NAME", "PoliteCrawler")
         self.max_links = crawler.settings.getint("POLITE_MAX_LINKS_PER_PAGE", MAX_LINKS)
-        self._warned_unmarked = False
 
     def _inc(self, key: str) -> None:
         if self.crawler.stats is not None:
@@ -192,34 +195,26 @@ class PageRulesMiddleware(BaseSpiderMiddleware):
         return request
 
     def get_processed_item(self, item: Any, response: Response | None) -> Any:
-        if response is None:
+        # The author's items are the author's: only an item that asks for the page's
+        # rules (a scrapy.Item declaring the fields, as PageRulesItem and PageItem do)
+        # gets them; every other item leaves as it was yielded (the findings are on
+        # response.meta, and in the page store for the site spider's pages).
+        if response is None or not isinstance(item, scrapy.Item) or NOINDEX not in item.fields:
             return item
         rules = self.rules_for(response)
-        if not ItemAdapter.is_item(item):
-            return item
-        adapter = ItemAdapter(item)
         marks = {
             NOINDEX: rules.noindex,
             NOFOLLOW: rules.nofollow,
             SIGNALS: rules.signals.as_dict(),
             AI_INPUT: rules.signals.ai_input_allowed,
         }
-        try:
-            for key, value in marks.items():
-                adapter[key] = value
-        except KeyError:
-            self._inc("polite/robots/item_unmarked")
-            if not self._warned_unmarked:
-                self._warned_unmarked = True
-                logger.warning(
-                    "Items of type %(type)s have no fields %(fields)s: page rules and content "
-                    "signals cannot be attached to them (declare the fields)",
-                    {"type": type(item).__name__, "fields": ", ".join(marks)},
-                )
+        for key, value in marks.items():
+            if key in item.fields:
+                item[key] = value
         if rules.noindex:
             for name in NOINDEX_TEXT_FIELDS:
-                if name in adapter:
-                    del adapter[name]
+                if name in item:
+                    del item[name]
         return item
 
 

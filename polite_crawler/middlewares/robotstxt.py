@@ -29,7 +29,8 @@ Stats: ``polite/robots/request_count``, ``polite/robots/outcome/<parse|allow_all
 unreachable>``, ``polite/robots/status/<code>``, ``polite/robots/error/<kind>``,
 ``polite/robots/redirect``, ``polite/robots/too_many_redirects``,
 ``polite/robots/truncated``, ``polite/robots/disallow_all``,
-``polite/robots/refused``, ``polite/robots/refused_not_ready`` and
+``polite/robots/refused``, ``polite/robots/refused_not_ready``,
+``polite/robots/not_asked`` (the crawler itself did not send it: no outage) and
 ``polite/robots/store_error/<read|write>`` (the Redis cache did not answer).
 """
 
@@ -46,6 +47,8 @@ from w3lib.url import safe_url_string
 
 from polite_crawler.backend import backend_of
 from polite_crawler.context import polite_context
+from polite_crawler.middlewares.addresses import refusal_text
+from polite_crawler.policy.addresses import AddressRefused
 from polite_crawler.policy.robots import Outcome, redirect_outcome
 from polite_crawler.policy.urls import origin_of
 from polite_crawler.policy.verdicts import error_kind, parse_retry_after
@@ -145,6 +148,20 @@ class RobotsTxtMiddleware:
         if not request.meta.get("polite_robots"):
             return
         origin = self._origin(request)
+        if isinstance(exception, (IgnoreRequest, AddressRefused)):
+            # The crawler's own decision (the address policy, no POLITE_BOT_URL, a stop):
+            # nothing was asked of the site, so it is no outage of its robots.txt. Not
+            # recorded in the book (no backoff, nothing written to the shared state);
+            # the origin is stopped for this run by whoever refused it (and the gate).
+            self._inc("polite/robots/not_asked")
+            reason = request.meta.get("polite_refused")
+            logger.info(
+                "robots.txt of %(origin)s was not requested: %(why)s; nothing is fetched "
+                "from %(origin)s in this run",
+                {"origin": origin,
+                 "why": refusal_text(str(reason)) if reason else str(exception)},
+            )
+            raise IgnoreRequest(f"robots.txt of {origin} not requested ({exception})")
         kind = error_kind(exception)
         self._inc(f"polite/robots/error/{kind}")
         self._inc(f"polite/robots/outcome/{Outcome.UNREACHABLE.value}")

@@ -66,25 +66,52 @@ def looks_like_browser(user_agent: str) -> bool:
     return any(marker in ua for marker in _BROWSER_MARKERS)
 
 
-def check_user_agent(configured: str | None, identity: Identity) -> None:
-    """Refuse any User-Agent other than the crawler's own.
+# ``<token>/<version> (+<url>[; <anything>])``: how a bot names itself (the +URL
+# convention of Googlebot, bingbot and this crawler's own User-Agent).
+_BOT_UA_RE = re.compile(r"^(?P<token>[A-Za-z_-]+)/\S+\s+\(\+(?P<url>https?://[^\s;()]+)")
 
-    A spider or setting may not send a browser string, nor drop the product
-    token or the +URL: the site owner must be able to tell who it is.
+
+def check_user_agent(configured: str | None, identity: Identity) -> None:
+    """Refuse any User-Agent other than the crawler's own, saying exactly why.
+
+    A spider or setting may not send a browser string (the site owner must be able to
+    tell who it is), nor a User-Agent of its own: the crawler builds it from
+    POLITE_BOT_NAME (the token robots.txt is judged by) and POLITE_BOT_URL, so the
+    token a site's robots.txt names is the one sent.
+
+    >>> me = Identity("PoliteCrawler", "1", "https://e.org/bot")
+    >>> try:
+    ...     check_user_agent("AcmeBot/1.0 (+https://acme.example/bot)", me)
+    ... except IdentityError as exc:
+    ...     print(str(exc).split(": ", 1)[1])
+    it builds the User-Agent itself, and robots.txt is judged by its token. To crawl as \
+AcmeBot, set POLITE_BOT_NAME = "AcmeBot" and POLITE_BOT_URL = "https://acme.example/bot" \
+instead of USER_AGENT
     """
     if configured is None or configured == identity.user_agent:
         return
     if looks_like_browser(configured):
         raise IdentityError(
             f"refusing to crawl with a browser User-Agent ({configured!r}); "
-            f"the crawler always identifies itself as {identity.user_agent!r}"
+            f"the crawler always identifies itself as {identity.user_agent!r}; remove it "
+            "(the crawler sets its own User-Agent)"
         )
-    has_token = configured.startswith(f"{identity.bot_name}/")
-    if not has_token or f"+{identity.bot_url}" not in configured:
+    found = _BOT_UA_RE.match(configured.strip())
+    if found is not None:
+        token, url = found["token"], found["url"]
+        if token == identity.bot_name and url == identity.bot_url:
+            return  # the crawler's own name and page (another version or contact)
         raise IdentityError(
-            f"User-Agent {configured!r} drops the product token or the +URL; "
-            f"the crawler always sends {identity.user_agent!r}"
-        )
+            f"USER_AGENT {configured!r} names the bot {token} at {url}, but the "
+            f"crawler's identity is {identity.bot_name} at {identity.bot_url}: it builds "
+            "the User-Agent itself, and robots.txt is judged by its token. To crawl as "
+            f'{token}, set POLITE_BOT_NAME = "{token}" and POLITE_BOT_URL = "{url}" '
+            "instead of USER_AGENT")
+    raise IdentityError(
+        f"USER_AGENT {configured!r} is not a bot's name (<token>/<version> "
+        f"(+<bot page URL>)); the crawler sends {identity.user_agent!r}, built from "
+        "POLITE_BOT_NAME, POLITE_BOT_URL and POLITE_CONTACT: set those instead of USER_AGENT"
+    )
 
 
 def is_loopback_host(host: str) -> bool:
