@@ -11,9 +11,20 @@ from __future__ import annotations
 #: The page store stayed unreachable past POLITE_STORE_DOWN_TIMEOUT (store.pages).
 STORE_DOWN = "page_store_down"
 
+#: The process ran out of file descriptors mid-crawl (EMFILE or ENFILE, anywhere in its
+#: work): closed at the first such error (extensions.descriptors).
+DESCRIPTORS_EXHAUSTED = "descriptors_exhausted"
+
+#: The open-file limit cannot hold even a few requests in flight beside the crawl's own
+#: files: closed as it opened, saying the limit and what it needs (policy.descriptors).
+DESCRIPTORS_SHORT = "descriptors_short"
+
 #: finish_reason -> exit status of ``scrapy crawl``.
 EXIT_STATUS: dict[str, int] = {
     STORE_DOWN: 1,
+    DESCRIPTORS_EXHAUSTED: 1,
+    # Could not start, as the command's own refusals (2).
+    DESCRIPTORS_SHORT: 2,
 }
 
 

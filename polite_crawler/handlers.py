@@ -45,7 +45,8 @@ Private Scrapy/Twisted names this relies on (Scrapy is pinned to 2.19.x and
 ``tests/test_resolver.py`` fails if they move): ``HTTP11DownloadHandler._pool``,
 ``_LenientHTTP11ClientFactory``/``_LenientHTTP11ClientProtocol``/
 ``_LenientHTTPClientParser``, ``HTTP11ClientProtocol._parser`` and
-``HTTPConnectionPool._newConnection``.
+``HTTPConnectionPool._newConnection``, ``_putConnection``, ``_removeConnection``,
+``_connections`` and ``_timeouts``.
 """
 
 from __future__ import annotations
@@ -71,12 +72,19 @@ from twisted.python.failure import Failure
 from twisted.web.client import HTTPConnectionPool
 
 from polite_crawler.context import polite_context
+from polite_crawler.extensions.descriptors import (
+    descriptor_budget,
+    descriptor_plan,
+    exhaustion_in,
+    walk_causes,
+)
 from polite_crawler.frontier.core import NOT_BEFORE
 from polite_crawler.middlewares.addresses import (
     AddressRefusedError,
     address_policy,
     record_refusal,
 )
+from polite_crawler.policy.descriptors import keep_for
 from polite_crawler.policy.rest import wait_before_send
 from polite_crawler.resolver import ensure_resolver, release_resolver
 
@@ -109,6 +117,13 @@ class LeaseLapsedError(Exception):
     """Not started: the frontier that handed the request out no longer holds its origin
     (a cluster worker whose lease ran out while the request waited; see
     ``FrontierScheduler.may_send``). The gate puts the request's dispatch back."""
+
+
+class DescriptorsExhaustedError(LeaseLapsedError):
+    """Not sent: the process ran out of file descriptors (EMFILE) making its connection.
+    The crawl closes (``descriptors_exhausted``, extensions.descriptors); the request is
+    not the site's failure, and goes back to its origin's queue as a request not started
+    does."""
 
 
 class HeadersTooLargeError(Exception):
@@ -291,9 +306,79 @@ def _key_host(key: Any) -> tuple[str, int | None]:
 
 
 class _GuardedPool(HTTPConnectionPool):
-    """Connections whose peer passed the address check, made within the connect timeout."""
+    """Connections whose peer passed the address check, made within the connect timeout;
+    idle ones kept only while their host's next request may use them.
+
+    A kept-alive connection waits in the pool at most ``cachedConnectionTimeout``
+    seconds (POLITE_KEEPALIVE_IDLE), is closed at once when its host's rest is longer
+    (:meth:`settle`), and at most ``max_idle`` wait, all hosts together (the longest idle
+    closed first): open connections follow the requests in flight, not the sites."""
 
     guard: _ConnectionGuard
+    max_idle = 256
+    cachedConnectionTimeout: float = 4.0  # type: ignore[assignment]  # Twisted's is an int
+
+    def __init__(self, reactor: Any, persistent: bool = True) -> None:
+        super().__init__(reactor, persistent)  # type: ignore[no-untyped-call]
+        self._idle: dict[Any, Any] = {}  # idle connection -> its key, oldest first
+
+    def getConnection(
+        self, key: Any, endpoint: IStreamClientEndpoint
+    ) -> defer.Deferred[HTTP11ClientProtocol]:
+        # Twisted's, without its automatic re-send (off: retryAutomatically), and a key
+        # with no connection left is forgotten (a map entry a site would otherwise keep).
+        connections = self._connections.get(key)
+        while connections:
+            connection = connections.pop(0)
+            if not connections:
+                del self._connections[key]
+            self._timeouts.pop(connection).cancel()
+            self._idle.pop(connection, None)
+            if connection.state == "QUIESCENT":
+                return defer.succeed(connection)
+        return self._newConnection(key, endpoint)
+
+    def _putConnection(self, key: Any, connection: Any) -> None:
+        if connection.state != "QUIESCENT" or self.max_idle <= 0 \
+                or self.cachedConnectionTimeout <= 0:
+            if connection.state != "QUIESCENT":
+                super()._putConnection(key, connection)  # type: ignore[no-untyped-call]
+            else:
+                connection.transport.loseConnection()
+            return
+        connections = self._connections.setdefault(key, [])
+        while len(connections) >= self.maxPersistentPerHost:
+            self._drop(connections[0])
+        connections = self._connections.setdefault(key, [])
+        connections.append(connection)
+        self._timeouts[connection] = self._reactor.callLater(
+            self.cachedConnectionTimeout, self._drop, connection)
+        self._idle[connection] = key
+        while len(self._idle) > self.max_idle:
+            self._drop(next(iter(self._idle)))
+
+    def _removeConnection(self, key: Any, connection: Any) -> None:
+        self._drop(connection)
+
+    def _drop(self, connection: Any) -> None:
+        """Close an idle connection and forget it."""
+        key = self._idle.pop(connection, None)
+        timer = self._timeouts.pop(connection, None)
+        if timer is not None and timer.active():
+            timer.cancel()
+        connections = self._connections.get(key)
+        if connections is not None:
+            if connection in connections:
+                connections.remove(connection)
+            if not connections:
+                del self._connections[key]
+        connection.transport.loseConnection()
+
+    def settle(self, connection: Any, keep: float) -> None:
+        """After an exchange: the idle ``connection`` is closed now unless it is to be
+        kept (``keep`` > 0, :func:`polite_crawler.policy.descriptors.keep_for`)."""
+        if keep <= 0 and connection in self._idle:
+            self._drop(connection)
 
     def _newConnection(
         self, key: Any, endpoint: IStreamClientEndpoint
@@ -301,7 +386,7 @@ class _GuardedPool(HTTPConnectionPool):
         name, port = _key_host(key)
 
         def quiescent(protocol: HTTP11ClientProtocol) -> None:
-            self._putConnection(key, protocol)  # type: ignore[no-untyped-call]
+            self._putConnection(key, protocol)
 
         factory = _GuardedFactory(quiescent, repr(endpoint))  # type: ignore[no-untyped-call]
         factory.guard, factory.name, factory.port = self.guard, name, port
@@ -337,20 +422,7 @@ class _GuardedPool(HTTPConnectionPool):
 
 def _find(exc: BaseException | None, cls: type[BaseException]) -> Any:
     """The first ``cls`` inside an exception's causes and Twisted's wrapped reasons."""
-    seen: set[int] = set()
-    todo: list[Any] = [exc]
-    while todo:
-        item = todo.pop()
-        item = getattr(item, "value", item)  # a Failure
-        if not isinstance(item, BaseException) or id(item) in seen:
-            continue
-        seen.add(id(item))
-        if isinstance(item, cls):
-            return item
-        todo.extend(getattr(item, "reasons", None) or [])
-        todo.extend(getattr(item, "failures", None) or [])
-        todo.extend([item.__cause__, item.__context__])
-    return None
+    return next((item for item in walk_causes(exc) if isinstance(item, cls)), None)
 
 
 def take_not_before(request: Request) -> float:
@@ -411,13 +483,21 @@ class GuardedHTTPDownloadHandler(HTTP11DownloadHandler):
         self.guard = _ConnectionGuard(self.policy, head_cap, self.connect_timeout)
         from twisted.internet import reactor
 
-        pool = _GuardedPool(reactor, persistent=True)  # type: ignore[no-untyped-call]
+        pool = _GuardedPool(reactor, persistent=True)
         pool.maxPersistentPerHost = self._pool.maxPersistentPerHost
+        # Kept-alive connections follow requests in flight (policy.descriptors): an idle
+        # one waits POLITE_KEEPALIVE_IDLE at most, only for a host whose rest is
+        # shorter, and no more of them than the descriptor budget holds.
+        self.keep_idle = settings.getfloat("POLITE_KEEPALIVE_IDLE")
+        self.rest_floor = {False: settings.getfloat("POLITE_REST_PAGE"),
+                           True: settings.getfloat("POLITE_REST_API")}
+        pool.cachedConnectionTimeout = self.keep_idle
+        pool.max_idle = descriptor_plan(crawler).idle
         # Twisted re-sends an idempotent request that failed on a reused keep-alive
         # connection, at once and unseen by the gate: a second request with no rest.
         pool.retryAutomatically = False
         pool.guard = self.guard
-        self._pool = pool
+        self._pool = self.pool = pool
         self.resolver = ensure_resolver(crawler, self.policy)
         self.guard.resolver = self.resolver
         # id(request) -> the protocol that read its head, until download_request returns
@@ -459,9 +539,14 @@ class GuardedHTTPDownloadHandler(HTTP11DownloadHandler):
             proto = self._exchanges.get(id(request))
             # The origin's next request waits for this one to settle, so nothing else
             # has used the connection since the response's last byte.
-            if proto is not None and proto.transfer is not None:
-                request.meta["polite_transfer"] = proto.transfer
-                request.meta["polite_received"] = proto.received
+            if proto is not None:
+                if proto.transfer is not None:
+                    request.meta["polite_transfer"] = proto.transfer
+                    request.meta["polite_received"] = proto.received
+                # Its host rests at least the base rest before the next request: a
+                # connection kept through a longer rest only holds a descriptor.
+                self.pool.settle(proto, keep_for(
+                    self.rest_floor[bool(request.meta.get("polite_api"))], self.keep_idle))
             return response
         except AddressRefusedError as exc:
             record_refusal(self.crawler, request, exc)
@@ -477,6 +562,14 @@ class GuardedHTTPDownloadHandler(HTTP11DownloadHandler):
             if refused is not None:
                 record_refusal(self.crawler, request, refused)
                 raise refused from None
+            exhausted = exhaustion_in(exc)
+            if exhausted is not None:
+                budget = descriptor_budget(self.crawler)
+                if budget is not None:
+                    budget.exhausted(exhausted, f"the download handler ({request.url})")
+                raise DescriptorsExhaustedError(
+                    f"{request.url}: not sent, the process has no file descriptor left "
+                    f"({exhausted})") from None
             for cls in (HeadersTooLargeError, ConnectTimeoutError):
                 found = _find(exc, cls)
                 if found is not None:
@@ -514,6 +607,7 @@ class GuardedHTTPDownloadHandler(HTTP11DownloadHandler):
 
 __all__ = [
     "ConnectTimeoutError",
+    "DescriptorsExhaustedError",
     "ExchangeTimeoutError",
     "GuardedHTTPDownloadHandler",
     "HeadersTimeoutError",
