@@ -18,7 +18,7 @@ from polite_crawler import __version__  # noqa: E402
 
 project = "polite_crawler"
 author = "the polite_crawler authors"
-copyright = "the polite_crawler authors"  # noqa: A001
+copyright = "the polite_crawler authors"
 version = release = __version__
 
 extensions = ["myst_parser", "polite_settings", "polite_botpage"]

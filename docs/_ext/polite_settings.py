@@ -5,8 +5,10 @@ the entry before it) and the comment beside it; a ``# --- title ---`` line start
 section; a sentence starting "Bounds:" says where the code clamps the value. An entry
 with no comment is an error: the build stops and names it.
 
-As a Sphinx extension it adds the directive ``polite-settings`` (the whole reference)
-and ``polite-pinned`` (the Scrapy settings the add-on pins, with what replaces each).
+As a Sphinx extension it adds the directives ``polite-settings`` (the whole reference),
+``polite-pinned`` (the Scrapy settings the add-on pins, with what replaces each) and
+``polite-exit-statuses`` (polite_crawler.closing's close reasons and exit statuses), and
+the ``setting`` role and target (as Scrapy's own manual has).
 ``python docs/_ext/polite_settings.py`` prints the reference as Markdown.
 """
 
@@ -216,9 +218,19 @@ def setup(app: Any) -> dict[str, Any]:
                 lines += [f"``{name}`` = ``{value}``", f"   {_literal(replaced)}", ""]
             return "\n".join(lines)
 
-    app.add_object_type("setting", "setting", indextemplate="pair: %s; setting")
+    class PoliteExitStatuses(_Generated):
+        def rst(self) -> str:
+            from polite_crawler.closing import EXIT_STATUS
+
+            rows = [f"   * - ``{reason}``\n     - {status}"
+                    for reason, status in EXIT_STATUS.items()]
+            return "\n".join([".. list-table::", "   :header-rows: 1", "",
+                              "   * - close reason", "     - exit status", *rows])
+
+    app.add_crossref_type("setting", "setting", indextemplate="pair: %s; setting")
     app.add_directive("polite-settings", PoliteSettings)
     app.add_directive("polite-pinned", PolitePinned)
+    app.add_directive("polite-exit-statuses", PoliteExitStatuses)
     return {"version": "1", "parallel_read_safe": True}
 
 
