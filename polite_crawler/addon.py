@@ -87,6 +87,7 @@ COMPONENTS: dict[str, dict[str, int | None]] = {
         "polite_crawler.extensions.progress.Progress": 0,  # the periodic "where it stands" line
         "polite_crawler.extensions.metrics.Metrics": 0,  # POLITE_METRICS_PORT: /metrics
         "polite_crawler.extensions.collector.CollectorTuning": 0,  # POLITE_GC_THRESHOLDS
+        "polite_crawler.extensions.nothingsent.NothingSent": 0,  # nothing sent: say which rule
         "polite_crawler.extensions.descriptors.DescriptorBudget": 0,  # RLIMIT_NOFILE, EMFILE
     },
 }

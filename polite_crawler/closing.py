@@ -19,9 +19,15 @@ DESCRIPTORS_EXHAUSTED = "descriptors_exhausted"
 #: files: closed as it opened, saying the limit and what it needs (policy.descriptors).
 DESCRIPTORS_SHORT = "descriptors_short"
 
+#: Nothing was sent at all: a rule of the crawler's own refused every request (the
+#: address policy, the opt-out list, a site's remembered block, no POLITE_BOT_URL);
+#: one line names the rule and its setting (extensions.nothingsent).
+NOTHING_SENT = "nothing_sent"
+
 #: finish_reason -> exit status of ``scrapy crawl``.
 EXIT_STATUS: dict[str, int] = {
     STORE_DOWN: 1,
+    NOTHING_SENT: 3,
     DESCRIPTORS_EXHAUSTED: 1,
     # Could not start, as the command's own refusals (2).
     DESCRIPTORS_SHORT: 2,
