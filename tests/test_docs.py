@@ -3,7 +3,9 @@ names every POLITE_* setting, and it builds (Sphinx, warnings as errors)."""
 
 from __future__ import annotations
 
+import ast
 import importlib.util
+import re
 import shutil
 import subprocess
 import sys
@@ -167,3 +169,25 @@ def test_the_manual_builds_without_a_warning(tmp_path: Path) -> None:
     for name in POLITE_DEFAULTS:
         assert f'id="std-setting-{name}"' in settings_page, name
     assert (out / "bot-page.html").read_text("utf-8").count("PoliteCrawler") > 3
+
+
+def _without_types(tree: ast.AST) -> str:
+    """The code of ``tree`` with its annotations and type-only imports left out."""
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            node.returns = None
+            for arg in (*node.args.args, *node.args.kwonlyargs):
+                arg.annotation = None
+    return ast.dump(tree)
+
+
+def test_the_readme_spider_is_the_tutorial_spider() -> None:
+    # The front page shows the tutorial's spider without its type hints; it is the same
+    # code as the one the test above crawls.
+    readme = (ROOT / "README.md").read_text("utf-8")
+    blocks = re.findall(r"```python\n(.*?)```", readme, flags=re.S)
+    shown = next(b for b in blocks if "class ArticlesSpider" in b)
+    example = ast.parse((DOCS / "examples" / "articles.py").read_text("utf-8"))
+    readme_class = next(n for n in ast.parse(shown).body if isinstance(n, ast.ClassDef))
+    example_class = next(n for n in example.body if isinstance(n, ast.ClassDef))
+    assert _without_types(readme_class) == _without_types(example_class)
