@@ -108,7 +108,9 @@ async def test_the_gentle_example_is_gentler(web_factory: Any) -> None:
     result = await run_crawl(spider)
 
     settings = result.crawler.settings
+    # DOWNLOAD_DELAY = 10 is a floor on both rests.
     assert settings.getfloat("POLITE_REST_PAGE") == 10.0
+    assert settings.getfloat("POLITE_REST_API") == 10.0
     assert settings.getint("POLITE_HOST_BUDGET") == 500
     assert settings.getint("POLITE_MAX_DEPTH") == 3
     assert [e.path for e in web.entries(HOST)] == ["/robots.txt"]

@@ -1,4 +1,8 @@
-"""A spider that asks to be gentler than the rules: its settings tune numbers upward."""
+"""A spider that asks to be gentler than the rules: its settings tune numbers upward.
+
+Scrapy's own DOWNLOAD_DELAY, above the rules' rest, is honoured as a floor on the rest;
+the POLITE_* settings tune the rules' other numbers.
+"""
 
 from __future__ import annotations
 
@@ -16,7 +20,7 @@ class GentleSpider(scrapy.Spider):
     name = "gentle"
     start_urls = ["https://example.org/"]
     custom_settings: ClassVar[dict[str, Any]] = {
-        "POLITE_REST_PAGE": 10.0,  # ten seconds between two pages of one site
+        "DOWNLOAD_DELAY": 10,  # at least ten seconds between two requests to one site
         "POLITE_HOST_BUDGET": 500,  # at most 500 pages of one site a day
         "POLITE_MAX_DEPTH": 3,  # no deeper than three links from the start page
     }
