@@ -44,6 +44,23 @@ def _write(app: Any, config: Any) -> None:
     config.html_extra_path = [*config.html_extra_path, str(out)]
 
 
+def main_text(page: str) -> str:
+    """The page's <main> element: the text a site owner reads, without its own styles."""
+    start, end = page.index("<main"), page.index("</main>") + len("</main>")
+    return page[start:end]
+
+
 def setup(app: Any) -> dict[str, Any]:
+    from docutils import nodes
+    from docutils.parsers.rst import Directive
+
+    class PoliteBotPage(Directive):
+        """The bot page's text, inline (``polite-botpage``)."""
+
+        def run(self) -> list[Any]:
+            html = main_text(render_example())
+            return [nodes.raw("", f'<div class="polite-botpage">{html}</div>', format="html")]
+
+    app.add_directive("polite-botpage", PoliteBotPage)
     app.connect("config-inited", _write)
     return {"version": "1", "parallel_read_safe": True}
