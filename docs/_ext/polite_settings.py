@@ -45,6 +45,7 @@ class SettingDoc:
 @dataclass
 class Section:
     title: str
+    note: str = ""  # the heading's parenthesis: where to read more
     settings: list[SettingDoc] = field(default_factory=list)
 
 
@@ -88,7 +89,8 @@ def read_sections(path: Path = DEFAULTS_PY) -> list[Section]:
                 continue
             heading = _SECTION.match(text)
             if heading:
-                sections.append(Section(heading.group("title")))
+                title, _, note = heading.group("title").partition(" (")
+                sections.append(Section(title, note.removesuffix(")")))
                 above = []
             else:
                 above.append(text)
@@ -133,13 +135,15 @@ def to_rst(sections: list[Section]) -> str:
     for section in sections:
         title = section.title[:1].upper() + section.title[1:]
         out += [title, "~" * len(title), ""]
+        if section.note:
+            out += [f"See also: {_literal(section.note)}.", ""]
         for doc in section.settings:
             out += [f".. setting:: {doc.name}", "", doc.name, "^" * len(doc.name), ""]
             out += [f"Default: ``{show_default(doc)}``", ""]
             if doc.bounds:
                 out += [f"Bounds: {_literal(doc.bounds)}", ""]
             if doc.meaning:
-                out += [_literal(doc.meaning), ""]
+                out += [_literal(doc.meaning[:1].upper() + doc.meaning[1:]), ""]
     return "\n".join(out)
 
 
