@@ -30,6 +30,10 @@ myst_heading_anchors = 3
 
 html_theme = "alabaster"
 html_title = f"polite_crawler {release}"
-html_theme_options = {"description": "Crawl other people's sites at a cost they would not notice"}
+html_theme_options = {
+    "description": "Crawl other people's sites at a cost they would not notice",
+    "page_width": "1180px",  # room for 100-column code
+    "sidebar_width": "240px",
+}
 html_static_path: list[str] = []
 # bot-page.html is added to html_extra_path by _ext/polite_botpage.py.
