@@ -193,3 +193,16 @@ def test_the_readme_spider_is_the_tutorial_spider() -> None:
     readme_class = next(n for n in ast.parse(shown).body if isinstance(n, ast.ClassDef))
     example_class = next(n for n in example.body if isinstance(n, ast.ClassDef))
     assert _without_types(readme_class) == _without_types(example_class)
+
+
+def test_the_operators_page_has_every_command() -> None:
+    # Every command the package registers (pyproject.toml's scrapy.commands entry points)
+    # has its section on the operator's page.
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text("utf-8"))["project"]
+    commands = project["entry-points"]["scrapy.commands"]
+    page = (DOCS / "operating.md").read_text("utf-8")
+    headings = [line for line in page.splitlines() if line.startswith("## ")]
+    missing = [name for name in commands if not any(name in h for h in headings)]
+    assert not missing, f"docs/operating.md has no section for: {missing}"
