@@ -47,6 +47,8 @@ TUNED: dict[str, Any] = {
     "LOG_FORMATTER": "polite_crawler.logformatter.PoliteLogFormatter",
 }
 
+METRICS = "polite_crawler.extensions.metrics.Metrics"
+
 # Components by setting: {import path: order}. ``None`` removes a stock
 # component that the project replaces.
 COMPONENTS: dict[str, dict[str, int | None]] = {
@@ -62,6 +64,8 @@ COMPONENTS: dict[str, dict[str, int | None]] = {
         "polite_crawler.middlewares.traps.TrapStopMiddleware": 60,  # origins stopped for low yield
         "polite_crawler.middlewares.settled.SettledFailureMiddleware": 40,  # no tracebacks
         "polite_crawler.middlewares.optout.OptOutMiddleware": 45,  # opt-outs, robots.txt too
+        "polite_crawler.middlewares.blocks.BlockMiddleware": 46,  # sites that refused us before
+        "polite_crawler.middlewares.blocks.BlockRecordMiddleware": 993,  # their Retry-After
         "polite_crawler.middlewares.conditional.ConditionalRequestMiddleware": 900,  # 304s
         "polite_crawler.middlewares.identity.IdentityMiddleware": 980,
         "polite_crawler.middlewares.gate.GateMiddleware": 990,  # last before the network
@@ -85,7 +89,7 @@ COMPONENTS: dict[str, dict[str, int | None]] = {
         "polite_crawler.extensions.statsfile.StatsFile": 1000,  # POLITE_STATS_FILE
         "polite_crawler.extensions.accesslog.AccessLog": 0,  # POLITE_ACCESS_LOG
         "polite_crawler.extensions.progress.Progress": 0,  # the periodic "where it stands" line
-        "polite_crawler.extensions.metrics.Metrics": 0,  # POLITE_METRICS_PORT: /metrics
+        METRICS: 0,  # POLITE_METRICS_PORT: /metrics (not installed without it)
         "polite_crawler.extensions.collector.CollectorTuning": 0,  # POLITE_GC_THRESHOLDS
         "polite_crawler.extensions.nothingsent.NothingSent": 0,  # nothing sent: say which rule
         "polite_crawler.extensions.descriptors.DescriptorBudget": 0,  # RLIMIT_NOFILE, EMFILE
@@ -128,6 +132,11 @@ class PoliteAddon:
             merged = dict(settings.getdict(name))
             merged.update(components)
             settings.set(name, merged, priority=ENFORCED)
+        if settings.get("POLITE_METRICS_PORT") in ("", None):
+            # Off by default: not installed, so Scrapy logs no "Disabled" warning for it.
+            extensions = dict(settings.getdict("EXTENSIONS"))
+            extensions[METRICS] = None
+            settings.set("EXTENSIONS", extensions, priority=ENFORCED)
         # Issue 19: the browser's handler and trigger, only when rendering is on.
         from polite_crawler.render.settings import install as install_render
 

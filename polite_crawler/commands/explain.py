@@ -424,6 +424,7 @@ def explain_url(settings: BaseSettings, url: str, opts: argparse.Namespace) -> d
 
     limits: TrapLimits = trap_limits(settings)
     trap = url_trap(canon, opts.depth, limits)
+    block = origin_block(settings, state, origin, now)
     with open_reader(settings, state) as reader:
         entry = reader.optout(origin)
         optout = {"reason": entry.reason, "since": entry.added_at} if entry else None
@@ -436,10 +437,34 @@ def explain_url(settings: BaseSettings, url: str, opts: argparse.Namespace) -> d
                     page_signals={k: v for k, v in (stored["signals"] or {}).items()
                                   if v is not None})
     return {"url": url, "canonical": canon, "changes": changes, "origin": origin,
-            "state_dir": str(state) if state else None, "optout": optout, "robots": robots,
+            "state_dir": str(state) if state else None, "optout": optout, "block": block,
+            "robots": robots,
             "page": page,
             "trap": {"rule": trap, "depth": opts.depth, "limits": vars(limits)},
             "origin_state": origin_info, "store": stored, "now": now}
+
+
+def origin_block(settings: BaseSettings, state: Path | None, origin: str,
+                 now: float) -> dict[str, Any] | None:
+    """The origin's remembered refusal (``middlewares.blocks``), on or run out; None."""
+    from polite_crawler.middlewares.blocks import open_block_store
+    from polite_crawler.policy.blocks import describe
+    from polite_crawler.store.paths import ORIGINS_DB
+
+    if state is not None and not (state / ORIGINS_DB).is_file():
+        return None
+    store = open_block_store(settings, state, readonly=True)
+    try:
+        found = store.load(origin)
+    except store.errors as exc:
+        raise CommandError(f"the block list could not be read: {exc}") from exc
+    finally:
+        store.close()
+    if found is None:
+        return None
+    return {"reason": found.reason, "blocked_at": found.blocked_at, "until": found.until,
+            "count": found.count, "first_at": found.first_at, "url": found.url,
+            "active": found.active(now), "text": describe(found, now)}
 
 
 def explain_status(settings: BaseSettings, status: int, headers: list[str], body: str | None,
@@ -560,6 +585,17 @@ def url_text(d: dict[str, Any]) -> str:
         lines.append(f"OPTED OUT since {when(d['optout']['since'])}"
                      + (f" ({d['optout']['reason']})" if d["optout"]["reason"] else "")
                      + ": nothing of this origin is fetched, not even robots.txt")
+    block = d.get("block")
+    if block and block["active"]:
+        lines.append(f"BLOCKED until {when(block['until'])}: {block['text']}; last refused "
+                     f"{when(block['blocked_at'])}"
+                     + (f" at {block['url']}" if block["url"] else "")
+                     + f"; nothing of it is fetched, not even robots.txt "
+                     f"(scrapy unblock {d['origin']} lifts it)")
+    elif block:
+        lines.append(f"refused the crawler {block['count']} time(s) in a row, last "
+                     f"{when(block['blocked_at'])} ({block['reason']}); the block ran out: "
+                     "it is asked again, and a new refusal blocks it longer")
     lines.append(f"robots.txt ({d['origin']}/robots.txt):")
     lines += _robots_lines(d["robots"])
     page = d["page"]

@@ -36,7 +36,7 @@ class StatsFile:
     def __init__(self, crawler: Crawler) -> None:
         path = crawler.settings.get("POLITE_STATS_FILE")
         if not path:
-            raise NotConfigured("POLITE_STATS_FILE is not set")
+            raise NotConfigured  # off by default: not worth a warning
         self.crawler = crawler
         self.path = Path(path)
         # Connected after CoreStats (an earlier extension), which sets finish_reason

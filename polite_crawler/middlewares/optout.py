@@ -61,6 +61,17 @@ CHECK_INTERVAL = 0.005
 STOP_REASON = "opted_out"
 
 
+def request_origin(request: Request) -> str:
+    """The origin a request was queued under (or its URL's; "" for none)."""
+    origin = request.meta.get("polite_origin")
+    if origin:
+        return str(origin)
+    try:
+        return origin_of(request.url)
+    except ValueError:
+        return ""
+
+
 class OptOutMiddleware:
     def __init__(self, crawler: Crawler) -> None:
         self.crawler = crawler
@@ -285,13 +296,7 @@ class OptOutMiddleware:
 
     # --- requests ----------------------------------------------------------------
     def _origin(self, request: Request) -> str:
-        origin = request.meta.get("polite_origin")
-        if origin:
-            return str(origin)
-        try:
-            return origin_of(request.url)
-        except ValueError:
-            return ""
+        return request_origin(request)
 
     def process_request(self, request: Request) -> None:
         if self.redis is not None:
@@ -327,4 +332,4 @@ class OptOutMiddleware:
         return response
 
 
-__all__ = ["OptOutMiddleware"]
+__all__ = ["OptOutMiddleware", "request_origin"]

@@ -73,7 +73,7 @@ class SigningMiddleware:
     def __init__(self, crawler: Crawler) -> None:
         found = signer_for(crawler.settings)
         if found is None:
-            raise NotConfigured("POLITE_SIGNING_KEY is not set: requests are not signed")
+            raise NotConfigured  # off by default: not worth a warning
         self.signer, self.ring, self.directory_checked = found
         self.crawler = crawler
         self.clock = time.time  # epoch seconds: created and expires are absolute

@@ -1,0 +1,101 @@
+"""``scrapy unblock ORIGIN...``: ask a site again that refused the crawler.
+
+A site that answered 402, 403 or a challenge page is not asked again for 24 h,
+doubling for each refusal in a row up to a week (``middlewares.blocks``,
+``policy.blocks``); the block is in the shared state (the state directory's origin
+store, or Redis with ``-s POLITE_FRONTIER=redis://...``). An operator who knows the
+site will have the crawler again (an agreement, a fixed firewall rule) lifts it here:
+the next request of any job asks the site (a running job reads the blocks again within
+a second; an origin it already stopped for this run stays stopped until the job ends).
+``scrapy explain URL`` shows a block, when it ends and why. ``--list`` prints them all.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from scrapy.commands import ScrapyCommand
+
+from polite_crawler.commands._base import (
+    CommandError,
+    add_common,
+    command_state_dir,
+    emit,
+    fail,
+    origins_db,
+    parse_origin,
+    when,
+    with_defaults,
+)
+from polite_crawler.policy.blocks import describe
+
+if TYPE_CHECKING:
+    import argparse
+
+
+class Command(ScrapyCommand):
+    requires_project = False
+    default_settings = {"LOG_ENABLED": False}
+
+    def syntax(self) -> str:
+        return "ORIGIN... | --list"
+
+    def short_desc(self) -> str:
+        return "Lift the block of a site that refused the crawler (402, 403, challenge)"
+
+    def long_desc(self) -> str:
+        return ("scrapy unblock https://example.org: the site is asked again by the next "
+                "request of any job, although it refused the crawler (402, 403 or a "
+                "challenge page) and its block has not run out. --list prints every block. "
+                "Bad input is one line on stderr and exit status 2.")
+
+    def add_options(self, parser: argparse.ArgumentParser) -> None:
+        super().add_options(parser)
+        add_common(parser)
+        parser.add_argument("--list", action="store_true", help="print every block")
+
+    def run(self, args: list[str], opts: argparse.Namespace) -> None:
+        assert self.settings is not None
+        settings = with_defaults(self.settings)
+        try:
+            if opts.list == bool(args):
+                raise CommandError("give one or more origins (e.g. https://example.org) "
+                                   "or --list")
+            origins = [parse_origin(a) for a in args]
+            state = command_state_dir(settings, opts.state_dir)
+            if state is not None:
+                origins_db(state)
+            from polite_crawler.middlewares.blocks import open_block_store
+
+            store = open_block_store(settings, state)
+            now = time.time()
+            try:
+                if opts.list:
+                    blocks = store.all()
+                    data: Any = [{"origin": b.origin, "reason": b.reason, "count": b.count,
+                                  "blocked_at": b.blocked_at, "until": b.until,
+                                  "active": b.active(now)} for b in blocks]
+                    text = "\n".join(f"{describe(b, now)} (until {when(b.until)})"
+                                     for b in blocks) or "no site is blocked"
+                    emit(opts, data, text)
+                    return
+                data = []
+                lines = []
+                for origin in origins:
+                    found = store.load(origin)
+                    store.delete(origin)
+                    data.append({"origin": origin, "was_blocked": found is not None
+                                 and found.active(now)})
+                    if found is None:
+                        lines.append(f"{origin}: not blocked")
+                    else:
+                        lines.append(f"{origin}: block lifted ({describe(found, now)}); "
+                                     "the next request of any job asks it")
+                emit(opts, data, "\n".join(lines))
+            except store.errors as exc:
+                raise CommandError(f"the block list could not be changed: {exc}") from exc
+            finally:
+                store.close()
+        except CommandError as exc:
+            fail("unblock", str(exc))
