@@ -78,3 +78,27 @@ async def test_the_line_and_its_stats_in_a_crawl(web_factory, tmp_path, caplog) 
                 for m in [re.search(r"polite ceiling ([0-9.]+) req/s", x)] if m]
     # Two sites resting at least 0.1 s: at most 10 requests a second each.
     assert 0 < max(ceilings) <= 20.0 + 1e-6
+
+
+def test_a_site_waiting_to_ask_for_robots_txt_again_is_not_the_machine_s_limit(
+        tmp_path: Path) -> None:
+    from polite_crawler.extensions.progress import robots_waits
+    from polite_crawler.store.robots import RobotsBook
+
+    clock = Clock()
+    book = RobotsBook(tmp_path / "robots.sqlite3", "PoliteCrawler", clock=clock)
+    env = Env(tmp_path, clock, robots=book)
+    env.push("http://127.0.0.1/1")
+    book.record_failure("http://127.0.0.1", "refused: connection refused")  # asks in 60 s
+    snap = frontier_snapshot(env.f, clock.t)
+    assert snap["ready"] == 1  # the frontier's own figure: not in flight, not resting
+    waiting = robots_waits(env.f, clock.t)
+    assert waiting == 1
+    line = progress_line({**snap, "ready": snap["ready"] - waiting,
+                          "robots_wait": float(waiting)}, 0.0)
+    assert "limited by the machine" not in line
+    assert "1 waiting for robots.txt" in line and "POLITE_ROBOTS_RETRY_MIN" in line
+    clock.t += 61
+    assert robots_waits(env.f, clock.t) == 0  # its time came: it is ready, asked now
+    book.close()
+    env.close()

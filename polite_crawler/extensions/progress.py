@@ -1,7 +1,8 @@
 """Where a long crawl stands: one log line (and stats) every POLITE_PROGRESS_INTERVAL.
 
 How many sites are active, in flight, resting, waiting on the server (Retry-After or
-backoff) and ready but not yet dispatched; how many are stopped; how many URLs are
+backoff), waiting to ask for robots.txt again after it could not be read, and ready
+but not yet dispatched; how many are stopped; how many URLs are
 queued; the polite rate ceiling (the sum of 1/rest over the active sites: what the
 rules allow right now) against the rate actually reached. Sites ready but not
 dispatched mean the machine (or the network) is the limit; none mean politeness is.
@@ -27,7 +28,29 @@ if TYPE_CHECKING:
     from scrapy import Spider
     from scrapy.crawler import Crawler
 
+    from polite_crawler.frontier.core import Frontier
+
 logger = logging.getLogger(__name__)
+
+
+def robots_waits(frontier: Frontier, now: float) -> int:
+    """Active origins with nothing else holding them back that wait to ask for their
+    robots.txt again (an outage's backoff, RFC 9309 2.3.1.3): ``frontier_snapshot``
+    counts them as ready, but neither the machine nor the network holds them."""
+    book = frontier.robots_book()
+    if book is None:
+        return 0
+    n = 0
+    for origin, rec in frontier._origins.items():  # read only, as frontier_snapshot reads it
+        if origin in frontier.stopped or rec.in_flight is not None \
+                or not (rec.queued or rec.transient):
+            continue
+        state = rec.state
+        if state.failure.wait_until > now or state.next_allowed > now:
+            continue  # counted as waiting on the server or resting
+        if not book.ready(origin) and book.retry_at(origin) > now:
+            n += 1
+    return n
 
 
 def progress_line(snap: dict[str, float], rate: float | None) -> str:
@@ -40,15 +63,21 @@ def progress_line(snap: dict[str, float], rate: float | None) -> str:
     """
     n = {k: int(v) for k, v in snap.items() if k != "rate_ceiling"}
     ceiling = snap["rate_ceiling"]
+    robots = n.get("robots_wait", 0)
     if n["ready"]:
         bound = f"{n['ready']} sites ready and waiting: limited by the machine or the network"
+    elif robots:
+        bound = (f"{robots} sites wait to ask for robots.txt again after it could not be "
+                 "read (POLITE_ROBOTS_RETRY_MIN, doubling): limited by those sites")
     elif n["active"]:
         bound = "limited by politeness"
     else:
         bound = "nothing to do"
     reached = f", reached {rate:.2f} req/s" if rate is not None else ""
     return (f"Sites: {n['active']} active ({n['in_flight']} in flight, {n['resting']} resting, "
-            f"{n['server_wait']} waiting on the server, {n['ready']} ready), {n['stopped']} "
+            f"{n['server_wait']} waiting on the server"
+            + (f", {robots} waiting for robots.txt" if robots else "")
+            + f", {n['ready']} ready), {n['stopped']} "
             f"stopped; {n['queued']} URLs queued; polite ceiling {ceiling:.2f} req/s"
             f"{reached}: {bound}")
 
@@ -81,7 +110,11 @@ class Progress:
         frontier = getattr(self.ctx.frontier, "frontier", None)
         if frontier is None:
             return None
-        snap = frontier_snapshot(frontier, self.ctx.clock())
+        now = self.ctx.clock()
+        snap = frontier_snapshot(frontier, now)
+        robots = robots_waits(frontier, now)
+        snap["robots_wait"] = float(robots)
+        snap["ready"] = max(snap["ready"] - robots, 0.0)
         stats = self.crawler.stats
         if stats is not None:
             for key, value in snap.items():
