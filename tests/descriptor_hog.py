@@ -41,8 +41,9 @@ class DescriptorHog:
         except OSError:
             pass
         logger.info("test: took %(n)d descriptors, the last free ones", {"n": len(self.taken)})
-        from twisted.internet import reactor
+        from twisted.internet import reactor as _reactor
 
+        reactor: Any = _reactor
         reactor.callLater(self.hold, self.give_back)
 
     def give_back(self) -> None:

@@ -65,7 +65,7 @@ def crawl(tmp: Path, urls: list[str], limit: int, *settings: str,
         cmd += ["-s", kv]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=timeout, check=False, preexec_fn=_limit(limit))  # noqa: PLW1509
+                          timeout=timeout, check=False, preexec_fn=_limit(limit))
     text = log.read_text(encoding="utf-8") if log.exists() else done.stderr
     data = json.loads(stats.read_text()).get("stats", {}) if stats.exists() else {}
     return done.returncode, text, data
