@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from scrapy.settings import BaseSettings
 
-    from polite_crawler.interfaces import StateReader
+    from polite_crawler.interfaces import OptOutStore, StateReader
     from polite_crawler.store.pages import PageStore, SQLPageBackend
     from polite_crawler.store.redis_optout import RedisOptOutList
     from polite_crawler.store.robots import RobotsBook
@@ -42,6 +42,16 @@ POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 SCHEDULER = "polite_crawler.frontier.scheduler.FrontierScheduler"
 EMBEDDED_DRIVER = "polite_crawler.frontier.scheduler.EmbeddedDriver"
 CLUSTER_DRIVER = "polite_crawler.frontier.redis_scheduler.ClusterDriver"
+
+# Seconds an operator's command waits for Redis at least: it is not on a crawl's event
+# loop, which POLITE_REDIS_STATE_TIMEOUT keeps short.
+COMMAND_REDIS_TIMEOUT = 5.0
+
+
+def command_redis_timeout(settings: BaseSettings) -> float:
+    """Seconds a command's Redis call may take: POLITE_REDIS_STATE_TIMEOUT, at least
+    :data:`COMMAND_REDIS_TIMEOUT`."""
+    return max(settings.getfloat("POLITE_REDIS_STATE_TIMEOUT"), COMMAND_REDIS_TIMEOUT)
 
 
 def page_backend_factory(uri: str, sqlite_path: str) -> Callable[[], SQLPageBackend]:
@@ -168,6 +178,25 @@ class Backend:
             else timeout
         return RedisOptOutList(self.frontier_url, timeout=wait)
 
+    def optout_store(self, settings: BaseSettings, state: Path | None, *,
+                     timeout: float) -> OptOutStore:
+        """The opt-out list as ``scrapy forget`` changes it: in Redis on a cluster
+        (POLITE_CRAWL: one more crawl whose rows it drops), else in the state directory's
+        origin store (``timeout``: seconds to wait for another process's lock; JOBDIR:
+        one more job frontier it cleans)."""
+        if self.cluster:
+            from polite_crawler.store.redis_optout import RedisOptOutList
+
+            return RedisOptOutList(self.frontier_url, timeout=command_redis_timeout(settings),
+                                   crawl=settings.get("POLITE_CRAWL") or "default")
+        from polite_crawler.store.optout import OptOutList
+        from polite_crawler.store.paths import ORIGINS_DB
+
+        if state is None:
+            raise ValueError("the embedded opt-out list is in a state directory: none given")
+        return OptOutList(state / ORIGINS_DB, timeout=timeout,
+                          jobdir=settings.get("JOBDIR") or None)
+
     # --- the commands' view -------------------------------------------------------------
     def reader(self, settings: BaseSettings, state: Path | None) -> StateReader:
         """A read-only view of everything the crawl holds (``state``: the state
@@ -182,8 +211,8 @@ class Backend:
         else:
             pages = PageReader(None, None)
         if self.cluster:
-            return ClusterReader(self.frontier_url, pages, timeout=max(settings.getfloat(
-                "POLITE_REDIS_STATE_TIMEOUT", 2.0), 5.0))
+            return ClusterReader(self.frontier_url, pages,
+                                 timeout=command_redis_timeout(settings))
         from polite_crawler.store.paths import ORIGINS_DB
 
         return EmbeddedReader(state / ORIGINS_DB if state is not None else None, pages)

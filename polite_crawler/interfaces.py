@@ -30,7 +30,7 @@ from enum import Enum
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Iterator, Sequence
 
     from polite_crawler.frontier.store import Row
     from polite_crawler.policy.rest import OriginState
@@ -219,9 +219,16 @@ class RobotsStore(Protocol):
 
 
 class OptOutStore(Protocol):
-    """The opt-out list, its version and log, and the jobs that honour it."""
+    """The opt-out list, its version and log, and the jobs that honour it; and what
+    ``scrapy forget`` removes beside them (the origin's robots.txt copy, its rows in
+    the job frontiers), so the command's one flow runs on either backend."""
 
-    errors: tuple[type[Exception], ...]
+    errors: tuple[type[Exception], ...]  # what a read or write raises when the store fails
+    where: str  # the store, in words (for the command's output)
+
+    def check_writable(self) -> None:
+        """Raise one of :attr:`errors` unless the list can be written now (another
+        process holds the store's lock, or the store does not answer)."""
 
     def version(self) -> int:
         """The list's version: raised by every change."""
@@ -246,6 +253,31 @@ class OptOutStore(Protocol):
 
     def jobs(self, *, running: bool | None = None) -> list[Job]:
         """The jobs that registered, with the version each acknowledged."""
+
+    def live(self, jobs: list[Job]) -> set[str]:
+        """Owners of the running jobs among ``jobs`` that may still send a request, the
+        one test of "live" ``forget`` waits on: on one machine the job's process lives
+        (or is on another machine); on a cluster its heartbeat or its frontier worker's
+        lease is there. A job that is not live sends nothing."""
+
+    def known(self, origin: str) -> bool:
+        """Whether the store's backend has the origin: its state or a robots.txt copy."""
+
+    def forget_robots(self, origin: str) -> int:
+        """Delete the origin's robots.txt copy; 1 if there was one."""
+
+    def clear_frontiers(self, origin: str, live: list[Job],
+                        also: Sequence[str] = ()) -> dict[str, int | str]:
+        """Delete the origin's queued rows from every job frontier the backend can find
+        (``also``: more places the operator names, JOBDIRs on one machine); a frontier
+        that a ``live`` job holds on its own is left to it (it stops the origin). Per
+        frontier, in words: rows deleted, or what was done instead."""
+
+    def unstop_frontiers(self, origin: str, live: list[Job],
+                         also: Sequence[str] = ()) -> dict[str, int | str]:
+        """``--undo``: forget the frontiers' stops of the origin for the opt-out (a
+        ``live`` job keeps it stopped until it ends). Per frontier: stops forgotten, or
+        why it was left alone."""
 
     def close(self) -> None:
         """Release the store's connections."""

@@ -375,6 +375,108 @@ def test_the_opt_out_list_on_either_store(side: Side) -> None:
     lst.close()
 
 
+def _register(side: Side, lst: Any, owner: str, *, alive: bool) -> None:
+    """A job registers with the list as its opt-out middleware does; ``alive``: its
+    process is there (embedded: ``owner`` names a live or a dead process) or its
+    heartbeat is (cluster)."""
+    if side.kind == "cluster":
+        lst.register(owner, "site", "contract", f"{owner}:w", version=lst.version(),
+                     now=time.time(), alive_ttl=60.0)
+        if not alive:
+            lst.r.delete(lst.alive_key(owner))
+    else:
+        lst.register(owner, "site", None, lst.version(), time.time())
+
+
+def test_the_opt_out_store_judges_live_one_way(side: Side) -> None:
+    lst = side.optout()
+    try:
+        alive = process_owner() if side.kind == "embedded" else "h:1:a"
+        gone = dead_owner() if side.kind == "embedded" else "h:2:b"
+        closed = f"{process_owner()}closed" if side.kind == "embedded" else "h:3:c"
+        for owner, up in ((alive, True), (gone, False), (closed, True)):
+            _register(side, lst, owner, alive=up)
+        lst.closed(closed, time.time())
+        assert {j.owner for j in lst.jobs(running=True)} >= {alive} and \
+            closed not in {j.owner for j in lst.jobs(running=True)}
+        assert lst.live(lst.jobs()) == {alive}
+        assert lst.live(lst.jobs(running=True)) == {alive}  # judged the same again
+    finally:
+        lst.close()
+
+
+def test_the_opt_out_store_knows_an_origin_and_forgets_its_robots_txt(side: Side) -> None:
+    lst = side.optout()
+    try:
+        assert not lst.known(A) and not lst.known(B)
+        book = RobotsBook(side.robots_store(), "PoliteCrawler", clock=Clock(time.time()))
+        book.record_answer(A, 200, b"User-agent: *\nAllow: /\n")
+        book.close()
+        w = side.worker()
+        w.offer(f"{B}/1")
+        w.sync()
+        d = w.pop()
+        assert d is not None
+        w.f.settle(B, d.token, start=side.clock.t, end=side.clock.t + 0.2)
+        w.sync()  # the origin's state is written (the cluster: with the batch)
+        assert lst.known(A) and lst.known(B)
+        assert lst.forget_robots(A) == 1
+        assert lst.forget_robots(A) == 0
+        assert not lst.known(A) and lst.known(B)
+    finally:
+        lst.close()
+
+
+def test_the_opt_out_store_clears_and_unstops_the_frontiers(side: Side) -> None:
+    w = side.worker()
+    for url in (f"{A}/1", f"{A}/2", f"{B}/1"):
+        w.offer(url)
+    w.f.queue.commit()
+    w.sync()
+    # The embedded job's frontier file, as the operator names it (--jobdir); a cluster's
+    # crawls are found in Redis.
+    also = [str(side.tmp / "job.sqlite3")] if side.kind == "embedded" else []
+    lst = side.optout()
+
+    def rows(found: dict[str, int | str]) -> int:
+        return sum(n for n in found.values() if isinstance(n, int))
+
+    try:
+        assert rows(lst.clear_frontiers(A, [], also)) == 2
+        assert rows(lst.clear_frontiers(A, [], also)) == 0
+        assert rows(lst.clear_frontiers(B, [], also)) == 1  # another origin's rows stayed
+        w.f.queue.stop(A, "opted_out")  # as the opt-out middleware stops it
+        w.f.queue.stop(B, "403")
+        w.f.queue.commit()
+        w.sync()
+        assert rows(lst.unstop_frontiers(A, [], also)) == 1
+        assert rows(lst.unstop_frontiers(A, [], also)) == 0
+        assert rows(lst.unstop_frontiers(B, [], also)) == 0  # not the opt-out's stop
+    finally:
+        lst.close()
+
+
+def test_a_live_jobs_own_frontier_is_left_to_it(tmp_path: Path) -> None:
+    """On one machine a live job drops the origin from its own frontier file (it stops
+    the origin); forget edits only the files no live job holds."""
+    queue = QueueStore(tmp_path / "job.sqlite3")
+    queue.push(A, 0, f"{A}/1", b"x")
+    queue.stop(A, "opted_out")
+    queue.commit()
+    lst = OptOutList(tmp_path / ORIGINS_DB)
+    try:
+        lst.register(process_owner(), "site", str(queue.path.resolve()), 0, time.time())
+        live = lst.jobs(running=True)
+        assert lst.clear_frontiers(A, live) == {str(queue.path.resolve()):
+                                                "dropped by the running job"}
+        assert lst.unstop_frontiers(A, live) == {}
+        assert queue.head(A) is not None and queue.stopped() == {A: "opted_out"}
+        assert lst.clear_frontiers(A, []) == {str(queue.path.resolve()): 1}
+    finally:
+        lst.close()
+        queue.close()
+
+
 def test_the_reader_answers_the_same(side: Side) -> None:
     w = side.worker()
     w.offer(f"{A}/1")

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from scrapy.commands import ScrapyCommand
 
-from polite_crawler.backend import backend_of
+from polite_crawler.backend import Backend, backend_of
 from polite_crawler.commands._base import (
     CommandError,
     add_common,
@@ -52,16 +52,14 @@ from polite_crawler.commands._base import (
     when,
     with_defaults,
 )
-from polite_crawler.frontier.scheduler import QUEUE_DB
-from polite_crawler.frontier.store import edit_queue_file, owner_alive
 from polite_crawler.store.erase import delete_from_page_store
-from polite_crawler.store.optout import Job, OptOutList
-from polite_crawler.store.robots import SQLiteRobotsStore
 from polite_crawler.store.traps import TRAPS_DB, forget_traps
 
 if TYPE_CHECKING:
     import argparse
 
+    from polite_crawler.interfaces import OptOutStore
+    from polite_crawler.store.optout import Job
     from polite_crawler.store.pages import SQLPageBackend
 
 
@@ -82,34 +80,6 @@ def page_store_backend(settings: Any, state: Path, timeout: float) -> tuple[SQLP
     return SQLitePageBackend(str(path), wait=timeout), str(path)
 
 
-def frontier_files(state: Path, jobs: list[Job], extra: list[str],
-                   jobdir: str | None) -> list[Path]:
-    """Every job frontier file this command can find (see the module docstring)."""
-    found: list[Path] = [Path(j.queue_path) for j in jobs if j.queue_path]
-    found.extend((state / "jobs").glob(f"**/{QUEUE_DB}"))
-    for raw in [*(extra or []), *([jobdir] if jobdir else [])]:
-        root = Path(raw).expanduser()
-        if root.is_file():
-            found.append(root)
-        elif (root / QUEUE_DB).is_file():
-            found.append(root / QUEUE_DB)
-        else:
-            found.extend(root.glob(f"**/{QUEUE_DB}"))
-    seen: set[Path] = set()
-    out = []
-    for path in found:
-        resolved = path.resolve()
-        if resolved not in seen and resolved.is_file():
-            seen.add(resolved)
-            out.append(resolved)
-    return out
-
-
-def is_live(job: Job) -> bool:
-    return job.closed_at is None and owner_alive(job.owner) is not False
-
-
-
 def _delete_pages(settings: Any, pages: tuple[Any, str], origin: str,
                   acked: bool) -> dict[str, Any]:
     """Delete the origin's pages from the page store; with live jobs acknowledged, look
@@ -126,9 +96,28 @@ def _delete_pages(settings: Any, pages: tuple[Any, str], origin: str,
         backend.close()
     return {"where": where, **counts}
 
+
+def wait_for_acks(optout: OptOutStore, version: int, wait: float
+                  ) -> tuple[list[Job], list[Job], list[str]]:
+    """Every live job's acknowledgement of ``version``, or the deadline: the jobs that
+    acknowledged, those that had not, and those that ended while ``forget`` waited."""
+    deadline = time.monotonic() + max(wait, 0.0)
+    ended: set[str] | None = None
+    while True:
+        running = optout.jobs(running=True)
+        alive = optout.live(running)  # a job that is not live sends nothing
+        live = [j for j in running if j.owner in alive]
+        late = [j for j in live if j.version < version]
+        if ended is None:
+            ended = {j.owner for j in late}
+        if not late or time.monotonic() >= deadline:
+            ended -= {j.owner for j in live}
+            return [j for j in live if j.version >= version], late, sorted(ended)
+        time.sleep(0.02)
+
+
 class Command(ScrapyCommand):
     requires_project = False
-    _ended: set[str] = set()
     default_settings = {"LOG_ENABLED": False}
 
     def syntax(self) -> str:
@@ -179,45 +168,68 @@ class Command(ScrapyCommand):
         assert self.settings is not None
         settings = with_defaults(self.settings)
         chosen = backend_of(settings)
-        if chosen.cluster:
-            return self._run_redis(settings, chosen.frontier_url, args, opts)
-        state = state_dir_of(settings, opts.state_dir)
-        db = origins_db(state)
+        state = self._state(settings, chosen, opts)
         if opts.list:
             if args:
                 raise CommandError("--list takes no origin")
-            return self._list(settings, state, opts)
+            return self._list(settings, chosen, state)
         if len(args) != 1:
             raise CommandError("name one origin, e.g. scrapy forget https://example.org")
         origin = parse_origin(args[0])
-        optout = self._open_list(db, opts.lock_timeout)
+        optout = self._open(settings, chosen, state, opts)
         try:
-            if opts.undo:
-                return self._undo(optout, state, origin, opts)
-            return self._forget(optout, settings, state, origin, opts)
+            try:
+                if opts.undo:
+                    return self._undo(optout, chosen, origin, opts)
+                return self._forget(optout, settings, chosen, state, origin, opts)
+            except optout.errors as exc:
+                raise CommandError(f"{optout.where} stopped answering ({exc}); run the same "
+                                   "command again") from exc
         finally:
             optout.close()
 
     @staticmethod
-    def _open_list(db: Path, timeout: float) -> OptOutList:
+    def _state(settings: Any, chosen: Backend, opts: argparse.Namespace) -> Path | None:
+        """The state directory: the embedded backend's stores are there; a cluster needs
+        none (given one, its page store and trap memory are cleaned too)."""
+        if not chosen.cluster:
+            state = state_dir_of(settings, opts.state_dir)
+            origins_db(state)  # no origin store: no crawl has used it
+            return state
         try:
-            optout = OptOutList(db, timeout=timeout)
-            optout.check_writable()  # nothing is changed unless the store can be written now
+            return state_dir_of(settings, opts.state_dir)
+        except CommandError:
+            if opts.state_dir:  # named on the command line: it must be there
+                raise
+            return None
+
+    @staticmethod
+    def _open(settings: Any, chosen: Backend, state: Path | None,
+              opts: argparse.Namespace) -> OptOutStore:
+        """The opt-out list, writable now: nothing is changed unless it can be written."""
+        try:
+            optout = chosen.optout_store(settings, state, timeout=opts.lock_timeout)
         except sqlite3.OperationalError as exc:
-            raise CommandError(f"the origin store {db} is locked by another process ({exc}); "
-                               "nothing was changed, try again") from exc
+            where = str(origins_db(state)) if state is not None else ""
+            raise CommandError(_unwritable(chosen, where, exc)) from exc
+        try:
+            optout.check_writable()
+        except optout.errors as exc:
+            optout.close()
+            raise CommandError(_unwritable(chosen, optout.where, exc)) from exc
         return optout
 
-    def _list(self, settings: Any, state: Path, opts: argparse.Namespace
-              ) -> tuple[Any, str, int]:
+    @staticmethod
+    def _list(settings: Any, chosen: Backend, state: Path | None) -> tuple[Any, str, int]:
         with open_reader(settings, state) as reader:
-            entries: list[dict[str, Any]] = [
-                {"origin": e.origin, "reason": e.reason, "added_at": e.added_at}
-                for e in reader.optouts().values()]
-        lines = [f"{len(entries)} origins on the opt-out list"]
-        lines += [f"  {e['origin']}  since {when(e['added_at'])}"
-                  + (f"  ({e['reason']})" if e["reason"] else "") for e in entries]
-        return {"optout": entries}, "\n".join(lines), 0
+            found = list(reader.optouts().values())
+        entries: list[dict[str, Any]] = [
+            {"origin": e.origin, "reason": e.reason, "added_at": e.added_at} for e in found]
+        where = f" in Redis {chosen.frontier_url}" if chosen.cluster else ""
+        lines = [f"{len(entries)} origins on the opt-out list{where}"]
+        lines += [f"  {e.origin}  since {when(e.added_at)}"
+                  + (f"  ({e.reason})" if e.reason else "") for e in found]
+        return {"optout": entries, **_labels(chosen)}, "\n".join(lines), 0
 
     def _known(self, settings: Any, state: Path | None, origin: str) -> bool:
         """Whether the crawl's state has the origin: its state, a robots.txt copy, a page,
@@ -249,21 +261,25 @@ class Command(ScrapyCommand):
         finally:
             backend.close()
 
-    def _forget(self, optout: OptOutList, settings: Any, state: Path, origin: str,
-                opts: argparse.Namespace) -> tuple[Any, str, int]:
-        if optout.get(origin) is None and not opts.force \
+    def _forget(self, optout: OptOutStore, settings: Any, chosen: Backend,  # noqa: PLR0917
+                state: Path | None, origin: str, opts: argparse.Namespace
+                ) -> tuple[Any, str, int]:
+        if optout.get(origin) is None and not opts.force and not optout.known(origin) \
                 and not self._known(settings, state, origin):
-            raise CommandError(f"{origin} is unknown here (no origin state, robots.txt copy, "
-                               "page or access log line); check the spelling, or --force")
-        self._probe_locks(settings, state, opts.lock_timeout)
+            raise CommandError(f"{origin} is unknown here (no origin state or robots.txt copy "
+                               f"in {optout.where}, no page in the page store, no access log "
+                               "line); check the spelling, or --force")
+        # A page store to clean: PostgreSQL, or SQLite in the state directory.
+        pages_here = chosen.pages_on_postgres or state is not None
+        if pages_here:
+            self._probe_locks(settings, state or Path("."), opts.lock_timeout)
         now = time.time()
         version = optout.add(origin, opts.reason, now)
         waited = time.monotonic()
-        acked, late = self._wait_for_acks(optout, version, opts.wait)
+        acked, late, ended = wait_for_acks(optout, version, opts.wait)
         waited = time.monotonic() - waited
-        ended = sorted(self._ended)
         data = {"origin": origin, "reason": opts.reason, "version": version, "at": now,
-                "ack_wait": round(waited, 3),
+                **_labels(chosen), "ack_wait": round(waited, 3),
                 "acknowledged": [_job(j) for j in acked], "ended_meanwhile": ended,
                 "not_acknowledged": [_job(j) for j in late], "removed": None}
         if late and not opts.force:
@@ -271,195 +287,52 @@ class Command(ScrapyCommand):
             # it fetches: nothing is deleted until every live job has (or --force).
             return data, _forget_text(data), 1
         removed: dict[str, Any] = {}
-        pages = page_store_backend(settings, state, 30.0)
-        if pages is not None:
-            removed["page_store"] = _delete_pages(settings, pages, origin, bool(acked))
-        removed["robots_txt"] = SQLiteRobotsStore(optout.conn).delete(origin)
-        removed["trap_memory"] = forget_traps(state / TRAPS_DB, origin, opts.lock_timeout)
-        live = {j.queue_path for j in acked if j.queue_path}
-        jobdir = settings.get("JOBDIR") or None
-        frontiers: dict[str, Any] = {}
-        for path in frontier_files(state, optout.jobs(), opts.jobdir, jobdir):
-            if str(path) in live:
-                frontiers[str(path)] = "dropped by the running job"
-            else:
-                frontiers[str(path)] = edit_queue_file(path, origin, undo=False,
-                                                     timeout=min(opts.lock_timeout, 2.0))
-        removed["frontiers"] = frontiers
-        optout.record_removed(origin, removed)
-        data["removed"] = removed
-        return data, _forget_text(data), 1 if late else 0
-
-    def _wait_for_acks(self, optout: OptOutList, version: int,
-                       wait: float) -> tuple[list[Job], list[Job]]:
-        deadline = time.monotonic() + max(wait, 0.0)
-        first = True
-        while True:
-            running = optout.jobs(running=True)
-            live = []
-            for job in running:
-                if is_live(job):
-                    live.append(job)
-                else:  # crashed without closing: it holds nothing
-                    optout.closed(job.owner, time.time())
-            late = [j for j in live if j.version < version]
-            if first:
-                self._ended = {j.owner for j in late}
-                first = False
-            if not late or time.monotonic() >= deadline:
-                self._ended -= {j.owner for j in live}
-                return [j for j in live if j.version >= version], late
-            time.sleep(0.02)
-
-    def _undo(self, optout: OptOutList, state: Path, origin: str,
-              opts: argparse.Namespace) -> tuple[Any, str, int]:
-        if optout.get(origin) is None:
-            raise CommandError(f"{origin} is not on the opt-out list (scrapy forget --list)")
-        version = optout.remove(origin, opts.reason, time.time())
-        running = [j for j in optout.jobs(running=True) if is_live(j)]
-        live = {j.queue_path for j in running if j.queue_path}
-        frontiers: dict[str, Any] = {}
-        assert self.settings is not None
-        for path in frontier_files(state, optout.jobs(), opts.jobdir,
-                                   self.settings.get("JOBDIR") or None):
-            if str(path) not in live:
-                frontiers[str(path)] = edit_queue_file(path, origin, undo=True,
-                                                     timeout=min(opts.lock_timeout, 2.0))
-        data = {"origin": origin, "version": version, "undone": True,
-                "running_jobs_keep_it_stopped": [_job(j) for j in running],
-                "frontiers": frontiers}
-        lines = [f"{origin} is off the opt-out list (version {version}): future jobs may "
-                 "crawl it again; what was deleted stays deleted"]
-        if running:
-            lines.append(f"  {len(running)} running jobs keep it stopped until they end")
-        for where, n in frontiers.items():
-            if isinstance(n, int) and n:
-                lines.append(f"  {where}: its stop for the opt-out forgotten (a resumed job "
-                             "may crawl it)")
-        return data, "\n".join(lines), 0
-
-
-    # --- the cluster: the list in Redis (POLITE_FRONTIER=redis://...) -------------------
-    def _run_redis(self, settings: Any, url: str, args: list[str],
-                   opts: argparse.Namespace) -> tuple[Any, str, int]:
-        try:  # the state directory is this machine's; the cluster needs none
-            state: Path | None = state_dir_of(settings, opts.state_dir)
-        except CommandError:
-            if opts.state_dir:  # named on the command line: it must be there
-                raise
-            state = None
-        optout = backend_of(settings).cluster_optout(settings, timeout=max(settings.getfloat(
-            "POLITE_REDIS_STATE_TIMEOUT", 2.0), 5.0))
-        assert optout is not None
-        try:
-            try:
-                optout.ping()
-            except optout.errors as exc:
-                raise CommandError(f"cannot reach Redis at {url} ({exc}); nothing was "
-                                   "changed") from exc
-            try:
-                if opts.list:
-                    if args:
-                        raise CommandError("--list takes no origin")
-                    found = list(optout.entries().values())
-                    entries = [{"origin": e.origin, "reason": e.reason, "added_at": e.added_at}
-                               for e in found]
-                    lines = [f"{len(entries)} origins on the opt-out list in Redis {url}"]
-                    lines += [f"  {e.origin}  since {when(e.added_at)}"
-                              + (f"  ({e.reason})" if e.reason else "") for e in found]
-                    return {"optout": entries, "redis": url}, "\n".join(lines), 0
-                if len(args) != 1:
-                    raise CommandError("name one origin, e.g. scrapy forget https://example.org")
-                origin = parse_origin(args[0])
-                if opts.undo:
-                    return self._undo_redis(optout, settings, url, origin, opts)
-                return self._forget_redis(optout, settings, url, state, origin, opts)
-            except optout.errors as exc:
-                raise CommandError(f"Redis at {url} stopped answering ({exc}); run the same "
-                                   "command again") from exc
-        finally:
-            optout.close()
-
-    def _crawls(self, optout: Any, settings: Any, origin: str) -> list[str]:
-        named = [settings.get("POLITE_CRAWL") or "default"]
-        named += [j.crawl for j in optout.jobs() if j.crawl]
-        return list(optout.crawls_of(origin, named))
-
-    def _forget_redis(self, optout: Any, settings: Any, url: str, state: Path | None,  # noqa: PLR0917
-                      origin: str, opts: argparse.Namespace) -> tuple[Any, str, int]:
-        pg = backend_of(settings).pages_on_postgres
-        if optout.get(origin) is None and not opts.force and not optout.known(origin) \
-                and not self._known(settings, state, origin):
-            raise CommandError(f"{origin} is unknown here (no origin state or robots.txt copy "
-                               f"in Redis {url}, no page in the page store); check the "
-                               "spelling, or --force")
-        if pg or state is not None:
-            self._probe_locks(settings, state or Path("."), opts.lock_timeout)
-        now = time.time()
-        version = optout.add(origin, opts.reason, now)
-        waited = time.monotonic()
-        acked, late, ended = self._wait_for_redis_acks(optout, version, opts.wait)
-        waited = time.monotonic() - waited
-        data = {"origin": origin, "reason": opts.reason, "version": version, "at": now,
-                "redis": url, "ack_wait": round(waited, 3),
-                "acknowledged": [_job(j) for j in acked], "ended_meanwhile": ended,
-                "not_acknowledged": [_job(j) for j in late], "removed": None}
-        if late and not opts.force:
-            return data, _forget_text(data), 1  # nothing deleted (see _forget)
-        removed: dict[str, Any] = {}
-        pages = page_store_backend(settings, state or Path("."), 30.0) \
-            if (pg or state is not None) else None
+        pages = page_store_backend(settings, state or Path("."), 30.0) if pages_here else None
         if pages is not None:
             removed["page_store"] = _delete_pages(settings, pages, origin, bool(acked))
         removed["robots_txt"] = optout.forget_robots(origin)
         removed["trap_memory"] = forget_traps(state / TRAPS_DB, origin, opts.lock_timeout) \
             if state is not None else 0
-        dropped = optout.drop_queued(origin, self._crawls(optout, settings, origin))
-        removed["frontiers"] = {f"{url} crawl {c}": n for c, n in dropped.items()}
+        removed["frontiers"] = optout.clear_frontiers(origin, acked, opts.jobdir)
         optout.record_removed(origin, removed)
         data["removed"] = removed
         return data, _forget_text(data), 1 if late else 0
 
     @staticmethod
-    def _wait_for_redis_acks(optout: Any, version: int, wait: float
-                             ) -> tuple[list[Job], list[Job], list[str]]:
-        """Every live worker's acknowledgement of ``version``, or the deadline."""
-        deadline = time.monotonic() + max(wait, 0.0)
-        ended: set[str] | None = None
-        while True:
-            running = optout.jobs(running=True)
-            alive = optout.live(running)  # neither heartbeat nor lease: it sends nothing
-            live = [j for j in running if j.owner in alive]
-            late = [j for j in live if j.version < version]
-            if ended is None:
-                ended = {j.owner for j in late}
-            if not late or time.monotonic() >= deadline:
-                ended -= {j.owner for j in live}
-                return [j for j in live if j.version >= version], late, sorted(ended)
-            time.sleep(0.02)
-
-    def _undo_redis(self, optout: Any, settings: Any, url: str, origin: str,
-                    opts: argparse.Namespace) -> tuple[Any, str, int]:
+    def _undo(optout: OptOutStore, chosen: Backend, origin: str,
+              opts: argparse.Namespace) -> tuple[Any, str, int]:
         if optout.get(origin) is None:
-            raise CommandError(f"{origin} is not on the opt-out list in Redis {url} "
+            raise CommandError(f"{origin} is not on the opt-out list in {optout.where} "
                                "(scrapy forget --list)")
         version = optout.remove(origin, opts.reason, time.time())
         running = optout.jobs(running=True)
         alive = optout.live(running)
         running = [j for j in running if j.owner in alive]
-        undone = optout.unstop(origin, self._crawls(optout, settings, origin), "opted_out")
-        frontiers = {f"{url} crawl {c}": 1 for c in undone}
-        data = {"origin": origin, "version": version, "undone": True, "redis": url,
+        frontiers = optout.unstop_frontiers(origin, running, opts.jobdir)
+        data = {"origin": origin, "version": version, "undone": True, **_labels(chosen),
                 "running_jobs_keep_it_stopped": [_job(j) for j in running],
                 "frontiers": frontiers}
-        lines = [f"{origin} is off the opt-out list in Redis (version {version}): future "
-                 "jobs may crawl it again; what was deleted stays deleted"]
+        lines = [f"{origin} is off the opt-out list in {optout.where} (version {version}): "
+                 "future jobs may crawl it again; what was deleted stays deleted"]
         if running:
-            lines.append(f"  {len(running)} running workers keep it stopped until they end")
-        for where in frontiers:
-            lines.append(f"  {where}: its stop for the opt-out forgotten (its workers may "
-                         "crawl it)")
+            lines.append(f"  {len(running)} running jobs keep it stopped until they end")
+        for where, n in frontiers.items():
+            if isinstance(n, int) and n:
+                lines.append(f"  {where}: its stop for the opt-out forgotten (a job that "
+                             "resumes it may crawl it)")
         return data, "\n".join(lines), 0
+
+
+def _labels(chosen: Backend) -> dict[str, Any]:
+    """What the output names of the backend: the cluster's Redis."""
+    return {"redis": chosen.frontier_url} if chosen.cluster else {}
+
+
+def _unwritable(chosen: Backend, where: str, exc: Exception) -> str:
+    if chosen.cluster:
+        return f"cannot reach Redis at {chosen.frontier_url} ({exc}); nothing was changed"
+    return (f"the origin store {where} is locked by another process ({exc}); nothing was "
+            "changed, try again")
 
 
 def _job(job: Job) -> dict[str, Any]:

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import os
 import socket
-import sqlite3
 import uuid
 from dataclasses import dataclass
 from functools import lru_cache
@@ -35,6 +34,7 @@ from typing import TYPE_CHECKING
 from polite_crawler.frontier.migrate import migrate_frontier
 from polite_crawler.interfaces import Lease, LeaseAnswer
 from polite_crawler.policy.rest import OriginState
+from polite_crawler.store.jobfiles import owner_alive
 from polite_crawler.store.paths import connect
 
 if TYPE_CHECKING:
@@ -255,56 +255,9 @@ CREATE TABLE IF NOT EXISTS polite_origin (
 """
 
 
-def edit_queue_file(path: Path, origin: str, *, undo: bool, timeout: float) -> int | str:
-    """Drop the origin's queued URLs from a job frontier file that no live job holds
-    (``scrapy forget``).
-
-    ``undo``: forget that the job stopped the origin for the opt-out instead.
-    Returns the rows changed, or why the file was left alone.
-    """
-    try:
-        conn = sqlite3.connect(str(path), timeout=timeout, isolation_level=None)
-    except sqlite3.Error as exc:
-        return f"unreadable: {exc}"
-    try:
-        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        if "frontier_queue" not in tables:
-            return "not a job frontier"
-        conn.execute("BEGIN IMMEDIATE")
-        if undo:
-            cur = conn.execute("DELETE FROM frontier_stopped WHERE origin=? AND reason=?",
-                               (origin, "opted_out"))
-        else:
-            cur = conn.execute("DELETE FROM frontier_queue WHERE origin=?", (origin,))
-        conn.execute("COMMIT")
-        return cur.rowcount
-    except sqlite3.OperationalError as exc:
-        return f"left alone: {exc}"
-    finally:
-        conn.close()
-
-
 def process_owner() -> str:
     """Lease owner of this process: ``host:pid:token`` (the token tells a reused pid apart)."""
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-
-
-def owner_alive(owner: str) -> bool | None:
-    """Whether a lease owner's process lives: True, False, or None (another machine)."""
-    try:
-        host, pid_text, _ = owner.split(":", 2)
-        pid = int(pid_text)
-    except ValueError:
-        return None
-    if host != socket.gethostname():
-        return None
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 class OriginStore:

@@ -23,13 +23,17 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from polite_crawler.store.jobfiles import edit_queue_file, frontier_files, owner_alive
 from polite_crawler.store.paths import connect
+from polite_crawler.store.robots import SQLiteRobotsStore
 
 if TYPE_CHECKING:
-    from pathlib import Path
+    from collections.abc import Sequence
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS polite_optout (
@@ -78,17 +82,36 @@ class Job:
     worker: str | None = None  # and its frontier worker id (whose lease shows it alive)
 
 
-class OptOutList:
-    """The list in one SQLite connection (its own, or the caller's)."""
+# Seconds ``forget`` waits for a job frontier file another process has locked.
+FRONTIER_LOCK_WAIT = 2.0
 
-    def __init__(self, db: Path | str | sqlite3.Connection, *, timeout: float = 30.0) -> None:
+
+class OptOutList:
+    """The list in one SQLite connection (its own, or the caller's).
+
+    ``jobdir``: the JOBDIR setting of the command using it, one more place a job
+    frontier may be (:meth:`clear_frontiers`).
+    """
+
+    errors: tuple[type[Exception], ...] = (sqlite3.Error,)
+
+    def __init__(self, db: Path | str | sqlite3.Connection, *, timeout: float = 30.0,
+                 jobdir: str | None = None) -> None:
+        self.timeout = timeout
+        self.jobdir = jobdir
         if isinstance(db, sqlite3.Connection):
             self.conn = db
             self._own = False
+            path = next((row[2] for row in db.execute("PRAGMA database_list")
+                         if row[1] == "main" and row[2]), None)
         else:
             self.conn = connect(db)
             self.conn.execute(f"PRAGMA busy_timeout={int(timeout * 1000)}")
             self._own = True
+            path = str(db)
+        self.where = path or "the origin store"
+        # The state directory: the origin store's own (job frontiers may be under it).
+        self.state_dir = Path(path).parent if path else None
         self.conn.executescript(_SCHEMA)
 
     def close(self) -> None:
@@ -100,6 +123,20 @@ class OptOutList:
         (another process holds the store's write lock)."""
         self.conn.execute("BEGIN IMMEDIATE")
         self.conn.execute("ROLLBACK")
+
+    def _has(self, table: str) -> bool:
+        return self.conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?",
+                                 (table,)).fetchone() is not None
+
+    def known(self, origin: str) -> bool:
+        """Whether the origin store has the origin: its state or a robots.txt copy."""
+        return any(self._has(table) and self.conn.execute(
+            f"SELECT 1 FROM {table} WHERE origin=?", (origin,)).fetchone() is not None
+            for table in ("polite_origin", "robots_txt"))
+
+    def forget_robots(self, origin: str) -> int:
+        """Delete the origin's robots.txt copy; 1 if there was one."""
+        return SQLiteRobotsStore(self.conn).delete(origin)
 
     # --- reading (cheap: what a crawl does on its requests) --------------------
     def version(self) -> int:
@@ -200,6 +237,47 @@ class OptOutList:
         elif running is False:
             sql += " WHERE closed_at IS NOT NULL"
         return [Job(*row) for row in self.conn.execute(sql + " ORDER BY opened_at")]
+
+    def live(self, jobs: list[Job]) -> set[str]:
+        """Owners of the running jobs among ``jobs`` that may still send a request: the
+        job's process lives, or is on another machine (where it cannot be asked). A
+        running job whose process is gone crashed: it holds nothing, and is recorded
+        closed here."""
+        out = set()
+        for job in jobs:
+            if job.closed_at is not None:
+                continue
+            if owner_alive(job.owner) is False:
+                self.closed(job.owner, time.time())
+            else:
+                out.add(job.owner)
+        return out
+
+    # --- the job frontiers (forget) ---------------------------------------------------
+    def _frontiers(self, live: list[Job], also: Sequence[str]) -> tuple[list[Path], set[str]]:
+        places = [*also, *([self.jobdir] if self.jobdir else [])]
+        files = frontier_files(self.state_dir, [j.queue_path for j in self.jobs()], places)
+        return files, {j.queue_path for j in live if j.queue_path}
+
+    def clear_frontiers(self, origin: str, live: list[Job],
+                        also: Sequence[str] = ()) -> dict[str, int | str]:
+        """Delete the origin's queued URLs from every job frontier file found (those the
+        jobs registered, the default JOBDIRs, the JOBDIR given, ``also``), except the
+        files of the ``live`` jobs, which drop them themselves. Per file: rows deleted,
+        or what was done instead."""
+        files, held = self._frontiers(live, also)
+        wait = min(self.timeout, FRONTIER_LOCK_WAIT)
+        return {str(path): "dropped by the running job" if str(path) in held
+                else edit_queue_file(path, origin, undo=False, timeout=wait) for path in files}
+
+    def unstop_frontiers(self, origin: str, live: list[Job],
+                         also: Sequence[str] = ()) -> dict[str, int | str]:
+        """``--undo``: forget the opt-out's stop of the origin in every job frontier file
+        found that no ``live`` job holds (a live job keeps it stopped until it ends)."""
+        files, held = self._frontiers(live, also)
+        wait = min(self.timeout, FRONTIER_LOCK_WAIT)
+        return {str(path): edit_queue_file(path, origin, undo=True, timeout=wait)
+                for path in files if str(path) not in held}
 
 
 __all__ = ["Job", "OptOut", "OptOutList"]

@@ -24,7 +24,7 @@ exists: a worker whose lease is gone dispatches nothing.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from polite_crawler.store.optout import Job, OptOut
 from polite_crawler.store.redis_keys import (
@@ -42,16 +42,28 @@ from polite_crawler.store.redis_keys import (
     robots_key,
 )
 
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+STOP_REASON = "opted_out"  # a crawl's stop of a listed origin (the opt-out middleware's)
+
 
 def _text(raw: Any) -> str:
     return bytes(raw).decode("utf-8") if raw is not None else ""
 
 
 class RedisOptOutList:
-    """The opt-out list, its version, log and jobs in Redis (see the module docstring)."""
+    """The opt-out list, its version, log and jobs in Redis (see the module docstring).
 
-    def __init__(self, url: str, *, timeout: float = TIMEOUT, prefix: str = PREFIX) -> None:
+    ``crawl``: the POLITE_CRAWL of the command using it, one more crawl whose frontier
+    may hold an origin's rows (:meth:`clear_frontiers`).
+    """
+
+    def __init__(self, url: str, *, timeout: float = TIMEOUT, prefix: str = PREFIX,
+                 crawl: str = "default") -> None:
         self.url = url
+        self.where = f"Redis {url}"
+        self.crawl = crawl
         self.r: Any = redis_client(url, timeout)
         self.p = prefix
         self.errors = redis_errors()
@@ -264,6 +276,31 @@ class RedisOptOutList:
     def ping(self) -> None:
         """Raise one of :attr:`errors` unless Redis answers."""
         self.r.ping()
+
+    def check_writable(self) -> None:
+        """Raise one of :attr:`errors` unless the list can be written now (Redis answers)."""
+        self.ping()
+
+    def _crawls(self, origin: str) -> list[str]:
+        """The crawls whose frontier may hold the origin: this one, every registered
+        job's, and every crawl that queued or stopped it (:meth:`crawls_of`)."""
+        named = [self.crawl, *(j.crawl for j in self.jobs() if j.crawl)]
+        return self.crawls_of(origin, named)
+
+    def clear_frontiers(self, origin: str, live: list[Job],
+                        also: Sequence[str] = ()) -> dict[str, int | str]:
+        """Delete the origin's queued and claimed rows from every crawl's frontier in
+        Redis (``live`` and ``also`` change nothing: the workers share the queues, and
+        the crawls are found in Redis). Per crawl: rows deleted."""
+        dropped = self.drop_queued(origin, self._crawls(origin))
+        return {f"{self.url} crawl {c}": n for c, n in dropped.items()}
+
+    def unstop_frontiers(self, origin: str, live: list[Job],
+                         also: Sequence[str] = ()) -> dict[str, int | str]:
+        """``--undo``: forget every crawl's stop of the origin for the opt-out (its
+        workers may crawl it again; a live worker keeps it stopped until it ends)."""
+        undone = self.unstop(origin, self._crawls(origin), STOP_REASON)
+        return {f"{self.url} crawl {c}": 1 for c in undone}
 
     def forget_robots(self, origin: str) -> int:
         """Delete the origin's robots.txt entry (``scrapy forget``); 1 if there was one."""
