@@ -37,11 +37,9 @@ def _where(priority: int, spider: str) -> str:
     name = names.get(priority, "")
     if name == "spider":
         return f"spider {spider}'s custom_settings"
-    if name == "project":
-        return "the project's settings.py"
-    if name == "cmdline":
-        return "-s on the command line"
-    return f"{name or priority} settings"
+    place = {"project": "the project's settings.py",
+             "cmdline": "-s on the command line"}.get(name, f"{name or priority} settings")
+    return f"{place}, crawling with spider {spider}" if spider else place
 
 
 def requested(settings: BaseSettings, spider: str) -> list[Requested]:
