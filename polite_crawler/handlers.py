@@ -89,6 +89,8 @@ from polite_crawler.policy.rest import wait_before_send
 from polite_crawler.resolver import ensure_resolver, release_resolver
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from scrapy import Request
     from scrapy.crawler import Crawler
     from scrapy.http import Response
@@ -318,9 +320,13 @@ class _GuardedPool(HTTPConnectionPool):
     max_idle = 256
     cachedConnectionTimeout: float = 4.0  # type: ignore[assignment]  # Twisted's is an int
 
-    def __init__(self, reactor: Any, persistent: bool = True) -> None:
+    def __init__(self, reactor: Any, persistent: bool = True,
+                 count: Callable[[str], None] = lambda key: None) -> None:
         super().__init__(reactor, persistent)  # type: ignore[no-untyped-call]
         self._idle: dict[Any, Any] = {}  # idle connection -> its key, oldest first
+        # Stats: connections made (polite/connections/opened) and idle ones closed
+        # (polite/connections/closed/<why>: rest, idle, cap).
+        self.count = count
 
     def getConnection(
         self, key: Any, endpoint: IStreamClientEndpoint
@@ -352,16 +358,18 @@ class _GuardedPool(HTTPConnectionPool):
         connections = self._connections.setdefault(key, [])
         connections.append(connection)
         self._timeouts[connection] = self._reactor.callLater(
-            self.cachedConnectionTimeout, self._drop, connection)
+            self.cachedConnectionTimeout, self._drop, connection, "idle")
         self._idle[connection] = key
         while len(self._idle) > self.max_idle:
-            self._drop(next(iter(self._idle)))
+            self._drop(next(iter(self._idle)), "cap")
 
     def _removeConnection(self, key: Any, connection: Any) -> None:
-        self._drop(connection)
+        self._drop(connection, "idle")
 
-    def _drop(self, connection: Any) -> None:
+    def _drop(self, connection: Any, why: str = "") -> None:
         """Close an idle connection and forget it."""
+        if why:
+            self.count(f"polite/connections/closed/{why}")
         key = self._idle.pop(connection, None)
         timer = self._timeouts.pop(connection, None)
         if timer is not None and timer.active():
@@ -378,12 +386,13 @@ class _GuardedPool(HTTPConnectionPool):
         """After an exchange: the idle ``connection`` is closed now unless it is to be
         kept (``keep`` > 0, :func:`polite_crawler.policy.descriptors.keep_for`)."""
         if keep <= 0 and connection in self._idle:
-            self._drop(connection)
+            self._drop(connection, "rest")
 
     def _newConnection(
         self, key: Any, endpoint: IStreamClientEndpoint
     ) -> defer.Deferred[HTTP11ClientProtocol]:
         name, port = _key_host(key)
+        self.count("polite/connections/opened")
 
         def quiescent(protocol: HTTP11ClientProtocol) -> None:
             self._putConnection(key, protocol)
@@ -483,7 +492,9 @@ class GuardedHTTPDownloadHandler(HTTP11DownloadHandler):
         self.guard = _ConnectionGuard(self.policy, head_cap, self.connect_timeout)
         from twisted.internet import reactor
 
-        pool = _GuardedPool(reactor, persistent=True)
+        stats = crawler.stats
+        pool = _GuardedPool(reactor, persistent=True, count=(
+            stats.inc_value if stats is not None else (lambda key: None)))
         pool.maxPersistentPerHost = self._pool.maxPersistentPerHost
         # Kept-alive connections follow requests in flight (policy.descriptors): an idle
         # one waits POLITE_KEEPALIVE_IDLE at most, only for a host whose rest is

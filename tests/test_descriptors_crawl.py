@@ -128,3 +128,22 @@ def test_a_limit_below_the_crawls_own_files_refuses_in_one_line(
     assert len(lines) == 1
     assert "open-file limit (RLIMIT_NOFILE, ulimit -n) is 60" in lines[0]
     assert web.entries() == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("rest", "keep", "kept"), [("0.3", "1.0", True), ("1.2", "0.5", False)])
+def test_a_connection_is_kept_only_through_a_rest_shorter_than_the_keep_alive_time(
+        web_factory: Any, tmp_path: Path, rest: str, keep: str, kept: bool) -> None:
+    names = hosts(3)
+    web = web_factory({h: small_site(h) for h in names})
+    code, log, stats = crawl(tmp_path, [web.url(h) for h in names], 1024,
+                             f"POLITE_REST_PAGE={rest}", f"POLITE_KEEPALIVE_IDLE={keep}")
+    assert code == 0, log[-3000:]
+    requests = len(web.entries())
+    opened = stats.get("polite/connections/opened", 0)
+    if kept:  # one connection a host, every request after the first on it
+        assert opened == len(names)
+        assert stats.get("polite/connections/closed/rest", 0) == 0
+    else:  # each request on a connection of its own, closed as its exchange ended
+        assert opened == requests
+        assert stats.get("polite/connections/closed/rest", 0) == requests
