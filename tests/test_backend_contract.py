@@ -11,6 +11,7 @@ process that is gone; on the cluster the worker's lease key vanished from Redis.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import random
 import socket
 import time
@@ -30,7 +31,13 @@ from polite_crawler.frontier.core import (
 from polite_crawler.frontier.dupefilter import url_fingerprint
 from polite_crawler.frontier.redis_frontier import RedisFrontier
 from polite_crawler.frontier.redis_shared import RedisShared
-from polite_crawler.frontier.store import OriginStore, QueueStore, process_owner
+from polite_crawler.frontier.store import (
+    HOST_TABLE,
+    ORIGIN_TABLE,
+    OriginStore,
+    QueueStore,
+    process_owner,
+)
 from polite_crawler.policy.rest import OriginState, RestParams
 from polite_crawler.store.optout import OptOutList
 from polite_crawler.store.pages import FetchRecord
@@ -64,18 +71,20 @@ PARAMS = RestParams(rest_page=REST, rest_api=0.5, duration_factor=5.0, jitter=0.
 class Worker:
     """One process's frontier on the backend under test."""
 
-    def __init__(self, side: Side, name: str) -> None:
+    def __init__(self, side: Side, name: str, job: str = "job") -> None:
         self.side = side
         self.stats: Counter[str] = Counter()
         clock, config = side.clock, FrontierConfig(params=PARAMS, budget=side.budget)
         count = self.count
         self.sync_: RedisFrontier | None = None
         if side.kind == "embedded":
-            self.queue = QueueStore(side.tmp / "job.sqlite3")
-            self.store = OriginStore(side.tmp / ORIGINS_DB, f"{process_owner()}{name}",
-                                     self.queue.run_id)
+            self.queue = QueueStore(side.tmp / f"{job}.sqlite3")
+            owner = f"{process_owner()}{name}"
+            self.store = OriginStore(side.tmp / ORIGINS_DB, owner, self.queue.run_id)
+            self.hosts = OriginStore(side.tmp / ORIGINS_DB, owner, self.queue.run_id,
+                                     table=HOST_TABLE)
             self.f = Frontier(self.queue, self.store, config, clock=clock,
-                              rng=random.Random(0), count=count)
+                              rng=random.Random(0), count=count, hosts=self.hosts)
             self.f.restore()
         else:
             shared = RedisShared(side.url, "contract", f"{socket.gethostname()}:{name}")
@@ -131,10 +140,13 @@ class Worker:
         if self.sync_ is None:
             self.queue.commit()
             self.queue.conn.close()
-            self.store.conn.execute(
-                "UPDATE polite_origin SET lease_owner=? WHERE lease_owner IS NOT NULL",
-                (dead_owner(),))
+            gone = dead_owner()
+            for table in (ORIGIN_TABLE, HOST_TABLE):
+                self.store.conn.execute(
+                    f"UPDATE {table} SET lease_owner=? WHERE lease_owner IS NOT NULL",
+                    (gone,))
             self.store.conn.close()
+            self.hosts.conn.close()
         else:
             self.sync_.shared.r.delete(alive_key(self.sync_.shared.worker))
 
@@ -150,6 +162,7 @@ class Worker:
             self.f.close(finished=False)
             self.queue.close()
             self.store.close()
+            self.hosts.close()
         else:
             self.sync_.close(finished=False)
             self.sync_.shared.close()
@@ -166,8 +179,10 @@ class Side:
         self.backend = Backend(url if kind == "cluster" else "",
                                pg if kind == "cluster" else "")
 
-    def worker(self, name: str = "w1") -> Worker:
-        w = Worker(self, name)
+    def worker(self, name: str = "w1", job: str = "job") -> Worker:
+        """A process of the crawl (``job``: its JOBDIR on the embedded backend; two
+        jobs share the state directory, as scrapyd runs them)."""
+        w = Worker(self, name, job)
         self.workers.append(w)
         return w
 
@@ -224,6 +239,79 @@ def test_one_in_flight_per_origin_and_the_rest_from_the_end(side: Side) -> None:
     side.clock.t = end + 2.0 + 2 * DISPATCH_MARGIN
     d2 = w.pop()
     assert d2 is not None and d2.row is not None and d2.row.url == f"{A}/2"
+
+
+# One host name, three origins: two ports and the other scheme (loopback names; no
+# exchange reaches the network here).
+HOSTS = ("http://127.0.0.1:8000", "http://127.0.0.1:8001", "https://127.0.0.1")
+
+
+def _host_log(workers: list[Worker], clock: Any, until: float) -> list[tuple[float, str]]:
+    """Dispatches of every worker until ``until``: (start, origin), each exchange
+    0.1 s long and settled at once; the workers take turns."""
+    log = []
+    while clock.t < until:
+        for w in workers:
+            d = w.pop()
+            if d is None:
+                continue
+            if d.kind == CONTENT and d.row is not None:
+                start = max(clock.t, d.not_before)
+                log.append((start, d.origin))
+                w.f.settle(d.origin, d.token, start=start, end=start + 0.1)
+                w.f.done(d.row.id)
+            else:
+                w.f.release(d.origin, d.token)
+        clock.t += 0.05
+    return log
+
+
+def _assert_one_host_at_a_time(log: list[tuple[float, str]]) -> None:
+    starts = sorted(t for t, _o in log)
+    gaps = [b - (a + 0.1) for a, b in itertools.pairwise(starts)]
+    assert gaps and min(gaps) >= REST - 1e-6, gaps  # the whole rest, whichever origin
+
+
+def test_one_in_flight_and_the_rest_per_host_across_schemes_and_ports(side: Side) -> None:
+    w = side.worker()
+    for origin in HOSTS:
+        for i in range(3):
+            w.offer(f"{origin}/{i}")
+    w.sync()
+    side.clock.t += DISPATCH_MARGIN
+    d = w.pop()
+    assert d is not None and d.kind == CONTENT
+    assert w.pop() is None  # another origin of the host waits: one request per host name
+    assert w.stats["polite/frontier/host_busy"] >= 1
+    first = side.clock.t
+    w.f.settle(d.origin, d.token, start=first, end=first + 0.1)
+    w.f.done(d.row.id if d.row else None)
+    side.clock.t += 0.1 + REST - 0.05
+    assert w.pop() is None  # the host's rest holds its other origins too
+    log = _host_log([w], side.clock, side.clock.t + 60)
+    assert len(log) == 8  # every row fetched
+    _assert_one_host_at_a_time([(first, d.origin), *log])
+
+
+def test_two_workers_keep_one_request_per_host(side: Side) -> None:
+    """Two processes (two jobs on one state directory; two cluster workers), each
+    queuing a different origin of one host: one request at a time and the whole rest
+    between them, across both."""
+    w1, w2 = side.worker("w1", "job1"), side.worker("w2", "job2")
+    for i in range(4):
+        w1.offer(f"{HOSTS[0]}/{i}")
+    w1.sync()
+    for i in range(4):
+        w2.offer(f"{HOSTS[1]}/{i}")
+    w2.sync()
+    side.clock.t += DISPATCH_MARGIN
+    log = _host_log([w1, w2], side.clock, side.clock.t + 60)
+    assert sorted(o for _t, o in log) == [HOSTS[0]] * 4 + [HOSTS[1]] * 4
+    _assert_one_host_at_a_time(log)
+    if side.kind == "cluster":
+        # The worker holding the host took the other worker's origin of it.
+        assert w1.stats["polite/redis/origin_taken"] == 2
+        assert w2.stats["polite/redis/origin_taken"] == 0
 
 
 def test_priority_then_first_in(side: Side) -> None:

@@ -1,8 +1,16 @@
 """The host gate: per-origin queues, an eligibility heap, and every request's timing.
 
-An origin is *eligible* when nothing of it is in flight, its rest is over, any wait
-the server asked for is over, its robots.txt is known (or this dispatch is its
-robots.txt), it is not stopped, and its daily budget is not spent. :meth:`Frontier.pop`
+An origin is *eligible* when nothing of its host is in flight, its rest and its
+host's are over, any wait the server asked for is over, its robots.txt is known (or
+this dispatch is its robots.txt), it is not stopped, and its daily budget is not spent.
+
+A host is its name (:func:`polite_crawler.policy.urls.host_of_origin`: no scheme, no
+port): one request in flight and the whole rest between requests hold per host, across
+its schemes and ports (``http://a``, ``https://a`` and ``http://a:8080`` are one host);
+the queue, robots.txt (RFC 9309 section 2.3: per scheme, host and port), the stop, the
+budget, the latency watch and the breaker stay per origin (docs/ARCHITECTURE.md, "Host
+and origin"). An origin whose host is busy waits in the host's list, out of the heap,
+and is placed again when the host is freed. :meth:`Frontier.pop`
 hands out a request of whichever origin became eligible first; an origin is in the
 heap exactly once, at the time it becomes eligible, so ``pop`` and ``push`` cost
 O(log origins) plus one indexed SQLite lookup.
@@ -42,6 +50,7 @@ from polite_crawler.policy.rest import (
     uncharge_budget,
 )
 from polite_crawler.policy.robots import MAX_UNUSABLE_FETCHES
+from polite_crawler.policy.urls import host_of_origin
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -97,9 +106,25 @@ class Dispatch:
 
 
 @dataclass
+class _Host:
+    """One host name's gate: the request in flight on any of its origins, and the end
+    of its rest (``state.next_allowed``: the latest end-of-rest any of its origins set,
+    waits the server asked for included). On the embedded backend the same state is a
+    row with a lease in the shared state DB (``Frontier.host_store``), so jobs sharing
+    the state directory keep one request per host between them; on a cluster a worker
+    owns all of a host's origins or none (docs/CLUSTER.md), and it stays in memory."""
+
+    state: OriginState  # keyed by the host name
+    in_flight: str | None = None  # the origin whose request is out
+    waiting: set[str] = field(default_factory=set)  # origins parked until it is freed
+    leased: bool = False  # this process holds the host's row lease (host_store)
+
+
+@dataclass
 class _Origin:
     state: OriginState
     params: RestParams
+    host: _Host
     queued: int = 0  # rows in state QUEUED on disk
     transient: deque[Any] = field(default_factory=deque)
     in_flight: int | None = None  # dispatch token
@@ -121,9 +146,14 @@ class Frontier:
         rng: random.Random | None = None,
         robots: Callable[[], Any] = lambda: None,
         count: Callable[[str, int], None] = lambda key, n: None,
+        hosts: OriginLeases | None = None,
     ) -> None:
         self.queue = queue
         self.origin_store = origins
+        # Host rows with leases shared by processes (the embedded backend); None: the
+        # host gate is this process's alone (a cluster worker owns whole hosts).
+        self.host_store = hosts
+        self._hosts: dict[str, _Host] = {}
         self.config = config
         self.clock = clock
         self.rng = rng or random.Random()
@@ -155,13 +185,45 @@ class Frontier:
             )
         return self._public_params
 
+    def _host(self, origin: str) -> _Host:
+        name = host_of_origin(origin)
+        host = self._hosts.get(name)
+        if host is None:
+            if self.host_store is not None:
+                state, _owner, _taken = self.host_store.load(name)
+            else:
+                state = OriginState(name)
+            host = self._hosts[name] = _Host(state)
+        return host
+
+    def _new(self, origin: str, state: OriginState) -> _Origin:
+        rec = _Origin(state, self._params_for(origin), self._host(origin))
+        self._origins[origin] = rec
+        self._host_learns(rec)
+        return rec
+
+    @staticmethod
+    def _host_learns(rec: _Origin) -> None:
+        """The host's rest ends no sooner than the origin's own (its rest, a wait the
+        server asked for): a rest set on one origin holds every origin of the host."""
+        hs = rec.host.state
+        hs.next_allowed = max(hs.next_allowed, min(rec.state.eligible_at(), 1e18))
+
+    @staticmethod
+    def _eligible(rec: _Origin) -> float:
+        """When the origin may be dispatched: its own rest and its host's both over."""
+        return max(rec.state.eligible_at(), rec.host.state.next_allowed)
+
     def _get(self, origin: str) -> _Origin:
         rec = self._origins.get(origin)
         if rec is None:
             state, _owner, _taken = self.origin_store.load(origin)
-            rec = _Origin(state, self._params_for(origin))
-            self._origins[origin] = rec
+            rec = self._new(origin, state)
         return rec
+
+    def host_state(self, origin: str) -> OriginState:
+        """The state of the origin's host (its rest's end, across its origins)."""
+        return self._get(origin).host.state
 
     def state(self, origin: str) -> OriginState:
         return self._get(origin).state
@@ -187,6 +249,13 @@ class Frontier:
         if rec.in_flight is not None or origin in self.stopped or not (rec.queued or rec.transient):
             rec.heap_seq = None
             return
+        host = rec.host
+        if host.in_flight is not None:
+            # Another origin of the host has a request out: placed when it ends (_free).
+            rec.heap_seq = None
+            host.waiting.add(origin)
+            return
+        at = max(at, host.state.next_allowed)
         seq = next(self._seq)
         rec.heap_seq = seq
         place = at + DISPATCH_MARGIN
@@ -292,10 +361,15 @@ class Frontier:
     def _dispatch(self, origin: str, rec: _Origin, now: float) -> Dispatch | None:
         if rec.in_flight is not None or origin in self.stopped:
             return None
+        host = rec.host
+        if host.in_flight is not None:
+            self.count("polite/frontier/host_busy", 1)
+            host.waiting.add(origin)
+            return None
         robots = self._robots()
         if robots is not None:
             self._learn_crawl_delay(origin, rec, robots)
-        at = rec.state.eligible_at()
+        at = self._eligible(rec)
         lead = self._lead(rec)
         if at > now + lead:
             self._reheap(origin, rec, at, after=now)
@@ -340,11 +414,25 @@ class Frontier:
                     logger.debug("Forbidden by robots.txt: %(url)s", {"url": row.url})
                     continue
                 break
-        lease = self.origin_store.try_lease(
-            origin, now, self.config.lease_ttl, rec.params.base(False), state=rec.state,
-            send_at=send_at,
-        )
-        rec.state = lease.state
+        # The host's lease first (processes sharing the state DB), then the origin's.
+        host_lease = None
+        if self.host_store is not None:
+            host_lease = self.host_store.try_lease(
+                host.state.origin, now, self.config.lease_ttl, rec.params.base(False),
+                state=host.state, send_at=send_at,
+            )
+            host.state = host_lease.state
+            host.leased = host_lease.taken
+        if host_lease is not None and not host_lease.taken:
+            lease = host_lease
+        else:
+            lease = self.origin_store.try_lease(
+                origin, now, self.config.lease_ttl, rec.params.base(False), state=rec.state,
+                send_at=send_at,
+            )
+            rec.state = lease.state
+            if not lease.taken:
+                self._unlease_host(host, now)
         if not lease.taken:
             if kind == ROBOTS:
                 rec.robots_fetches -= 1
@@ -358,6 +446,7 @@ class Frontier:
             self._reheap(origin, rec, retry, ahead=ahead, after=now)
             return None
         token = next(self._tokens)
+        host.in_flight = origin
         rec.in_flight, rec.in_flight_since, rec.in_flight_kind = token, now, kind
         rec.in_flight_row = None
         obj = None
@@ -420,7 +509,9 @@ class Frontier:
         elif kind == ROBOTS:
             rec.robots_fetches = max(rec.robots_fetches - 1, 0)
         self.count("polite/frontier/put_back", 1)
-        self.origin_store.release(rec.state, self.clock())
+        now = self.clock()
+        self.origin_store.release(rec.state, now)
+        self._free_host(rec, now)
         self._reheap(origin, rec, rec.state.eligible_at())
         return True
 
@@ -482,7 +573,27 @@ class Frontier:
         rec.in_flight = None
         rec.in_flight_row = None
         self.origin_store.release(rec.state, now)
+        self._free_host(rec, now)
         self._reheap(origin, rec, rec.state.eligible_at())
+
+    def _unlease_host(self, host: _Host, now: float) -> None:
+        if host.leased and self.host_store is not None:
+            self.host_store.release(host.state, now)
+        host.leased = False
+
+    def _free_host(self, rec: _Origin, now: float) -> None:
+        """The host's request ended (or never went): its rest is the latest the origin
+        set, its lease goes back, and the origins that waited for it are placed again."""
+        host = rec.host
+        self._host_learns(rec)
+        host.in_flight = None
+        self._unlease_host(host, now)
+        if host.waiting:
+            waiting, host.waiting = host.waiting, set()
+            for other in waiting:
+                orec = self._origins.get(other)
+                if orec is not None and orec.heap_seq is None and orec is not rec:
+                    self._reheap(other, orec, orec.state.eligible_at())
 
     def done(self, row_id: int | None) -> None:
         """The spider is finished with a request (its children are queued): forget its row.
@@ -564,7 +675,8 @@ class Frontier:
                 self.count("polite/frontier/hold_expired", len(rows))
                 self.release_held(key)
         busy = []
-        for origin, rec in self._origins.items():
+        busy_hosts = []
+        for origin, rec in list(self._origins.items()):
             if rec.in_flight is None:
                 continue
             if now - rec.in_flight_since > self.config.in_flight_timeout:
@@ -575,7 +687,11 @@ class Frontier:
                 self._free(origin, rec, now)
             else:
                 busy.append(origin)
+                if rec.host.leased:
+                    busy_hosts.append(rec.host.state.origin)
         self.origin_store.renew(busy, now, self.config.lease_ttl)
+        if self.host_store is not None:
+            self.host_store.renew(busy_hosts, now, self.config.lease_ttl)
         self.queue.commit()
 
     def close(self, finished: bool) -> None:
@@ -584,6 +700,8 @@ class Frontier:
             self._done_all()
         self.queue.commit()
         self.origin_store.release_all()
+        if self.host_store is not None:
+            self.host_store.release_all()
 
     def in_flight_origins(self) -> list[str]:
         return [o for o, rec in self._origins.items() if rec.in_flight is not None]
@@ -628,6 +746,7 @@ class Frontier:
             self.pending -= rec.queued
             rec.queued = 0
             rec.heap_seq = None
+            rec.host.waiting.discard(origin)
             if rec.in_flight is None:
                 del self._origins[origin]  # read afresh if it comes back
 
@@ -637,9 +756,10 @@ class Frontier:
         :meth:`set_queued`."""
         rec = self._origins.get(origin)
         if rec is None:
-            rec = self._origins[origin] = _Origin(state, self._params_for(origin))
+            rec = self._new(origin, state)
         else:
             rec.state = state
+            self._host_learns(rec)
         rec.heap_seq = None
 
     def done_all(self) -> None:
@@ -673,7 +793,7 @@ def frontier_snapshot(frontier: Frontier, now: float) -> dict[str, float]:
             out["in_flight"] += 1
         elif state.failure.wait_until > now:
             out["server_wait"] += 1
-        elif state.next_allowed > now:
+        elif max(state.next_allowed, rec.host.state.next_allowed) > now:
             out["resting"] += 1
         else:
             out["ready"] += 1

@@ -485,6 +485,7 @@ class RedisFrontier:
         self._again: set[str] = set()  # visited in the next batch whatever happens
         self._deferred: set[str] = set()  # dirty states waiting for a later batch
         self._working: set[str] = set()  # owned origins with work (_has_work), as visited
+        self._group_want: set[str] = set()  # origins of hosts held here, to take
         self.walk_all = False  # visit every owned origin (the reference, in tests)
 
     def count(self, key: str, n: int) -> None:
@@ -659,7 +660,10 @@ class RedisFrontier:
                     own.refreshed = now
                     stale_at = now + max(2 * self.ttl, self.interval)
                 held = not own.releasing and now < self.origin_store.valid_until
-                syncs.append(OriginSync(origin, state, claim, give_back, done, check, held))
+                sync = OriginSync(origin, state, claim, give_back, done, check, held)
+                if give_back and known:
+                    sync.host_until = f.host_state(origin).next_allowed
+                syncs.append(sync)
             # When time alone could change this origin's answer: visited again then.
             # Everything else that changes it touches it (RedisQueue.touched).
             if give_back or check or kept:
@@ -675,7 +679,11 @@ class RedisFrontier:
         for origin, done in done_out.items():  # rows of origins given back or lost
             syncs.append(OriginSync(origin, done=done, held=False))
         room = 0 if closing or self.lost_lease else max(0, share + slack - busy)
-        want = [o for o in transient if o not in q.own and o not in f.stopped]
+        # Origins of a host this worker holds that another worker found held (its nudge):
+        # this worker takes them, as it holds every origin of the host or none.
+        grouped, self._group_want = self._group_want, set()
+        want = [o for o in (*transient, *sorted(grouped))
+                if o not in q.own and o not in f.stopped]
         if want and not closing:
             room = max(room, len(want))
         # Rows this worker found for an origin it owns with nothing queued in Redis are
@@ -756,7 +764,10 @@ class RedisFrontier:
         still = set(out.still_active)
         for origin in out.nudged:
             own = q.own.get(origin)
-            if own is not None and not own.remote:
+            if own is None:
+                self._group_want.add(origin)  # of a host this worker holds: taken next
+                continue
+            if not own.remote:
                 own.remote = 1  # at least: the claim reads the count
                 own.empty_since = 0.0
         touched = q.touched  # what the outcome changes is planned again next batch
@@ -885,6 +896,10 @@ class RedisFrontier:
         self.count("polite/redis/origin_taken", 1)
         logger.debug("%(origin)s taken by %(w)s at %(t).3f",
                      {"origin": t.origin, "w": self.shared.worker, "t": now})
+        if t.host_until > 0:
+            # The host's rest as the group's last owner left it: it holds this origin too.
+            skew = self.clock_skew if t.host_until > now else 0.0
+            state.next_allowed = max(state.next_allowed, min(t.host_until, 1e18) + skew)
         if t.stop:
             self.frontier.stopped[t.origin] = t.stop
         own = self.queue.own.setdefault(t.origin, _Own())

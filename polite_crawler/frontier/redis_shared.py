@@ -21,6 +21,13 @@ on one Redis Cluster slot:
   A worker taking the origin over puts them back into the queue.
 - ``P:s:{O}:C`` set: the crawl's seen set for the origin, 64-bit fingerprints as
   integers (Redis keeps a set of integers as an *intset*: 8 bytes each).
+- ``P:g:{H}`` hash, shared by every crawl: the group of a host name ``H`` (its origins
+  across schemes and ports, :func:`polite_crawler.policy.urls.host_of_origin`). A worker
+  owns every origin of a host it holds or none: before it takes an origin it takes the
+  group (``owner``; ``m:<O>`` for each origin it holds), and when it gives its last one
+  back the group is free again, with ``until``, the host's rest end, for the next owner.
+  An origin another worker found held waits in ``w:<O>`` (and in the owner's nudge set:
+  the owner takes it); the release puts those back in the free set.
 - ``P:active:C`` set of origins with rows queued or claimed; ``P:free:C`` those of them
   that nobody owns (a worker with room pops from it); ``P:workers:C`` sorted set
   worker -> last heartbeat; ``P:nudge:C:W`` origins W owns that others queued rows
@@ -43,12 +50,14 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
+from polite_crawler.policy.urls import host_of_origin
 from polite_crawler.store.redis_keys import (
     PREFIX,
     active_key,
     alive_key,
     claimed_key,
     free_key,
+    group_key,
     mark_key,
     nudge_key,
     origin_key,
@@ -229,6 +238,63 @@ return out
 """
 
 
+# KEYS: g.  ARGV: me, the dead owner the caller verified ('' if none), then origins.
+# The group is taken when it has no owner, or its owner is me or the dead one; the
+# origins become members. A group taken from another owner forgets that owner's members
+# and returns the origins that waited for it. Returns {1, until, waiting...} or
+# {0, owner} (the origins then wait: w:<origin>).
+_GROUP_TAKE = """
+local owner = redis.call('HGET', KEYS[1], 'owner')
+if owner and owner ~= '' and owner ~= ARGV[1] and owner ~= ARGV[2] then
+  for i = 3, #ARGV do redis.call('HSET', KEYS[1], 'w:' .. ARGV[i], '1') end
+  return {0, owner}
+end
+local out = {1, redis.call('HGET', KEYS[1], 'until') or '0'}
+if owner ~= ARGV[1] then
+  for _, k in ipairs(redis.call('HKEYS', KEYS[1])) do
+    local p = string.sub(k, 1, 2)
+    if p == 'm:' then
+      redis.call('HDEL', KEYS[1], k)
+    elseif p == 'w:' then
+      redis.call('HDEL', KEYS[1], k)
+      out[#out + 1] = string.sub(k, 3)
+    end
+  end
+  redis.call('HSET', KEYS[1], 'owner', ARGV[1])
+end
+for i = 3, #ARGV do
+  redis.call('HSET', KEYS[1], 'm:' .. ARGV[i], '1')
+  redis.call('HDEL', KEYS[1], 'w:' .. ARGV[i])
+end
+return out
+"""
+
+# KEYS: g.  ARGV: me, the host's rest end, then the origins given back (or not taken).
+# Only the owner's call counts. When no member is left the group is free: its rest end
+# is kept for the next owner and the origins that waited for it are returned (the
+# caller puts them in the free set).
+_GROUP_RELEASE = """
+if redis.call('HGET', KEYS[1], 'owner') ~= ARGV[1] then return {} end
+for i = 3, #ARGV do redis.call('HDEL', KEYS[1], 'm:' .. ARGV[i]) end
+if tonumber(ARGV[2]) > tonumber(redis.call('HGET', KEYS[1], 'until') or '0') then
+  redis.call('HSET', KEYS[1], 'until', ARGV[2])
+end
+local keys = redis.call('HKEYS', KEYS[1])
+for _, k in ipairs(keys) do
+  if string.sub(k, 1, 2) == 'm:' then return {} end
+end
+redis.call('HSET', KEYS[1], 'owner', '')
+local out = {}
+for _, k in ipairs(keys) do
+  if string.sub(k, 1, 2) == 'w:' then
+    redis.call('HDEL', KEYS[1], k)
+    out[#out + 1] = string.sub(k, 3)
+  end
+end
+return out
+"""
+
+
 def seen_fp(canonical: str) -> int:
     """The seen set's 64-bit fingerprint of a canonical URL (a signed integer: an intset)."""
     digest = hashlib.blake2b(canonical.encode("utf-8"), digest_size=8).digest()
@@ -249,6 +315,9 @@ class OriginSync:
     # takeover can have put its claimed rows back in the queue, so done rows alone may
     # go as a plain HDEL. Otherwise they go through the sync script: HDEL and ZREM in one.
     held: bool = True
+    # Given back: the end of its host's rest (kept with the host's group for the next
+    # owner when this was the host's last origin here).
+    host_until: float = 0.0
 
     @property
     def done_only(self) -> bool:
@@ -282,6 +351,8 @@ class Taken:
     # Seconds since Redis started, read with the take: a Redis restarted from its AOF may
     # have lost the last second's writes (this origin's last take and state among them).
     redis_up: float = float("inf")
+    # The end of the host's rest as the group's last owner left it (0: none known).
+    host_until: float = 0.0
 
 
 def row_body(origin: str, url: str, data: bytes) -> bytes:
@@ -316,6 +387,8 @@ class RedisShared:
         self._push = self.r.register_script(_PUSH)
         self._take = self.r.register_script(_TAKE)
         self._sync = self.r.register_script(_SYNC)
+        self._group_take = self.r.register_script(_GROUP_TAKE)
+        self._group_release = self.r.register_script(_GROUP_RELEASE)
         self._mark = 0  # the batch counter as last acknowledged
         # Whether everything Redis acknowledged to this worker is still there, as the
         # last batch found: its count in Redis is above the one before (a log cut back
@@ -327,6 +400,10 @@ class RedisShared:
     # --- keys ------------------------------------------------------------------
     def okey(self, origin: str) -> str:
         return origin_key(origin, self.p)
+
+    def gkey(self, origin: str) -> str:
+        """The group key of the origin's host."""
+        return group_key(host_of_origin(origin), self.p)
 
     def qkey(self, origin: str) -> str:
         return queue_key(origin, self.crawl, self.p)
@@ -500,7 +577,27 @@ class RedisShared:
         pipe.zcount(self.workers_key, now - ttl, "+inf")
         counts = pipe.execute()
         counts = counts[len(requeued_done):]
+        given = {s.origin: s.host_until for s in owned if s.give_back}
+        self.release_groups({r.origin: given.get(r.origin, 0.0) for r in results
+                             if r.status in (0, 2)})
         return renewed, pushed, results, int(counts[-2]), max(int(counts[-1]), 1)
+
+    def release_groups(self, origins: dict[str, float]) -> None:
+        """The origins (-> their host's rest end) are no longer this worker's: they leave
+        their hosts' groups; a group left empty is free, and the origins that waited for
+        it go to the free set (one round trip, none when there is nothing to release)."""
+        if not origins:
+            return
+        by_host: dict[str, list[str]] = {}
+        for o in origins:
+            by_host.setdefault(self.gkey(o), []).append(o)
+        pipe = self.r.pipeline(transaction=False)
+        for g, members in by_host.items():
+            until = max(origins[o] for o in members)
+            self._group_release(keys=[g], args=[self.worker, repr(until), *members],
+                                client=pipe)
+        waiting = [bytes(o).decode("utf-8") for res in pipe.execute() for o in res or []]
+        self.make_free(waiting)
 
     def _sync_call(self, pipe: Any, s: OriginSync) -> None:
         args = [self.worker, self.crawl, s.state, str(s.claim), "1" if s.give_back else "0",
@@ -545,14 +642,20 @@ class RedisShared:
         """Take the origins that have no owner or a dead one (three round trips)."""
         if not origins:
             return []
+        groups = sorted({self.gkey(o) for o in origins})
         pipe = self.r.pipeline(transaction=False)
         for o in origins:
             pipe.hget(self.okey(o), "owner")
+        for g in groups:
+            pipe.hget(g, "owner")
         pipe.info("server")
         *found, server = pipe.execute()
         up = float(server.get("uptime_in_seconds", float("inf")))
-        owners = [bytes(v).decode() if v else "" for v in found]
-        others = sorted({w for w in owners if w and w != self.worker})
+        owners = [bytes(v).decode() if v else "" for v in found[:len(origins)]]
+        group_owners = dict(zip(groups, [bytes(v).decode() if v else ""
+                                         for v in found[len(origins):]], strict=True))
+        others = sorted({w for w in (*owners, *group_owners.values())
+                         if w and w != self.worker})
         dead: dict[str, float] = {}
         if others:
             pipe = self.r.pipeline(transaction=False)
@@ -566,24 +669,52 @@ class RedisShared:
                     # No record of its lease's end: assume it ended now (the caller
                     # adds the request timeout and a rest).
                     dead[w] = float(until) if until is not None else float("inf")
-        pipe = self.r.pipeline(transaction=False)
-        tried = []
+        # The host's group first: a worker holds all of a host's origins or none.
+        members: dict[str, list[tuple[str, str]]] = {}
         for o, w in zip(origins, owners, strict=True):
             if w and w != self.worker and w not in dead:
                 continue
+            members.setdefault(self.gkey(o), []).append((o, w))
+        pipe = self.r.pipeline(transaction=False)
+        for g, group in members.items():
+            gw = group_owners[g]
+            self._group_take(keys=[g], args=[self.worker, gw if gw in dead else "",
+                                             *[o for o, _w in group]], client=pipe)
+        tried = []
+        group_until: dict[str, float] = {}
+        freed: list[str] = []
+        nudges: dict[str, list[str]] = {}
+        for (g, group), res in zip(members.items(), pipe.execute(), strict=True):
+            if int(res[0]) != 1:
+                # Held by a live worker: it takes them (its nudge set), none of them here.
+                holder = bytes(res[1]).decode()
+                nudges.setdefault(holder, []).extend(o for o, _w in group)
+                continue
+            group_until[g] = float(res[1])
+            freed += [bytes(o).decode("utf-8") for o in res[2:]]
+            tried += group
+        pipe = self.r.pipeline(transaction=False)
+        for o, w in tried:
             self._take(keys=[self.okey(o), self.qkey(o), self.fkey(o)],
                        args=[self.worker, w if w in dead else "", self.crawl], client=pipe)
-            tried.append((o, w))
+        for holder, waiting in nudges.items():
+            pipe.sadd(nudge_key(holder, self.crawl, self.p), *waiting)
+            pipe.expire(nudge_key(holder, self.crawl, self.p), 86400)
         out = []
-        for (o, w), res in zip(tried, pipe.execute(), strict=True):
+        missed = {}
+        for (o, w), res in zip(tried, pipe.execute()[:len(tried)], strict=True):
             if int(res[0]) != 1:
+                missed[o] = 0.0
                 continue
             last = bytes(res[6]).decode() if res[6] else ""
             out.append(Taken(o, bytes(res[1]).decode(), bytes(res[2]).decode(), int(res[3]),
                              int(res[4]), bytes(res[5]).decode(), last,
-                             dead.get(w, 0.0) if last else 0.0, up))
+                             dead.get(w, 0.0) if last else 0.0, up,
+                             group_until.get(self.gkey(o), 0.0)))
         if out:
             self.r.sadd(self.owned_key(self.worker), *[t.origin for t in out])
+        self.release_groups(missed)  # members not taken after all
+        self.make_free([o for o in freed if o not in {t.origin for t in out}])
         return out
 
     def dead_owned(self, n: int, now: float, ttl: float) -> list[str]:

@@ -58,7 +58,7 @@ from polite_crawler.frontier.dupefilter import (
     url_fingerprint,
 )
 from polite_crawler.frontier.serialize import RequestCodec
-from polite_crawler.frontier.store import OriginStore, QueueStore, process_owner
+from polite_crawler.frontier.store import HOST_TABLE, OriginStore, QueueStore, process_owner
 from polite_crawler.policy.network import is_test_host, parse_networks
 from polite_crawler.policy.rest import Rest, RestParams
 from polite_crawler.policy.urls import origin_of
@@ -680,10 +680,13 @@ class EmbeddedDriver:
     def open(self, spider: Spider) -> Frontier:
         s = self.scheduler
         queue = QueueStore(self._queue_path())
-        origins = OriginStore(origins_db_path(s.crawler.settings), process_owner(), queue.run_id)
+        owner = process_owner()
+        path = origins_db_path(s.crawler.settings)
+        origins = OriginStore(path, owner, queue.run_id)
+        hosts = OriginStore(path, owner, queue.run_id, table=HOST_TABLE)
         f = self.frontier = Frontier(
             queue, origins, s.config, clock=s.clock, rng=s.rng,
-            robots=lambda: s.ctx.robots, count=s._count,
+            robots=lambda: s.ctx.robots, count=s._count, hosts=hosts,
         )
         requeued = f.restore()
         if f.pending:
@@ -701,6 +704,8 @@ class EmbeddedDriver:
         f.close(finished=finished)
         f.queue.close()
         f.origin_store.close()
+        if f.host_store is not None:
+            f.host_store.close()
         self.frontier = None
         if self._temp_path is not None:
             for suffix in ("", "-wal", "-shm"):

@@ -241,6 +241,10 @@ class QueueStore:
         return dict(self.conn.execute("SELECT origin, reason FROM frontier_stopped"))
 
 
+ORIGIN_TABLE = "polite_origin"
+# Host rows: the rest and lease of a host name, across its origins (Frontier's host gate).
+HOST_TABLE = "polite_host"
+
 _ORIGIN_SCHEMA = """
 CREATE TABLE IF NOT EXISTS polite_origin (
     origin TEXT PRIMARY KEY,
@@ -263,9 +267,13 @@ def process_owner() -> str:
 class OriginStore:
     """Per-origin state and leases in the shared state DB (every job uses the same rows)."""
 
-    def __init__(self, path: Path | str, owner: str, run_id: str) -> None:
+    def __init__(self, path: Path | str, owner: str, run_id: str, *,
+                 table: str = ORIGIN_TABLE) -> None:
         self.conn = connect(path)
-        self.conn.executescript(_ORIGIN_SCHEMA)
+        self.conn.executescript(_ORIGIN_SCHEMA.replace(ORIGIN_TABLE, table))
+        # The same rows and leases keyed by host name (HOST_TABLE, the frontier's
+        # one-request-in-flight rule across a host's schemes and ports), or by origin.
+        self.table = table
         self.owner = owner
         self.run_id = run_id
         # origin -> the ``updated`` stamp of this store's last write of the row: while
@@ -278,7 +286,7 @@ class OriginStore:
 
     def _read(self, origin: str) -> tuple[OriginState, str, str | None, float, float] | None:
         row = self.conn.execute(
-            "SELECT state, run_id, lease_owner, lease_until, lease_taken FROM polite_origin "
+            f"SELECT state, run_id, lease_owner, lease_until, lease_taken FROM {self.table} "
             "WHERE origin=?",
             (origin,),
         ).fetchone()
@@ -319,7 +327,7 @@ class OriginStore:
             if at > due:
                 return Lease(LeaseAnswer.RESTING, state, at)
             cur = self.conn.execute(
-                "UPDATE polite_origin SET lease_owner=?, lease_until=?, lease_taken=?, updated=? "
+                f"UPDATE {self.table} SET lease_owner=?, lease_until=?, lease_taken=?, updated=? "
                 "WHERE origin=? AND lease_owner IS NULL AND run_id=? AND updated=?",
                 (self.owner, now + ttl, now, now, origin, self.run_id, stamp),
             )
@@ -334,7 +342,7 @@ class OriginStore:
             if found is None:
                 state = OriginState(origin)
                 conn.execute(
-                    "INSERT INTO polite_origin (origin, next_allowed, run_id, state, updated) "
+                    f"INSERT INTO {self.table} (origin, next_allowed, run_id, state, updated) "
                     "VALUES (?, 0, ?, ?, ?)",
                     (origin, self.run_id, state.to_json(), now),
                 )
@@ -349,7 +357,7 @@ class OriginStore:
                     # The holder died mid-exchange: rest from now, as if it just ended.
                     state.next_allowed = max(state.next_allowed, now + dead_rest)
                     conn.execute(
-                        "UPDATE polite_origin SET lease_owner=NULL, lease_until=0, next_allowed=?, "
+                        f"UPDATE {self.table} SET lease_owner=NULL, lease_until=0, next_allowed=?, "
                         "state=?, updated=? WHERE origin=?",
                         (state.next_allowed, state.to_json(), now, origin),
                     )
@@ -363,7 +371,7 @@ class OriginStore:
                 conn.execute("COMMIT")
                 return Lease(LeaseAnswer.RESTING, state, at)
             conn.execute(
-                "UPDATE polite_origin SET lease_owner=?, lease_until=?, lease_taken=?, run_id=?, "
+                f"UPDATE {self.table} SET lease_owner=?, lease_until=?, lease_taken=?, run_id=?, "
                 "updated=? WHERE origin=?",
                 (self.owner, now + ttl, now, self.run_id, now, origin),
             )
@@ -377,7 +385,7 @@ class OriginStore:
     def release(self, state: OriginState, now: float) -> None:
         """Store the origin's state and give its lease back (if this process holds it)."""
         cur = self.conn.execute(
-            "UPDATE polite_origin SET next_allowed=?, state=?, run_id=?, updated=?, "
+            f"UPDATE {self.table} SET next_allowed=?, state=?, run_id=?, updated=?, "
             "lease_owner=CASE WHEN lease_owner=? THEN NULL ELSE lease_owner END, "
             "lease_until=CASE WHEN lease_owner=? THEN 0 ELSE lease_until END "
             "WHERE origin=?",
@@ -392,7 +400,7 @@ class OriginStore:
     def save(self, state: OriginState, now: float) -> None:
         """Store the origin's state, keeping whoever holds its lease."""
         self.conn.execute(
-            "INSERT INTO polite_origin (origin, next_allowed, run_id, state, updated) "
+            f"INSERT INTO {self.table} (origin, next_allowed, run_id, state, updated) "
             "VALUES (?, ?, ?, ?, ?) ON CONFLICT(origin) DO UPDATE SET "
             "next_allowed=excluded.next_allowed, run_id=excluded.run_id, state=excluded.state, "
             "updated=excluded.updated",
@@ -405,12 +413,12 @@ class OriginStore:
             return
         with self.conn:
             self.conn.executemany(
-                "UPDATE polite_origin SET lease_until=? WHERE origin=? AND lease_owner=?",
+                f"UPDATE {self.table} SET lease_until=? WHERE origin=? AND lease_owner=?",
                 [(now + ttl, o, self.owner) for o in origins],
             )
 
     def release_all(self) -> None:
         self.conn.execute(
-            "UPDATE polite_origin SET lease_owner=NULL, lease_until=0 WHERE lease_owner=?",
+            f"UPDATE {self.table} SET lease_owner=NULL, lease_until=0 WHERE lease_owner=?",
             (self.owner,),
         )

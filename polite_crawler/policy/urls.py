@@ -382,6 +382,23 @@ def _host_of(url: str) -> str:
     return host.lower().rstrip(".")
 
 
+def host_of_origin(origin: str) -> str:
+    """The host name of an origin as :func:`origin_of` spells it: no scheme, no port.
+
+    One host is one name across its schemes and ports (``http://a:8080`` and
+    ``https://a`` are both ``a``): the key of the frontier's one-request-in-flight rule.
+
+    >>> host_of_origin("https://Example.org:8443")
+    'example.org'
+    >>> host_of_origin("http://[::1]:8080")
+    '[::1]'
+    """
+    authority = origin.partition("://")[2] or origin
+    if authority.startswith("["):
+        return authority[: authority.find("]") + 1].lower()
+    return authority.partition(":")[0].lower()
+
+
 # origin_of's answers by URL: one request's URL is asked for its origin by the
 # robots.txt check, the access log, the trap rules, the spider... (nine times a request
 # on the small-site bench), and the answer only depends on the string. Bounded (a crawl

@@ -62,6 +62,14 @@ def seen_key(origin: str, crawl: str, prefix: str = PREFIX) -> str:
     return f"{prefix}:s:{{{origin}}}:{crawl}"
 
 
+def group_key(host: str, prefix: str = PREFIX) -> str:
+    """``P:g:{H}`` hash, shared by every crawl: the host name's group of origins (its
+    schemes and ports), owned by one worker at a time: ``owner``, ``m:<origin>`` for each
+    origin the owner holds, ``w:<origin>`` for each origin another worker found held,
+    ``until`` (the host's rest end as its last owner left it)."""
+    return f"{prefix}:g:{{{host}}}"
+
+
 def active_key(crawl: str, prefix: str = PREFIX) -> str:
     """``P:active:C`` set: origins with rows queued or claimed."""
     return f"{prefix}:active:{crawl}"
