@@ -183,7 +183,9 @@ def run(args: argparse.Namespace, n: int, tmp: Path) -> dict[str, Any]:
         "tracebacks": text.count("Traceback"),
         "emfile_lines": text.count("Too many open files"),
         "budget_line": next((ln.split("] ", 1)[-1] for ln in text.splitlines()
-                             if "descriptor" in ln.lower()), ""),
+                             if "Descriptor budget" in ln or "Fewer requests" in ln
+                             or "Not crawling" in ln), ""),
+        "connections_opened": stats.get("polite/connections/opened"),
     }
     print("   " + json.dumps(out), flush=True)
     return out
