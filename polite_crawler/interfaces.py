@@ -32,11 +32,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
 
-    from polite_crawler.frontier.store import Row
     from polite_crawler.policy.rest import OriginState
-    from polite_crawler.store.optout import Job, OptOut
-    from polite_crawler.store.pages import FetchRecord, PageRecord
-    from polite_crawler.store.robots import RobotsState
+    from polite_crawler.records import FetchRecord, Job, OptOut, PageRecord, RobotsState, Row
 
 
 class LeaseAnswer(Enum):

@@ -1,7 +1,8 @@
 """The backend is chosen in one place, and the stores import no cycle.
 
-Every import counts, at module level or inside a function (a deferred import is still
-a dependency), except those under ``if TYPE_CHECKING:``.
+Every import counts, at module level, inside a function (a deferred import is still
+a dependency) or under ``if TYPE_CHECKING:`` (a type a module names is a dependency of
+its meaning: mypy reads it).
 """
 
 from __future__ import annotations
@@ -26,23 +27,11 @@ def _modules() -> dict[str, Path]:
     return out
 
 
-def _type_checking_lines(tree: ast.AST) -> set[int]:
-    lines: set[int] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            for child in node.body:
-                lines.update(range(child.lineno, (child.end_lineno or child.lineno) + 1))
-    return lines
-
-
 def _imports(name: str, path: Path, known: set[str]) -> set[str]:
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    skip = _type_checking_lines(tree)
     package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
     found: set[str] = set()
     for node in ast.walk(tree):
-        if getattr(node, "lineno", None) in skip:
-            continue
         targets: list[str] = []
         if isinstance(node, ast.Import):
             targets = [a.name for a in node.names]
@@ -115,6 +104,17 @@ def test_no_import_cycle_goes_through_a_store() -> None:
     bad = [c for c in _cycles(_graph())
            if any(m.startswith(f"{PKG}.store.") or m == f"{PKG}.backend" for m in c)]
     assert not bad, bad
+
+
+def test_the_interfaces_import_no_implementation() -> None:
+    """The declared interfaces and their records name only each other and the pure
+    rules (``policy``): every store imports them, none of them a store."""
+    graph = _graph()
+    for name in (f"{PKG}.interfaces", f"{PKG}.records"):
+        named = {d for d in graph[name]
+                 if d not in (f"{PKG}.interfaces", f"{PKG}.records")
+                 and not d.startswith(f"{PKG}.policy.")}
+        assert not named, (name, named)
 
 
 def test_the_stores_do_not_import_the_frontier() -> None:

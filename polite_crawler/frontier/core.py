@@ -55,9 +55,9 @@ from polite_crawler.policy.urls import host_of_origin
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from polite_crawler.frontier.store import Row
     from polite_crawler.interfaces import OriginLeases, URLQueue
     from polite_crawler.policy.verdicts import FailureState
+    from polite_crawler.records import Row
 
 logger = logging.getLogger(__name__)
 

@@ -44,10 +44,10 @@ from polite_crawler.frontier.redis_shared import (
     row_template,
     template_id,
 )
-from polite_crawler.frontier.store import Row
 from polite_crawler.interfaces import Lease, LeaseAnswer
 from polite_crawler.policy.rest import OriginState
 from polite_crawler.policy.urls import canonicalize
+from polite_crawler.records import Row
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator

@@ -24,7 +24,6 @@ from __future__ import annotations
 import os
 import socket
 import uuid
-from dataclasses import dataclass
 from functools import lru_cache
 from itertools import chain
 from operator import itemgetter
@@ -34,6 +33,7 @@ from typing import TYPE_CHECKING
 from polite_crawler.frontier.migrate import migrate_frontier
 from polite_crawler.interfaces import Lease, LeaseAnswer
 from polite_crawler.policy.rest import OriginState
+from polite_crawler.records import Row
 from polite_crawler.store.jobfiles import owner_alive
 from polite_crawler.store.paths import connect
 
@@ -68,15 +68,6 @@ CREATE TABLE IF NOT EXISTS frontier_seen (fp BLOB PRIMARY KEY) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS frontier_stopped (origin TEXT PRIMARY KEY, reason TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS frontier_template (id INTEGER PRIMARY KEY, data BLOB NOT NULL UNIQUE);
 """
-
-
-@dataclass(frozen=True)
-class Row:
-    id: int
-    origin: str
-    url: str
-    data: bytes
-    prio: int = 0
 
 
 class QueueStore:

@@ -24,10 +24,10 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from polite_crawler.records import Job, OptOut
 from polite_crawler.store.jobfiles import edit_queue_file, frontier_files, owner_alive
 from polite_crawler.store.paths import connect
 from polite_crawler.store.robots import SQLiteRobotsStore
@@ -60,26 +60,6 @@ CREATE TABLE IF NOT EXISTS polite_optout_jobs (
     acked_at   REAL NOT NULL
 );
 """
-
-
-@dataclass(frozen=True)
-class OptOut:
-    origin: str
-    reason: str
-    added_at: float
-
-
-@dataclass(frozen=True)
-class Job:
-    owner: str
-    spider: str
-    queue_path: str | None
-    opened_at: float
-    closed_at: float | None
-    version: int
-    acked_at: float
-    crawl: str | None = None  # with the frontier on Redis: POLITE_CRAWL of the job
-    worker: str | None = None  # and its frontier worker id (whose lease shows it alive)
 
 
 # Seconds ``forget`` waits for a job frontier file another process has locked.

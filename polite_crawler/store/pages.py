@@ -30,7 +30,7 @@ import queue
 import threading
 import time
 from concurrent.futures import Future
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import zstandard
@@ -38,6 +38,7 @@ import zstandard
 from polite_crawler.closing import STORE_DOWN
 from polite_crawler.policy.simhash import MIN_WORDS, SimHashIndex, from_signed, to_signed
 from polite_crawler.policy.urls import origin_of
+from polite_crawler.records import FetchRecord, PageRecord
 from polite_crawler.store.migrations import migrate
 
 if TYPE_CHECKING:
@@ -53,86 +54,6 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 ZSTD_LEVEL = 3
-
-
-@dataclass
-class PageRecord:
-    """One stored page (a row of ``pages``)."""
-
-    canonical_url: str
-    url: str
-    final_url: str
-    status: int
-    fetched_at: float
-    etag: str | None = None
-    last_modified: str | None = None
-    lastmod: str | None = None
-    title: str = ""
-    text: str = ""
-    text_hash: str | None = None
-    simhash: int | None = None  # unsigned 64-bit
-    words: int = 0
-    near_duplicate_of: str | None = None
-    signals: dict[str, Any] = field(default_factory=dict)
-    noindex: bool = False
-    ai_input: bool = True
-    language: str | None = None
-    links: int = 0
-    headers: dict[str, str] = field(default_factory=dict)  # lower-case names
-    body: bytes | None = None  # the copy, uncompressed; None: not loaded or not kept
-    body_length: int = 0
-    fresh_until: float | None = None
-    no_store: bool = False
-    revisit_interval: float = 0.0
-    due_at: float = 0.0
-    visits: int = 1
-    changes: int = 0
-    id: int | None = None
-
-    @property
-    def has_copy(self) -> bool:
-        return self.body_length > 0 or self.body is not None
-
-    @property
-    def has_validators(self) -> bool:
-        return bool(self.etag or self.last_modified)
-
-
-@dataclass
-class FetchRecord:
-    """What a fetch of a URL that is not a stored page left (a row of ``url_fetches``).
-
-    ``kind``: ``sitemap`` (a sitemap or feed), ``duplicate`` (an exact duplicate
-    of ``canonical_url``), ``canonical`` (a page whose rel=canonical names
-    ``canonical_url``). Its validators, freshness and revisit time are its own.
-    """
-
-    url: str  # canonical form
-    kind: str
-    status: int
-    final_url: str
-    fetched_at: float
-    canonical_url: str | None = None
-    etag: str | None = None
-    last_modified: str | None = None
-    headers: dict[str, str] = field(default_factory=dict)
-    body: bytes | None = None
-    body_length: int = 0
-    body_hash: str | None = None
-    fresh_until: float | None = None
-    no_store: bool = False
-    revisit_interval: float = 0.0
-    due_at: float = 0.0
-    visits: int = 1
-    changes: int = 0
-
-    @property
-    def has_copy(self) -> bool:
-        return self.body_length > 0 or self.body is not None
-
-    @property
-    def has_validators(self) -> bool:
-        return bool(self.etag or self.last_modified)
 
 
 _FETCH_COLUMNS = ["url", "origin", *(f.name for f in fields(FetchRecord) if f.name != "url")]

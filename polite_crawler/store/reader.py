@@ -18,15 +18,15 @@ import sqlite3
 from typing import TYPE_CHECKING, Any
 
 from polite_crawler.policy.rest import OriginState
-from polite_crawler.store.optout import Job, OptOut, OptOutList
+from polite_crawler.store.optout import OptOutList
 from polite_crawler.store.robots import read_robots_state
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
     from pathlib import Path
 
-    from polite_crawler.store.pages import FetchRecord, PageRecord, SQLPageBackend
-    from polite_crawler.store.robots import RobotsState
+    from polite_crawler.records import FetchRecord, Job, OptOut, PageRecord, RobotsState
+    from polite_crawler.store.pages import SQLPageBackend
 
 
 class StateUnreadable(Exception):

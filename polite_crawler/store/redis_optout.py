@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from polite_crawler.store.optout import Job, OptOut
+from polite_crawler.records import Job, OptOut
 from polite_crawler.store.redis_keys import (
     PREFIX,
     TIMEOUT,

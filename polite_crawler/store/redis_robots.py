@@ -8,7 +8,7 @@ redirect) stay in the book; this module only loads and saves.
 
 One hash per origin, ``polite:robots:{ORIGIN}`` (the hash tag of the frontier's keys
 of that origin, :mod:`polite_crawler.store.redis_keys`: one Redis Cluster slot),
-with the fields of :class:`~polite_crawler.store.robots.RobotsState` (a field absent
+with the fields of :class:`~polite_crawler.records.RobotsState` (a field absent
 for None). A write replaces the hash in one ``MULTI`` and gives the key a Redis TTL of
 ``POLITE_ROBOTS_REDIS_KEEP`` (30 days by default), renewed by every write: an origin
 nobody asked about for that long is forgotten (its copy was stale long ago), one in an
@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from polite_crawler.records import RobotsState
 from polite_crawler.store.redis_keys import (
     PREFIX,
     TIMEOUT,
@@ -33,7 +34,6 @@ from polite_crawler.store.redis_keys import (
     redis_errors,
     robots_key,
 )
-from polite_crawler.store.robots import RobotsState
 
 KEEP = 30 * 86400.0
 

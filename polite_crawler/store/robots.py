@@ -33,7 +33,6 @@ import os
 import sqlite3
 import threading
 import time
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from polite_crawler.policy.robots import (
@@ -47,6 +46,7 @@ from polite_crawler.policy.robots import (
     retry_delay,
 )
 from polite_crawler.policy.urls import origin_of
+from polite_crawler.records import RobotsState
 from polite_crawler.store.paths import connect
 
 if TYPE_CHECKING:
@@ -88,32 +88,6 @@ PENDING_TTL = 600.0
 _RELOAD_AFTER = 5.0
 # A store that failed (Redis unreachable) is asked again for an origin after this long.
 STORE_RETRY = 5.0
-
-
-@dataclass
-class RobotsState:
-    """What the book knows of one origin's robots.txt."""
-
-    origin: str
-    url: str | None = None
-    kind: str | None = None  # KIND_RULES, KIND_ALLOW_ALL, or None: no usable copy
-    status: int | None = None
-    body: bytes = b""
-    truncated: bool = False
-    fetched_at: float | None = None
-    failures: int = 0
-    outage_since: float | None = None
-    retry_at: float = 0.0
-    last_error: str | None = None
-    checked_at: float | None = None
-
-    @property
-    def has_copy(self) -> bool:
-        return self.kind is not None
-
-    @property
-    def in_outage(self) -> bool:
-        return self.failures > 0
 
 
 class _Entry:
