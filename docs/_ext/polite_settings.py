@@ -160,8 +160,8 @@ PINNED_REPLACED_BY: dict[str, str] = {
                       "POLITE_REST_API, Crawl-delay, the server's slowness); see "
                       "\"What a spider may set\" for a spider's own DOWNLOAD_DELAY",
     "DOWNLOAD_DELAY_JITTER": "POLITE_JITTER",
-    "CONCURRENT_REQUESTS_PER_DOMAIN": "the frontier: one request in flight per origin "
-                                      "(scheme, host and port), whatever the setting",
+    "CONCURRENT_REQUESTS_PER_DOMAIN": "the frontier: one request in flight per host "
+                                      "(its name, whichever scheme or port)",
     "AUTOTHROTTLE_ENABLED": "the latency watch (POLITE_LATENCY_*) and the duration "
                             "rest (POLITE_REST_DURATION_FACTOR), which only ever slow down",
     "ROBOTSTXT_OBEY": "polite_crawler's own robots.txt middleware (strict RFC 9309, "
