@@ -91,6 +91,7 @@ COMPONENTS: dict[str, dict[str, int | None]] = {
         "polite_crawler.extensions.progress.Progress": 0,  # the periodic "where it stands" line
         METRICS: 0,  # POLITE_METRICS_PORT: /metrics (not installed without it)
         "polite_crawler.extensions.collector.CollectorTuning": 0,  # POLITE_GC_THRESHOLDS
+        "polite_crawler.extensions.storewatch.StoreWatch": 0,  # page store away: pause, close
         "polite_crawler.extensions.nothingsent.NothingSent": 0,  # nothing sent: say which rule
         "polite_crawler.extensions.sharedstate.SharedState": 0,  # the shared state, said once
         "polite_crawler.extensions.descriptors.DescriptorBudget": 0,  # RLIMIT_NOFILE, EMFILE

@@ -31,7 +31,8 @@ if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
 
     from polite_crawler.interfaces import OptOutStore, StateReader
-    from polite_crawler.store.pages import PageStore, SQLPageBackend
+    from polite_crawler.store.page_backend import SQLPageBackend
+    from polite_crawler.store.pages import PageStore
     from polite_crawler.store.redis_optout import RedisOptOutList
     from polite_crawler.store.robots import RobotsBook
 
@@ -119,7 +120,7 @@ class Backend:
     def open_page_store(self, settings: BaseSettings,
                         on_state: Callable[[str, str], None] | None = None) -> PageStore:
         """The crawl's page store, written in batches by its thread; ``on_state`` hears
-        when its database goes away and comes back (:class:`~.pages.StoreWatch`)."""
+        when its database goes away and comes back."""
         from polite_crawler.defaults import POLITE_DEFAULTS
         from polite_crawler.store.pages import SPILL_FILE, PageStore
         from polite_crawler.store.paths import state_dir
@@ -237,17 +238,25 @@ def page_store(crawler: Crawler) -> PageStore:
     Closed (pending writes committed) when the spider closes. While its database is
     away the crawl fetches on until ``POLITE_STORE_BUFFER`` writes wait, then pauses
     until they are made; a database away for ``POLITE_STORE_GIVE_UP`` seconds closes
-    the crawl (reason ``page_store_down``), the writes not made kept in the spill file.
+    the crawl (reason ``page_store_down``), the writes not made kept in the spill file: the
+    store says so with the ``page_store_state`` signal (:mod:`polite_crawler.signals`),
+    and the :class:`~polite_crawler.extensions.storewatch.StoreWatch` extension pauses,
+    resumes and closes the crawl.
     """
     from scrapy import signals
 
     from polite_crawler.context import polite_context
-    from polite_crawler.store.pages import StoreWatch
+    from polite_crawler.signals import page_store_state
 
     ctx = polite_context(crawler)
     if ctx.pages is None:
-        store = backend_of(crawler.settings).open_page_store(crawler.settings,
-                                                             StoreWatch(crawler))
+        def on_state(state: str, why: str) -> None:  # on the store's thread
+            from twisted.internet import reactor
+
+            reactor.callFromThread(crawler.signals.send_catch_log, signal=page_store_state,
+                                   state=state, why=why)
+
+        store = backend_of(crawler.settings).open_page_store(crawler.settings, on_state)
         ctx.pages = store
 
         async def _close() -> None:

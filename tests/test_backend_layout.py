@@ -96,7 +96,7 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def test_the_graph_is_read() -> None:
     graph = _graph()
-    assert "polite_crawler.store.pages" in graph["polite_crawler.store.postgres"]
+    assert "polite_crawler.store.page_backend" in graph["polite_crawler.store.postgres"]
     assert "polite_crawler.store.redis_keys" in graph["polite_crawler.frontier.redis_shared"]
 
 

@@ -60,7 +60,7 @@ if TYPE_CHECKING:
 
     from polite_crawler.interfaces import OptOutStore
     from polite_crawler.store.optout import Job
-    from polite_crawler.store.pages import SQLPageBackend
+    from polite_crawler.store.page_backend import SQLPageBackend
 
 
 def page_store_backend(settings: Any, state: Path, timeout: float) -> tuple[SQLPageBackend,

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from polite_crawler.store.pages import SQLPageBackend
+    from polite_crawler.store.page_backend import SQLPageBackend
 
 
 def _prefix_sql(column: str) -> str:

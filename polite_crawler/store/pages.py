@@ -1,9 +1,11 @@
 """The page store: every page stored once, its validators, its copy, its revisit time.
 
-One interface, two backends: SQLite (default, the shared state database, no
-setup) and PostgreSQL (``POLITE_STORE=postgresql://...``), both through
-:class:`SQLPageBackend` and versioned migrations (:mod:`.migrations`); which one a
-crawl uses is :func:`polite_crawler.backend.backend_of`'s choice (``page_store``).
+Its jobs are in four modules: the records (:mod:`polite_crawler.records`:
+:class:`PageRecord`, :class:`FetchRecord`), the SQL both dialects run
+(:mod:`.page_backend`: :class:`SQLPageBackend`; SQLite, the default, in the shared
+state database, or PostgreSQL, ``POLITE_STORE=postgresql://...``; which one is
+:func:`polite_crawler.backend.backend_of`'s choice), the near-duplicate index
+(:mod:`.neardup`) and, here, the store a crawl writes through.
 
 :class:`PageStore` is what the crawl uses: the backend lives on one thread of
 its own, so the reactor thread never waits for disk or network; writes are
@@ -23,366 +25,29 @@ connection; cheap on SQLite).
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import pickle
 import queue
 import threading
 import time
 from concurrent.futures import Future
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
-import zstandard
-
-from polite_crawler.closing import STORE_DOWN
-from polite_crawler.policy.simhash import MIN_WORDS, SimHashIndex, from_signed, to_signed
-from polite_crawler.policy.urls import origin_of
+from polite_crawler.policy.simhash import MIN_WORDS
 from polite_crawler.records import FetchRecord, PageRecord
-from polite_crawler.store.migrations import migrate
+from polite_crawler.store.neardup import NearDuplicates
+from polite_crawler.store.page_backend import SQLPageBackend, body_hash
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator, Sequence
+    from collections.abc import Callable, Sequence
     from pathlib import Path
-
-    from scrapy.crawler import Crawler
 
     from polite_crawler.policy.revisit import Bounds
 
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
-
-ZSTD_LEVEL = 3
-
-
-_FETCH_COLUMNS = ["url", "origin", *(f.name for f in fields(FetchRecord) if f.name != "url")]
-_FETCH_LIGHT = [c for c in _FETCH_COLUMNS if c != "body"]
-
-
-def body_hash(body: bytes | None) -> str | None:
-    import hashlib
-
-    return None if body is None else hashlib.blake2b(body, digest_size=16).hexdigest()
-
-
-_COLUMNS = [f.name for f in fields(PageRecord) if f.name != "id"]
-_COLUMNS.insert(1, "origin")
-_LIGHT = [c for c in _COLUMNS if c != "body"]  # every column but the copy
-
-
-def _encode_row(rec: PageRecord, compress: Callable[[bytes], bytes]) -> tuple[Any, ...]:
-    values: list[Any] = []
-    for name in _COLUMNS:
-        if name == "origin":
-            values.append(origin_of(rec.canonical_url))
-        elif name == "body":
-            values.append(compress(rec.body) if rec.body is not None and not rec.no_store else None)
-        elif name in ("signals", "headers"):
-            values.append(json.dumps(getattr(rec, name), sort_keys=True))
-        elif name == "simhash":
-            values.append(None if rec.simhash is None else to_signed(rec.simhash))
-        elif name in ("noindex", "ai_input", "no_store"):
-            values.append(int(bool(getattr(rec, name))))
-        elif name == "body_length":  # of the copy kept (0: none)
-            kept = rec.body is not None and not rec.no_store
-            values.append(len(rec.body or b"") if kept else 0 if rec.no_store else rec.body_length)
-        else:
-            values.append(getattr(rec, name))
-    return tuple(values)
-
-
-def _decode_row(names: Sequence[str], row: Sequence[Any],
-                decompress: Callable[[bytes], bytes]) -> PageRecord:
-    data: dict[str, Any] = {}
-    for name, raw in zip(names, row, strict=True):
-        value = raw
-        if name == "origin":
-            continue
-        if name == "body":
-            value = decompress(bytes(raw)) if raw is not None else None
-        elif name in ("signals", "headers"):
-            value = json.loads(raw) if raw else {}
-        elif name == "simhash":
-            value = None if raw is None else from_signed(int(raw))
-        elif name in ("noindex", "ai_input", "no_store"):
-            value = bool(raw)
-        data[name] = value
-    return PageRecord(**data)
-
-
-class SQLPageBackend:
-    """The page store's SQL, shared by both dialects (``?`` placeholders here).
-
-    Not thread-safe: one thread uses one backend (see :class:`PageStore`).
-    """
-
-    dialect = "sqlite"
-
-    def __init__(self) -> None:
-        self._zc = zstandard.ZstdCompressor(level=ZSTD_LEVEL)
-        self._zd = zstandard.ZstdDecompressor()
-        self.in_transaction = False
-
-    # --- dialect hooks -------------------------------------------------------
-    def execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        raise NotImplementedError
-
-    def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
-        for row in rows:
-            self.execute(sql, row)
-
-    def close(self) -> None:
-        raise NotImplementedError
-
-    def begin_sql(self) -> str:
-        return "BEGIN"
-
-    def lost(self, exc: BaseException) -> bool:
-        """Whether ``exc`` means the connection to the database is gone (a server
-        restarted or unreachable): the store reconnects and writes its batch again."""
-        return False
-
-    # --- transactions ----------------------------------------------------------
-    def migrate(self) -> list[int]:
-        return migrate(self.execute, self.dialect)
-
-    def begin(self) -> None:
-        if not self.in_transaction:
-            self.execute(self.begin_sql())
-            self.in_transaction = True
-
-    def commit(self) -> None:
-        if self.in_transaction:
-            self.execute("COMMIT")
-            self.in_transaction = False
-
-    def rollback(self) -> None:
-        if self.in_transaction:
-            self.execute("ROLLBACK")
-            self.in_transaction = False
-
-    # --- helpers ---------------------------------------------------------------
-    def _compress(self, data: bytes) -> bytes:
-        return self._zc.compress(data)
-
-    def _decompress(self, data: bytes) -> bytes:
-        return self._zd.decompress(data)
-
-    def _one(self, where: str, params: Sequence[Any], body: bool) -> PageRecord | None:
-        names = ["id", *(_COLUMNS if body else _LIGHT)]
-        rows = self.execute(f"SELECT {', '.join('p.' + n for n in names)} FROM pages p {where}",
-                            params)
-        if not rows:
-            return None
-        return _decode_row(names, rows[0], self._decompress)
-
-    # --- reads -------------------------------------------------------------------
-    def get(self, canonical_url: str, *, body: bool = False) -> PageRecord | None:
-        return self._one("WHERE p.canonical_url = ?", (canonical_url,), body)
-
-    def resolve(self, canonical_url: str, *, body: bool = False,
-                follow: Sequence[str] | None = None) -> PageRecord | None:
-        """The page stored under this canonical URL, or the one it is an alias of.
-
-        ``follow`` limits the aliases followed to these reasons (None: all).
-        """
-        rec = self.get(canonical_url, body=body)
-        if rec is not None or follow == ():
-            return rec
-        where = "WHERE a.alias_url = ?"
-        params: list[Any] = [canonical_url]
-        if follow is not None:
-            where += f" AND a.reason IN ({', '.join('?' for _ in follow)})"
-            params.extend(follow)
-        return self._one(f"JOIN page_aliases a ON a.canonical_url = p.canonical_url {where}",
-                         params, body)
-
-    def alias_of(self, alias_url: str) -> tuple[str, str] | None:
-        rows = self.execute("SELECT canonical_url, reason FROM page_aliases WHERE alias_url = ?",
-                            (alias_url,))
-        return (rows[0][0], rows[0][1]) if rows else None
-
-    def first_with_text_hash(self, text_hash: str, exclude: str) -> str | None:
-        rows = self.execute("SELECT canonical_url FROM pages WHERE text_hash = ? "
-                            "AND canonical_url <> ? ORDER BY id LIMIT 1", (text_hash, exclude))
-        return rows[0][0] if rows else None
-
-    def fingerprints(self) -> Iterator[tuple[str, int, str | None]]:
-        rows = self.execute("SELECT canonical_url, simhash, near_duplicate_of FROM pages "
-                            "WHERE simhash IS NOT NULL AND words >= ? ORDER BY id", (MIN_WORDS,))
-        for canonical, h, root in rows:
-            yield canonical, from_signed(int(h)), root
-
-    def due_urls(self, origin: str, now: float, limit: int = 1000) -> list[str]:
-        rows = self.execute("SELECT canonical_url FROM pages WHERE origin = ? AND due_at <= ? "
-                            "AND (fresh_until IS NULL OR fresh_until <= ?) ORDER BY due_at LIMIT ?",
-                            (origin, now, now, limit))
-        return [r[0] for r in rows]
-
-    def iter_pages(self, batch: int = 500) -> Iterator[PageRecord]:
-        """Every stored page (without its copy), in the order stored."""
-        last = 0
-        names = ["id", *_LIGHT]
-        while True:
-            rows = self.execute(f"SELECT {', '.join(names)} FROM pages WHERE id > ? "
-                                "ORDER BY id LIMIT ?", (last, batch))
-            if not rows:
-                return
-            for row in rows:
-                rec = _decode_row(names, row, self._decompress)
-                last = rec.id or last
-                yield rec
-
-    def count(self) -> int:
-        return int(self.execute("SELECT COUNT(*) FROM pages")[0][0])
-
-    def get_fetch(self, url: str, *, body: bool = False) -> FetchRecord | None:
-        names = _FETCH_COLUMNS if body else _FETCH_LIGHT
-        rows = self.execute(f"SELECT {', '.join(names)} FROM url_fetches WHERE url = ?", (url,))
-        if not rows:
-            return None
-        data: dict[str, Any] = {}
-        for name, raw in zip(names, rows[0], strict=True):
-            if name == "origin":
-                continue
-            value = raw
-            if name == "body":
-                value = self._decompress(bytes(raw)) if raw is not None else None
-            elif name == "headers":
-                value = json.loads(raw) if raw else {}
-            elif name == "no_store":
-                value = bool(raw)
-            data[name] = value
-        return FetchRecord(**data)
-
-    def put_fetch(self, rec: FetchRecord) -> None:
-        values: list[Any] = []
-        for name in _FETCH_COLUMNS:
-            if name == "origin":
-                values.append(origin_of(rec.url))
-            elif name == "body":
-                keep = rec.body is not None and not rec.no_store
-                values.append(self._compress(rec.body) if keep and rec.body is not None else None)
-            elif name == "body_length":
-                values.append(len(rec.body) if rec.body is not None and not rec.no_store else 0)
-            elif name == "headers":
-                values.append(json.dumps(rec.headers, sort_keys=True))
-            elif name == "no_store":
-                values.append(int(rec.no_store))
-            else:
-                values.append(getattr(rec, name))
-        updates = ", ".join(f"{c} = excluded.{c}" for c in _FETCH_COLUMNS if c != "url")
-        self.execute(f"INSERT INTO url_fetches ({', '.join(_FETCH_COLUMNS)}) VALUES "
-                     f"({', '.join('?' for _ in _FETCH_COLUMNS)}) "
-                     f"ON CONFLICT (url) DO UPDATE SET {updates}", values)
-
-    def fetch_revisited(self, url: str, *, fetched_at: float, headers: dict[str, str],
-                        fresh_until: float | None, revisit_interval: float,
-                        due_at: float) -> bool:
-        rows = self.execute("SELECT etag, last_modified, headers FROM url_fetches WHERE url = ?",
-                            (url,))
-        if not rows:
-            return False
-        etag, lm, old = rows[0]
-        merged = {**(json.loads(old) if old else {}), **headers}
-        self.execute(
-            "UPDATE url_fetches SET fetched_at = ?, headers = ?, etag = ?, last_modified = ?, "
-            "fresh_until = ?, revisit_interval = ?, due_at = ?, visits = visits + 1 "
-            "WHERE url = ?",
-            (fetched_at, json.dumps(merged, sort_keys=True), headers.get("etag") or etag,
-             headers.get("last-modified") or lm, fresh_until, revisit_interval, due_at, url))
-        return True
-
-    def count_fetches(self, kind: str | None = None) -> int:
-        if kind is None:
-            return int(self.execute("SELECT COUNT(*) FROM url_fetches")[0][0])
-        return int(self.execute("SELECT COUNT(*) FROM url_fetches WHERE kind = ?",
-                                (kind,))[0][0])
-
-    def count_aliases(self) -> int:
-        return int(self.execute("SELECT COUNT(*) FROM page_aliases")[0][0])
-
-    # --- writes (inside a transaction: call begin() first) ---------------------------
-    def put(self, rec: PageRecord) -> None:
-        """Insert or replace the page stored under ``rec.canonical_url``."""
-        cols = ", ".join(_COLUMNS)
-        marks = ", ".join("?" for _ in _COLUMNS)
-        updates = ", ".join(f"{c} = excluded.{c}" for c in _COLUMNS if c != "canonical_url")
-        self.execute(f"INSERT INTO pages ({cols}) VALUES ({marks}) "
-                     f"ON CONFLICT (canonical_url) DO UPDATE SET {updates}",
-                     _encode_row(rec, self._compress))
-        # A URL stored as a page of its own is no longer an alias of another.
-        self.execute("DELETE FROM page_aliases WHERE alias_url = ?", (rec.canonical_url,))
-
-    def revisited(self, canonical_url: str, *, fetched_at: float, headers: dict[str, str],
-                  etag: str | None, last_modified: str | None, fresh_until: float | None,
-                  revisit_interval: float, due_at: float) -> None:
-        """A visit that found the stored copy current (304, or the same text)."""
-        self.execute(
-            "UPDATE pages SET fetched_at = ?, headers = ?, etag = ?, last_modified = ?, "
-            "fresh_until = ?, revisit_interval = ?, due_at = ?, visits = visits + 1 "
-            "WHERE canonical_url = ?",
-            (fetched_at, json.dumps(headers, sort_keys=True), etag, last_modified, fresh_until,
-             revisit_interval, due_at, canonical_url))
-
-    def add_alias(self, alias_url: str, canonical_url: str, reason: str, seen_at: float) -> None:
-        if alias_url == canonical_url:
-            return
-        self.execute("INSERT INTO page_aliases (alias_url, canonical_url, reason, seen_at) "
-                     "VALUES (?, ?, ?, ?) ON CONFLICT (alias_url) DO UPDATE SET "
-                     "canonical_url = excluded.canonical_url, reason = excluded.reason, "
-                     "seen_at = excluded.seen_at", (alias_url, canonical_url, reason, seen_at))
-
-    def delete(self, canonical_url: str) -> None:
-        self.execute("DELETE FROM pages WHERE canonical_url = ?", (canonical_url,))
-
-
-# --------------------------------------------------------------------------------------
-# Near duplicates: the fingerprints of stored pages, searchable.
-
-
-class NearDuplicates:
-    """Stored pages' SimHashes and the first page of each one's cluster."""
-
-    def __init__(self, max_distance: int) -> None:
-        self.index = SimHashIndex(max_distance)
-        self._urls: list[str] = []
-        self._root: list[int] = []  # position of the first page of the cluster
-        self._pos: dict[str, int] = {}
-
-    def load(self, rows: Iterator[tuple[str, int, str | None]]) -> None:
-        for canonical, h, root in rows:
-            root_pos = self._pos.get(root) if root else None
-            self._add(canonical, h, root_pos)
-
-    def _add(self, canonical: str, h: int, root_pos: int | None) -> int:
-        old = self._pos.get(canonical)
-        if old is not None:
-            self.index.remove(old)
-        pos = self.index.add(h)
-        self._urls.append(canonical)
-        self._root.append(pos if root_pos is None else root_pos)
-        self._pos[canonical] = pos
-        return pos
-
-    def link(self, canonical: str, h: int) -> str | None:
-        """Add a page; returns the first page of the cluster it joins, or None."""
-        own = self._pos.get(canonical)
-        roots = {self._root[p] for p in self.index.near(h) if p != own}
-        # The first page of the cluster: the earliest stored (not this page itself).
-        roots = {r for r in roots if self._urls[r] != canonical}
-        root_pos = min(roots) if roots else None
-        self._add(canonical, h, root_pos)
-        return self._urls[root_pos] if root_pos is not None else None
-
-    def forget(self, canonical: str) -> None:
-        pos = self._pos.pop(canonical, None)
-        if pos is not None:
-            self.index.remove(pos)
-
-    def __len__(self) -> int:
-        return len(self._pos)
 
 
 @dataclass(frozen=True)
@@ -868,49 +533,9 @@ class PageStore:
                                        due_at=fetched_at + interval)
 
 
-# --------------------------------------------------------------------------------------
-# What the crawl does when its page store's database goes away.
-
-
 # The writes a page store gave up on, in the state directory: made when a store opens
 # there next.
 SPILL_FILE = "page-store-unwritten.pickle"
-
-
-class StoreWatch:
-    """What the crawl does when its page store's database goes away (any thread)."""
-
-    def __init__(self, crawler: Crawler) -> None:
-        self.crawler = crawler
-        self.paused = False
-
-    def __call__(self, state: str, why: str) -> None:
-        from twisted.internet import reactor
-
-        reactor.callFromThread(self._on_reactor, state, why)
-
-    def _on_reactor(self, state: str, why: str) -> None:
-        engine = self.crawler.engine
-        stats = self.crawler.stats
-        if stats is not None:
-            stats.inc_value(f"polite/pages/store_{state}")
-        if engine is None:
-            return
-        if state == "full" and not self.paused:
-            self.paused = True
-            engine.pause()
-            logger.warning("Fetching paused: %(why)s for a page store that does not answer",
-                           {"why": why})
-        elif state in ("room", "ok") and self.paused:
-            self.paused = False
-            engine.unpause()
-            logger.info("Fetching resumed: the page store takes writes again")
-        elif state == "down":
-            from scrapy.utils.defer import deferred_from_coro
-
-            logger.error("Closing the crawl: %(why)s", {"why": why})
-            engine.unpause()
-            deferred_from_coro(engine.close_spider_async(reason=STORE_DOWN))
 
 
 __all__ = [

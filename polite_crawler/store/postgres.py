@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from polite_crawler.store.pages import SQLPageBackend
+from polite_crawler.store.page_backend import SQLPageBackend
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from polite_crawler.records import FetchRecord, Job, OptOut, PageRecord, RobotsState
-    from polite_crawler.store.pages import SQLPageBackend
+    from polite_crawler.store.page_backend import SQLPageBackend
 
 
 class StateUnreadable(Exception):
