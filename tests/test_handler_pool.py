@@ -1,0 +1,117 @@
+"""The download handler's connection pool: idle kept-alive connections follow the
+requests in flight (closed after a rest longer than the keep-alive time, after that time
+idle, and beyond a cap for all hosts together), and running out of descriptors is told
+apart from a site's failure.
+
+The pool is the real one on Twisted's test clock; the connections are stand-ins with
+the two things the pool touches (their state and their transport's close)."""
+
+from __future__ import annotations
+
+import errno
+from typing import Any
+
+import pytest
+from twisted.internet import error
+from twisted.internet.task import Clock
+
+from polite_crawler.extensions.descriptors import exhaustion_in
+from polite_crawler.handlers import _GuardedPool
+from polite_crawler.policy.descriptors import keep_for, plan_descriptors
+
+
+class _Transport:
+    def __init__(self) -> None:
+        self.closed = False
+
+    def loseConnection(self) -> None:
+        self.closed = True
+
+
+class _Connection:
+    state = "QUIESCENT"
+
+    def __init__(self) -> None:
+        self.transport = _Transport()
+
+
+def _pool(keep: float = 4.0, cap: int = 256) -> tuple[_GuardedPool, Clock, list[str]]:
+    clock = Clock()
+    counted: list[str] = []
+    pool = _GuardedPool(clock, persistent=True, count=counted.append)
+    pool.maxPersistentPerHost = 1
+    pool.cachedConnectionTimeout = keep
+    pool.max_idle = cap
+    return pool, clock, counted
+
+
+def _key(i: int) -> tuple[str, str, int]:
+    return ("http", f"127.0.9.{i}", 80)
+
+
+def test_an_idle_connection_is_closed_after_the_keep_alive_time_and_its_key_forgotten() -> None:
+    pool, clock, counted = _pool(keep=4.0)
+    conn = _Connection()
+    pool._putConnection(_key(1), conn)
+    clock.advance(3.9)
+    assert not conn.transport.closed
+    clock.advance(0.2)
+    assert conn.transport.closed
+    assert pool._connections == {} and pool._timeouts == {}
+    assert counted == ["polite/connections/closed/idle"]
+
+
+def test_a_connection_is_closed_at_once_when_its_hosts_rest_is_longer() -> None:
+    pool, clock, counted = _pool(keep=4.0)
+    short, long_ = _Connection(), _Connection()
+    pool._putConnection(_key(1), short)
+    pool._putConnection(_key(2), long_)
+    pool.settle(short, keep_for(3.0, 4.0))
+    pool.settle(long_, keep_for(10.0, 4.0))
+    assert not short.transport.closed
+    assert long_.transport.closed
+    assert list(pool._connections) == [_key(1)]
+    assert counted == ["polite/connections/closed/rest"]
+    assert not clock.getDelayedCalls()[0].cancelled
+
+
+def test_beyond_the_cap_the_longest_idle_connection_is_closed() -> None:
+    pool, _clock, counted = _pool(cap=2)
+    conns = [_Connection() for _ in range(3)]
+    for i, conn in enumerate(conns):
+        pool._putConnection(_key(i), conn)
+    assert [c.transport.closed for c in conns] == [True, False, False]
+    assert counted == ["polite/connections/closed/cap"]
+    assert len(pool._timeouts) == 2
+
+
+def test_a_kept_connection_is_handed_out_again_and_no_longer_idle() -> None:
+    pool, clock, _counted = _pool()
+    conn = _Connection()
+    pool._putConnection(_key(1), conn)
+    got: list[Any] = []
+    pool.getConnection(_key(1), None).addCallback(got.append)  # type: ignore[arg-type]
+    assert got == [conn]
+    assert pool._connections == {} and pool._timeouts == {}
+    clock.advance(10)
+    assert not conn.transport.closed  # its idle timer went with it
+
+
+def test_no_idle_connection_kept_when_the_budget_leaves_none() -> None:
+    pool, _clock, _counted = _pool(cap=plan_descriptors(128, 128, 256).idle)
+    conn = _Connection()
+    pool._putConnection(_key(1), conn)
+    assert conn.transport.closed and pool._connections == {}
+
+
+@pytest.mark.parametrize(("exc", "found"), [
+    (OSError(errno.EMFILE, "Too many open files"), True),
+    (OSError(errno.ENFILE, "Too many open files in system"), True),
+    (error.ConnectBindError(errno.EMFILE, "Too many open files"), True),  # type: ignore[no-untyped-call]
+    (error.ConnectionRefusedError(), False),  # type: ignore[no-untyped-call]
+    (OSError(errno.ECONNRESET, "reset"), False),
+])
+def test_running_out_of_descriptors_is_told_apart(exc: BaseException, found: bool) -> None:
+    wrapped = RuntimeError("while connecting")
+    wrapped.__cause__ = exc
+    assert (exhaustion_in(wrapped) is not None) is found
