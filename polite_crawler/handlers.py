@@ -32,6 +32,16 @@ HTTP/1.1 handler with these changes:
   response's last byte arrived, the end of the exchange the origin's rest runs from.
   Where the kernel has no ``TCP_INFO`` both keys are absent and the gate times the
   exchange itself.
+* **Connections follow requests in flight, not sites.** A kept-alive connection
+  waits in the pool for its host's next request only when that may come within
+  POLITE_KEEPALIVE_IDLE (the base rest for the request's kind is shorter:
+  :func:`polite_crawler.policy.descriptors.keep_for`), is closed at once otherwise and
+  after that long idle, and at most POLITE_KEEPALIVE_MAX wait, all hosts together
+  (fewer when the descriptor budget is short: ``extensions.descriptors``).
+* **Running out of descriptors is the crawl's error, not the site's.** A connection
+  that cannot be made for EMFILE/ENFILE raises :class:`DescriptorsExhaustedError` (the
+  gate puts the request back, as a request not started) and closes the crawl
+  (``descriptors_exhausted``).
 * **No silent re-send.** Twisted's pool re-sends a request that failed on a
   reused keep-alive connection, at once and unseen by the gate; that is off
   (``retryAutomatically = False``): every failure goes to the gate, which
