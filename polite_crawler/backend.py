@@ -49,10 +49,32 @@ CLUSTER_DRIVER = "polite_crawler.frontier.redis_scheduler.ClusterDriver"
 COMMAND_REDIS_TIMEOUT = 5.0
 
 
+def _float(settings: BaseSettings, name: str) -> float:
+    """A setting as the crawl reads it: its value, or (a component used without the
+    add-on) its default, declared once in :mod:`polite_crawler.defaults`."""
+    from polite_crawler.defaults import POLITE_DEFAULTS
+
+    return settings.getfloat(name, POLITE_DEFAULTS[name])
+
+
+def _int(settings: BaseSettings, name: str) -> int:
+    """:func:`_float` for a whole number."""
+    from polite_crawler.defaults import POLITE_DEFAULTS
+
+    return settings.getint(name, POLITE_DEFAULTS[name])
+
+
+def _str(settings: BaseSettings, name: str) -> str:
+    """:func:`_float` for a text."""
+    from polite_crawler.defaults import POLITE_DEFAULTS
+
+    return str(settings.get(name, POLITE_DEFAULTS[name]))
+
+
 def command_redis_timeout(settings: BaseSettings) -> float:
     """Seconds a command's Redis call may take: POLITE_REDIS_STATE_TIMEOUT, at least
     :data:`COMMAND_REDIS_TIMEOUT`."""
-    return max(settings.getfloat("POLITE_REDIS_STATE_TIMEOUT"), COMMAND_REDIS_TIMEOUT)
+    return max(_float(settings, "POLITE_REDIS_STATE_TIMEOUT"), COMMAND_REDIS_TIMEOUT)
 
 
 def page_backend_factory(uri: str, sqlite_path: str) -> Callable[[], SQLPageBackend]:
@@ -121,19 +143,16 @@ class Backend:
                         on_state: Callable[[str, str], None] | None = None) -> PageStore:
         """The crawl's page store, written in batches by its thread; ``on_state`` hears
         when its database goes away and comes back."""
-        from polite_crawler.defaults import POLITE_DEFAULTS
         from polite_crawler.store.pages import SPILL_FILE, PageStore
         from polite_crawler.store.paths import state_dir
 
         state = state_dir(settings)
         return PageStore(self.page_backends(state),
-                         batch_size=settings.getint("POLITE_STORE_BATCH", 200),
-                         flush_interval=settings.getfloat("POLITE_STORE_FLUSH", 1.0),
-                         max_distance=settings.getint("POLITE_SIMHASH_DISTANCE", 8),
-                         buffer=settings.getint("POLITE_STORE_BUFFER",
-                                                POLITE_DEFAULTS["POLITE_STORE_BUFFER"]),
-                         give_up=settings.getfloat("POLITE_STORE_GIVE_UP",
-                                                   POLITE_DEFAULTS["POLITE_STORE_GIVE_UP"]),
+                         batch_size=_int(settings, "POLITE_STORE_BATCH"),
+                         flush_interval=_float(settings, "POLITE_STORE_FLUSH"),
+                         max_distance=_int(settings, "POLITE_SIMHASH_DISTANCE"),
+                         buffer=_int(settings, "POLITE_STORE_BUFFER"),
+                         give_up=_float(settings, "POLITE_STORE_GIVE_UP"),
                          spill=state / SPILL_FILE, on_state=on_state)
 
     # --- the robots.txt cache and the opt-out list --------------------------------------
@@ -142,27 +161,26 @@ class Backend:
         """The crawl's robots.txt cache: the book's rules over this backend's store."""
         import time
 
-        from polite_crawler.policy.robots import DEFAULT_MAX_BYTES
         from polite_crawler.store.robots import RobotsBook
 
         store: Any
         if self.cluster:
-            from polite_crawler.store.redis_robots import KEEP, TIMEOUT, RedisRobotsStore
+            from polite_crawler.store.redis_robots import RedisRobotsStore
 
             store = RedisRobotsStore(
-                self.frontier_url, keep=settings.getfloat("POLITE_ROBOTS_REDIS_KEEP", KEEP),
-                timeout=settings.getfloat("POLITE_REDIS_STATE_TIMEOUT", TIMEOUT))
+                self.frontier_url, keep=_float(settings, "POLITE_ROBOTS_REDIS_KEEP"),
+                timeout=_float(settings, "POLITE_REDIS_STATE_TIMEOUT"))
         else:
             from polite_crawler.store.paths import origins_db_path
 
             store = origins_db_path(settings)
         return RobotsBook(
             store,
-            settings.get("POLITE_BOT_NAME", "PoliteCrawler"),
-            ttl=settings.getfloat("POLITE_ROBOTS_TTL", 24 * 3600.0),
-            max_bytes=settings.getint("POLITE_ROBOTS_MAX_BYTES", DEFAULT_MAX_BYTES),
-            retry_min=settings.getfloat("POLITE_ROBOTS_RETRY_MIN", 60.0),
-            retry_max=settings.getfloat("POLITE_ROBOTS_RETRY_MAX", 3600.0),
+            _str(settings, "POLITE_BOT_NAME"),
+            ttl=_float(settings, "POLITE_ROBOTS_TTL"),
+            max_bytes=_int(settings, "POLITE_ROBOTS_MAX_BYTES"),
+            retry_min=_float(settings, "POLITE_ROBOTS_RETRY_MIN"),
+            retry_max=_float(settings, "POLITE_ROBOTS_RETRY_MAX"),
             clock=clock or time.time,
             count=count or (lambda key: None),
         )
@@ -175,8 +193,7 @@ class Backend:
             return None
         from polite_crawler.store.redis_optout import RedisOptOutList
 
-        wait = settings.getfloat("POLITE_REDIS_STATE_TIMEOUT", 2.0) if timeout is None \
-            else timeout
+        wait = _float(settings, "POLITE_REDIS_STATE_TIMEOUT") if timeout is None else timeout
         return RedisOptOutList(self.frontier_url, timeout=wait)
 
     def optout_store(self, settings: BaseSettings, state: Path | None, *,

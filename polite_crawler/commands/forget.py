@@ -89,7 +89,7 @@ def _delete_pages(settings: Any, pages: tuple[Any, str], origin: str,
     try:
         counts = delete_from_page_store(backend, origin)
         if acked:
-            time.sleep(settings.getfloat("POLITE_STORE_FLUSH", 1.0) + 0.5)
+            time.sleep(settings.getfloat("POLITE_STORE_FLUSH") + 0.5)
             for key, n in delete_from_page_store(backend, origin).items():
                 counts[key] = counts.get(key, 0) + n
     finally:

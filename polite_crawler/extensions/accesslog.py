@@ -131,7 +131,7 @@ class AccessLog:
         self._open: dict[Request, _Exchange] = {}  # reached the downloader, not yet left
         self._ended: dict[Request, _Exchange] = {}  # left, waiting for the gate's verdict
         self.lines = 0
-        self.max_bytes = crawler.settings.getint("POLITE_ACCESS_LOG_MAX_BYTES", 0)
+        self.max_bytes = crawler.settings.getint("POLITE_ACCESS_LOG_MAX_BYTES")
         self._written = 0
         self._part = 1
         self._sweep: CallLaterOnce[None] = CallLaterOnce(self._sweep_ended)
@@ -181,7 +181,7 @@ class AccessLog:
     def spider_opened(self, spider: Spider) -> None:
         self._ensure_open()
         assert self.path is not None
-        keep = self.crawler.settings.getfloat("POLITE_ACCESS_LOG_KEEP_DAYS", 0.0)
+        keep = self.crawler.settings.getfloat("POLITE_ACCESS_LOG_KEEP_DAYS")
         for old in prune_access_logs(self.path.parent, keep, time.time(), spare=self.path):
             logger.info("Deleted the access log %(path)s (older than %(days)g days)",
                         {"path": str(old), "days": keep})
