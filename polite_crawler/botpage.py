@@ -14,6 +14,7 @@ import argparse
 import html
 import re
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,9 +32,11 @@ from polite_crawler.policy.signing import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
 
     from scrapy.settings import BaseSettings, Settings
+
+    from polite_crawler.policy.identity import Identity
 
 PROJECT_SETTINGS = "polite_crawler.settings"
 
@@ -234,8 +237,86 @@ forgotten site stay as the record that it was forgotten.</p>
 </section>"""
 
 
-def render_bot_page(settings: BaseSettings) -> str:
-    """The bot page as an HTML document, from ``settings`` (see :func:`load_settings`)."""
+@dataclass(frozen=True)
+class _Page:
+    """What the bot page says, read from the settings once (:func:`_page_facts`); each
+    section of the page is a function of it."""
+
+    ident: Identity
+    token: str
+    bot_url: str
+    contact: str
+    purpose: str
+    addresses: list[str]
+    g: Callable[[str], float]
+    rest_page: float
+    rest_api: float
+    factor: float
+    duration_max: float
+    crawl_delay_max: float
+    backoff_max: float
+    jitter: float
+    robots_ttl: float
+    park: float
+    breaker: int
+    retries: int
+    budget: int
+    baseline_n: int
+    window_n: int
+    min_rise: float
+    per_hour: int
+    notice: str
+    contact_html: str
+    from_html: str
+    purpose_html: str
+    addr_html: str
+    signing_html: str
+    signing_glance: str
+    toc: str
+    settings: BaseSettings
+
+
+# The page's sections, in order: (id, heading).
+SECTIONS = (
+    ("stop", "Stop it or slow it down"),
+    ("collects", "What it collects, and why"),
+    ("often", "How often it comes back"),
+    ("fast", "How fast it goes"),
+    ("answers", "What your server's answers do"),
+    ("signals", "Page rules and content signals"),
+    ("verify", "Is it really this crawler?"),
+    ("forget", "Ask it to forget your site"),  # the opt-out (scrapy forget)
+    ("contact", "Contact"),
+)
+
+
+def _notice(missing: list[str]) -> str:
+    """The operator's note: what is not set yet (nothing when everything is)."""
+    if not missing:
+        return ""
+    return (
+        '<aside class="notice" role="note" aria-label="Note for the operator">'
+        "<strong>Not ready to publish.</strong> The crawler's operator has not set "
+        + ", ".join(_code(m) for m in missing)
+        + ". Set them in the project's settings, run <code>make bot-page</code> again, "
+        "and publish this page at the address in <code>POLITE_BOT_URL</code>. Until "
+        "<code>POLITE_BOT_URL</code> is set the crawler fetches from loopback addresses only, "
+        "and its User-Agent points at the demo web's copy of this page.</aside>"
+    )
+
+
+def _addresses_html(addresses: list[str]) -> str:
+    """The source addresses a site owner may check a request against."""
+    if addresses:
+        return ("<p>It connects only from these addresses (or names):</p><ul>"
+                + "".join(f"<li>{_code(a)}</li>" for a in addresses) + "</ul>")
+    return ("<p><strong>The operator has not published its source addresses yet</strong> "
+            "(<code>POLITE_SOURCE_ADDRESSES</code>). Until it does, the User-Agent is the "
+            "only sign, and a User-Agent can be copied by anyone.</p>")
+
+
+def _page_facts(settings: BaseSettings) -> _Page:
+    """Everything the page says, read from ``settings`` once."""
     from polite_crawler.middlewares.identity import identity_from_settings
 
     ident = identity_from_settings(settings)
@@ -265,101 +346,114 @@ def render_bot_page(settings: BaseSettings) -> str:
     missing = [name for name, value in (
         ("POLITE_BOT_URL", bot_url), ("POLITE_CONTACT", contact),
         ("POLITE_SOURCE_ADDRESSES", addresses), ("POLITE_PURPOSE", purpose)) if not value]
-    notice = ""
-    if missing:
-        notice = (
-            '<aside class="notice" role="note" aria-label="Note for the operator">'
-            "<strong>Not ready to publish.</strong> The crawler's operator has not set "
-            + ", ".join(_code(m) for m in missing)
-            + ". Set them in the project's settings, run <code>make bot-page</code> again, "
-            "and publish this page at the address in <code>POLITE_BOT_URL</code>. Until "
-            "<code>POLITE_BOT_URL</code> is set the crawler fetches from loopback addresses only, "
-            "and its User-Agent points at the demo web's copy of this page.</aside>"
-        )
-
     contact_html = (f'<a href="mailto:{_e(contact)}">{_e(contact)}</a>' if contact
                     else "not set yet by the operator")
     from_html = _code(f"From: {contact}") if contact else "not sent (no contact address is set)"
     purpose_html = (f"<p>{_e(purpose)}</p>" if purpose else
                     "<p>The operator has not described the purpose of this crawl yet "
                     "(<code>POLITE_PURPOSE</code>).</p>")
-    if addresses:
-        addr_html = ("<p>It connects only from these addresses (or names):</p><ul>"
-                     + "".join(f"<li>{_code(a)}</li>" for a in addresses) + "</ul>")
-    else:
-        addr_html = ("<p><strong>The operator has not published its source addresses yet</strong> "
-                     "(<code>POLITE_SOURCE_ADDRESSES</code>). Until it does, the User-Agent is the "
-                     "only sign, and a User-Agent can be copied by anyone.</p>")
-
     signing_html, signing_glance = _signing_html(settings)
+    return _Page(
+        ident=ident,
+        token=token,
+        bot_url=bot_url,
+        contact=contact,
+        purpose=purpose,
+        addresses=addresses,
+        g=g,
+        rest_page=rest_page,
+        rest_api=rest_api,
+        factor=factor,
+        duration_max=duration_max,
+        crawl_delay_max=crawl_delay_max,
+        backoff_max=backoff_max,
+        jitter=jitter,
+        robots_ttl=robots_ttl,
+        park=park,
+        breaker=breaker,
+        retries=retries,
+        budget=budget,
+        baseline_n=baseline_n,
+        window_n=window_n,
+        min_rise=min_rise,
+        per_hour=per_hour,
+        notice=_notice(missing),
+        contact_html=contact_html,
+        from_html=from_html,
+        purpose_html=purpose_html,
+        addr_html=_addresses_html(addresses),
+        signing_html=signing_html,
+        signing_glance=signing_glance,
+        toc="".join(f'<li><a href="#{sid}">{_e(label)}</a></li>' for sid, label in SECTIONS),
+        settings=settings,
+    )
 
-    sections = [
-        ("stop", "Stop it or slow it down"),
-        ("collects", "What it collects, and why"),
-        ("often", "How often it comes back"),
-        ("fast", "How fast it goes"),
-        ("answers", "What your server's answers do"),
-        ("signals", "Page rules and content signals"),
-        ("verify", "Is it really this crawler?"),
-        ("forget", "Ask it to forget your site"),  # the opt-out (scrapy forget)
-        ("contact", "Contact"),
-    ]
-    toc = "".join(f'<li><a href="#{sid}">{_e(label)}</a></li>' for sid, label in sections)
 
-    body = f"""
+def _top(p: _Page) -> str:
+    """The header, the operator's notice, the facts at a glance and the contents."""
+    return f"""
 <a class="skip" href="#main">Skip to the content</a>
 <div class="wrap">
 <header>
 <p class="lede">A note for site owners</p>
-<h1>{_e(token)}, the crawler in your access log</h1>
+<h1>{_e(p.token)}, the crawler in your access log</h1>
 <p>If your log shows the User-Agent below, this page is about the program that sent it.
 It is built on <em>polite_crawler</em>, a crawler made to cost a site almost nothing and to stop
 when the site says no. This page is generated from the crawler's own settings, so the numbers on
 it are the ones it runs with.</p>
 </header>
-{notice}
+{p.notice}
 <main id="main">
 <dl class="glance" aria-label="At a glance">
-<dt>User-Agent it sends</dt><dd>{_code(ident.user_agent)}</dd>
-<dt>From header</dt><dd>{from_html}</dd>
-<dt>Its token in robots.txt</dt><dd>{_code(token)}</dd>
-<dt>Pace on one site</dt><dd>one request at a time, then a rest of at least {duration(rest_page)}
+<dt>User-Agent it sends</dt><dd>{_code(p.ident.user_agent)}</dd>
+<dt>From header</dt><dd>{p.from_html}</dd>
+<dt>Its token in robots.txt</dt><dd>{_code(p.token)}</dd>
+<dt>Pace on one site</dt><dd>one request at a time, then a rest of at least {duration(p.rest_page)}
 before the next one</dd>
-<dt>Contact</dt><dd>{contact_html}</dd>
-<dt>Signed requests (Web Bot Auth)</dt><dd>{signing_glance}</dd>
+<dt>Contact</dt><dd>{p.contact_html}</dd>
+<dt>Signed requests (Web Bot Auth)</dt><dd>{p.signing_glance}</dd>
 </dl>
 
-<nav class="toc" aria-label="On this page"><ol>{toc}</ol></nav>
+<nav class="toc" aria-label="On this page"><ol>{p.toc}</ol></nav>
+"""
 
-<section aria-labelledby="stop">
+
+def _stop_section(p: _Page) -> str:
+    """How to stop it or slow it down: robots.txt (RFC 9309)."""
+    delay = duration(p.crawl_delay_max)
+    return f"""<section aria-labelledby="stop">
 <h2 id="stop">Stop it or slow it down</h2>
 <p>The crawler reads <code>/robots.txt</code> before anything else on your site and obeys it as
-RFC&nbsp;9309 says. It matches the group for its token, <code>{_e(token)}</code>, or else the
+RFC&nbsp;9309 says. It matches the group for its token, <code>{_e(p.token)}</code>, or else the
 <code>*</code> group. To keep it out of the whole site:</p>
-<pre><code>User-agent: {_e(token)}
+<pre><code>User-agent: {_e(p.token)}
 Disallow: /</code></pre>
 <p>To keep it out of one part, and to make it wait longer between requests:</p>
-<pre><code>User-agent: {_e(token)}
+<pre><code>User-agent: {_e(p.token)}
 Disallow: /private/
 Crawl-delay: 10</code></pre>
 <ul>
-<li>Only one group applies: if you write a group for <code>{_e(token)}</code>, your
+<li>Only one group applies: if you write a group for <code>{_e(p.token)}</code>, your
 <code>*</code> group no longer applies to it, so repeat there any line you still need.</li>
-<li>It honours <code>Crawl-delay</code> up to {duration(crawl_delay_max)}; a larger value counts as
-{duration(crawl_delay_max)}. To go slower than that, disallow.</li>
-<li>It reads robots.txt again when its copy is {duration(robots_ttl)} old, so a new rule takes
-effect within {duration(robots_ttl)}.</li>
+<li>It honours <code>Crawl-delay</code> up to {delay}; a larger value counts as
+{delay}. To go slower than that, disallow.</li>
+<li>It reads robots.txt again when its copy is {duration(p.robots_ttl)} old, so a new rule takes
+effect within {duration(p.robots_ttl)}.</li>
 <li>When robots.txt answers with a server error (5xx) or 429, or cannot be reached, it fetches
 nothing else from the site; it keeps to the last copy it read, if it has one, and asks for
-robots.txt again after {duration(g("POLITE_ROBOTS_RETRY_MIN"))}, then twice as long each time,
-up to {duration(g("POLITE_ROBOTS_RETRY_MAX"))}. A 404 (or any other 4xx) for robots.txt means
+robots.txt again after {duration(p.g("POLITE_ROBOTS_RETRY_MIN"))}, then twice as long each time,
+up to {duration(p.g("POLITE_ROBOTS_RETRY_MAX"))}. A 404 (or any other 4xx) for robots.txt means
 no restrictions, as the RFC says.</li>
 </ul>
 </section>
+"""
 
-<section aria-labelledby="collects">
+
+def _collects_section(p: _Page) -> str:
+    """What it collects, and why."""
+    return f"""<section aria-labelledby="collects">
 <h2 id="collects">What it collects, and why</h2>
-{purpose_html}
+{p.purpose_html}
 <p>It fetches the HTML pages of the sites its operator lists, and never leaves those sites. It
 starts from your robots.txt <code>Sitemap:</code> lines (or <code>/sitemap.xml</code>) and your
 feeds, and follows your links only for what they do not list.</p>
@@ -374,23 +468,31 @@ calls (GET or HEAD; no analytics, tag manager or ad hosts), each through the cra
 (robots.txt, its User-Agent, one request at a time; a 402, 403, 429, 503 or challenge answer
 ends the render). The render counts as one visit, and the rest after it grows with its time.</p>
 </section>
+"""
 
-<section aria-labelledby="often">
+
+def _often_section(p: _Page) -> str:
+    """How often it comes back."""
+    return f"""<section aria-labelledby="often">
 <h2 id="often">How often it comes back</h2>
 <ul>
-<li>robots.txt: once its copy is {duration(robots_ttl)} old.</li>
+<li>robots.txt: once its copy is {duration(p.robots_ttl)} old.</li>
 <li>A page: after an interval that follows how often that page changes, between
-{duration(g("POLITE_REVISIT_MIN"))} and {duration(g("POLITE_REVISIT_MAX"))}
-({duration(g("POLITE_REVISIT_DEFAULT"))} at first). Your <code>Cache-Control: max-age</code>
+{duration(p.g("POLITE_REVISIT_MIN"))} and {duration(p.g("POLITE_REVISIT_MAX"))}
+({duration(p.g("POLITE_REVISIT_DEFAULT"))} at first). Your <code>Cache-Control: max-age</code>
 or <code>Expires</code> is a floor: a page still fresh is not asked for. A sitemap
 <code>lastmod</code> no newer than its copy means it is not asked for either.</li>
 <li>A revisit is a conditional request (<code>If-None-Match</code>,
 <code>If-Modified-Since</code>): an unchanged page costs you a <code>304</code> with no body.</li>
-<li>At most {_num(budget)} pages from one site in a day.</li>
+<li>At most {_num(p.budget)} pages from one site in a day.</li>
 </ul>
 </section>
+"""
 
-<section aria-labelledby="fast">
+
+def _fast_section(p: _Page) -> str:
+    """How fast it goes: the rest between two requests."""
+    return f"""<section aria-labelledby="fast">
 <h2 id="fast">How fast it goes</h2>
 <p>It keeps at most one request in flight to your site. After each response ends, it rests
 before it sends the next request. The rest is the longest of these times:</p>
@@ -398,33 +500,37 @@ before it sends the next request. The rest is the longest of these times:</p>
 <caption>The rest between two requests to one site</caption>
 <thead><tr><th scope="col">Reason</th><th scope="col">Rest</th></tr></thead>
 <tbody>
-<tr><th scope="row">Every page</th><td>{duration(rest_page)} ({duration(rest_api)} for a
+<tr><th scope="row">Every page</th><td>{duration(p.rest_page)} ({duration(p.rest_api)} for a
 documented API)</td></tr>
-<tr><th scope="row">A slow answer</th><td>{_num(factor)} &times; the time the last answer
-took, up to {duration(duration_max)}</td></tr>
+<tr><th scope="row">A slow answer</th><td>{_num(p.factor)} &times; the time the last answer
+took, up to {duration(p.duration_max)}</td></tr>
 <tr><th scope="row">Your <code>Crawl-delay</code></th><td>as written, up to
-{duration(crawl_delay_max)}</td></tr>
+{duration(p.crawl_delay_max)}</td></tr>
 <tr><th scope="row">Your <code>Retry-After</code>, or a backoff after a failure</th><td>as
 written; without it a random backoff that grows with each failure, up to
-{duration(backoff_max)}</td></tr>
+{duration(p.backoff_max)}</td></tr>
 </tbody>
 </table>
-<p>To that it adds a random extra of up to {_num(jitter * 100)}&nbsp;% of the base rest, so it
+<p>To that it adds a random extra of up to {_num(p.jitter * 100)}&nbsp;% of the base rest, so it
 does not fall into step with your cache or with other crawlers. If your server slows down while
-it crawls (the median time of its last {window_n} answers is more than twice the median of its
-first {baseline_n}, and {_num(min_rise * 1000)}&nbsp;ms or more above it), it takes the hint and
+it crawls (the median time of its last {p.window_n} answers is more than twice the median of its
+first {p.baseline_n}, and {_num(p.min_rise * 1000)}&nbsp;ms or more above it), it takes the hint and
 doubles its rest; when your server is back to its first speed, it halves the rest again, one
-step per {window_n} answers. An answer's time runs from its request leaving the crawler to its
+step per {p.window_n} answers. An answer's time runs from its request leaving the crawler to its
 last byte arriving, so a crawler busy with its own work does not count as a slow server.</p>
-<p>So one site sees at most {_num(per_hour)} requests an hour from it, fewer when your server
-is slow, and at most {_num(budget)} pages a day. Answers larger than
-{size(settings.getint("POLITE_MAX_BYTES"))} are cut there. It waits at most
-{duration(g("POLITE_CONNECT_TIMEOUT"))} to connect, {duration(g("POLITE_HEADERS_TIMEOUT"))} for
-the headers of an answer and {duration(g("POLITE_EXCHANGE_TIMEOUT"))} for the whole of it; a
+<p>So one site sees at most {_num(p.per_hour)} requests an hour from it, fewer when your server
+is slow, and at most {_num(p.budget)} pages a day. Answers larger than
+{size(p.settings.getint("POLITE_MAX_BYTES"))} are cut there. It waits at most
+{duration(p.g("POLITE_CONNECT_TIMEOUT"))} to connect, {duration(p.g("POLITE_HEADERS_TIMEOUT"))} for
+the headers of an answer and {duration(p.g("POLITE_EXCHANGE_TIMEOUT"))} for the whole of it; a
 longer wait counts as a failure.</p>
 </section>
+"""
 
-<section aria-labelledby="answers">
+
+def _answers_section(p: _Page) -> str:
+    """What the server's answers do (the verdicts)."""
+    return f"""<section aria-labelledby="answers">
 <h2 id="answers">What your server's answers do</h2>
 <table>
 <caption>How the crawler reads each answer</caption>
@@ -433,9 +539,9 @@ longer wait counts as a failure.</p>
 <tr><th scope="row">200</th><td>keeps the page; rests as usual</td></tr>
 <tr><th scope="row">304 Not Modified</th><td>reuses its stored copy</td></tr>
 <tr><th scope="row">429 or 503</th><td>waits as long as <code>Retry-After</code> says (seconds or
-an HTTP date); without it, a random backoff up to {duration(backoff_max)}. After three 429s in
+an HTTP date); without it, a random backoff up to {duration(p.backoff_max)}. After three 429s in
 one run it halves its pace on your site for the rest of the run. A <code>Retry-After</code>
-longer than {duration(park)} means no more requests until the next run.</td></tr>
+longer than {duration(p.park)} means no more requests until the next run.</td></tr>
 <tr><th scope="row">402, 403, or a challenge page (CAPTCHA, "Just a moment…")</th><td>stops
 crawling your site for the run. It does not try again with another identity, a proxy or a
 browser.</td></tr>
@@ -444,19 +550,23 @@ browser.</td></tr>
 run</td></tr>
 <tr><th scope="row">Another 5xx, a timeout, a refused or reset connection (and a 503
 too)</th><td>backs off;
-{breaker} failures in a row stop the crawl of your site for the run</td></tr>
+{p.breaker} failures in a row stop the crawl of your site for the run</td></tr>
 </tbody>
 </table>
-<p>A request is retried at most {retries} times, and a retry waits its turn like any other
+<p>A request is retried at most {p.retries} times, and a retry waits its turn like any other
 request.</p>
 </section>
+"""
 
-<section aria-labelledby="signals">
+
+def _signals_section(p: _Page) -> str:
+    """Page rules and content signals."""
+    return f"""<section aria-labelledby="signals">
 <h2 id="signals">Page rules and content signals</h2>
 <ul>
 <li><code>&lt;meta name="robots" content="noindex"&gt;</code>, the same with
-<code>name="{_e(token)}"</code>, or the header <code>X-Robots-Tag: noindex</code> (or
-<code>X-Robots-Tag: {_e(token)}: noindex</code>): the page's text is not kept as content.</li>
+<code>name="{_e(p.token)}"</code>, or the header <code>X-Robots-Tag: noindex</code> (or
+<code>X-Robots-Tag: {_e(p.token)}: noindex</code>): the page's text is not kept as content.</li>
 <li><code>nofollow</code> in those places: it follows no link of the page. A link with
 <code>rel="nofollow"</code> is not followed.</li>
 <li>Content signals, in robots.txt or as a header, in Cloudflare's form
@@ -466,32 +576,49 @@ that refuses AI input is kept, but its text is held back from any AI use.
 <code>ai-train=no</code> is recorded; this crawler trains no model.</li>
 </ul>
 </section>
+"""
 
-<section aria-labelledby="verify">
+
+def _verify_section(p: _Page) -> str:
+    """How to tell it is really this crawler: addresses and signatures."""
+    return f"""<section aria-labelledby="verify">
 <h2 id="verify">Is it really this crawler?</h2>
-{addr_html}
+{p.addr_html}
 <p>To check a request in your log, look up the name of its address, then the address of that
 name; both must agree and fall within the list above:</p>
 <pre><code>host 203.0.113.7          # the address from your log
 host crawler.example.org  # the name the first answer gave</code></pre>
-<p>A request that claims to be <code>{_e(token)}</code> from any other address is not from this
+<p>A request that claims to be <code>{_e(p.token)}</code> from any other address is not from this
 crawler: block it as you see fit, and tell us.</p>
-{signing_html}
+{p.signing_html}
 </section>
+"""
 
-{_optout_section(settings, contact_html)}
+
+def _closing(p: _Page) -> str:
+    """The opt-out, the contact and the footer."""
+    return f"""{_optout_section(p.settings, p.contact_html)}
 <section aria-labelledby="contact">
 <h2 id="contact">Contact</h2>
-<p>Write to {contact_html}. The quickest way to stop the crawler is still robots.txt: it needs
-no reply from anyone and takes effect within {duration(robots_ttl)}.</p>
+<p>Write to {p.contact_html}. The quickest way to stop the crawler is still robots.txt: it needs
+no reply from anyone and takes effect within {duration(p.robots_ttl)}.</p>
 </section>
 </main>
 <footer>
 <p>Generated by <code>make bot-page</code> from the settings of polite_crawler {_e(__version__)}.
-{"This page's address: " + _code(bot_url) + "." if bot_url else ""}</p>
+{"This page's address: " + _code(p.bot_url) + "." if p.bot_url else ""}</p>
 </footer>
 </div>
 """
+
+
+def render_bot_page(settings: BaseSettings) -> str:
+    """The bot page as an HTML document, from ``settings`` (see :func:`load_settings`)."""
+    p = _page_facts(settings)
+    token = p.token
+    body = "\n".join(part(p) for part in (
+        _top, _stop_section, _collects_section, _often_section, _fast_section,
+        _answers_section, _signals_section, _verify_section, _closing))
     return (
         "<!doctype html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
         '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
