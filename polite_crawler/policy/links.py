@@ -189,6 +189,17 @@ def extract_links(
     result = PageLinks(base=url)
     if not body or not body.strip():
         return result
+    root, result.too_deep = _parse_html(body, encoding)
+    if root is None:
+        return result
+    _read_head(root, url, result)
+    _read_anchors_and_metas(root, _Joiner(result.base), result, max_links)
+    return result
+
+
+def _parse_html(body: bytes, encoding: str | None) -> tuple[etree._Element | None, bool]:
+    """The page's tree (None: nothing lxml can read), and whether it hit libxml2's depth
+    limit."""
     encoding = _utf8(encoding)
     if encoding is not None and encoding != "utf-8":
         # libxml2 knows fewer codec names than Python: transcode here.
@@ -212,12 +223,15 @@ def extract_links(
     try:
         root = etree.fromstring(body, parser)
     except (etree.LxmlError, ValueError):
-        return result
+        return None, False
     last = parser.error_log.last_error
     # The depth limit is fatal: when it is hit, it is the last thing libxml2 says.
-    result.too_deep = last is not None and last.type_name == "ERR_RESOURCE_LIMIT"
-    if root is None:
-        return result
+    return root, last is not None and last.type_name == "ERR_RESOURCE_LIMIT"
+
+
+def _read_head(root: etree._Element, url: str, result: PageLinks) -> None:
+    """The base URL (``<base href>``), the title and rel=canonical, from the head (or
+    the whole page when it has none)."""
     head = root.find("head")
     scope = head if head is not None else root
     base_el = scope.find(".//base[@href]")
@@ -233,6 +247,12 @@ def extract_links(
         if "canonical" in _rel_tokens(link_el.get("rel")) and link_el.get("href"):
             result.canonical = _with_host(join((link_el.get("href") or "").strip()))
             break
+
+
+def _read_anchors_and_metas(root: etree._Element, join: _Joiner, result: PageLinks,
+                            max_links: int) -> None:
+    """The links of ``<a>`` and ``<area>`` (unique by URL, in page order, at most
+    ``max_links``, the rest counted) and the ``<meta name content>`` pairs."""
     metas = result.metas
     found: dict[str, bool] = {}
     # A page links the same page many times (anchors to its sections): each
@@ -267,4 +287,3 @@ def extract_links(
         elif seen and not nofollow:
             found[target] = False
     result.links = [Link(u, nf) for u, nf in found.items()]
-    return result
