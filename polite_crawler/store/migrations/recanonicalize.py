@@ -148,21 +148,34 @@ def _recanonicalize(execute: Execute, forms: Callable[[str], list[str]],
     link (``forms(url)[1:]``) become aliases of it (reason ``migrated``). Returns
     counts of what changed.
     """
-    from polite_crawler.policy.urls import origin_of
-
-    def _primary(url: str) -> str:
-        return forms(url)[0]
-
     counts = {"rewritten": 0, "merged": 0, "aliases_rewritten": 0, "aliases_added": 0,
               "near_duplicate_links": 0}
-    # 1. Pages: group the rows whose URL changes by their new URL.
+    _merge_pages(execute, forms, counts)
+    _rewrite_near_duplicate_links(execute, forms, counts)
+    _rewrite_aliases(execute, forms, counts)
+    _add_other_spellings(execute, forms, counts)
+    if any(counts.values()):
+        logger.info("Page store in canonical form %(form)d: %(rewritten)d page URLs "
+                    "rewritten, %(merged)d rows merged, %(aliases_rewritten)d aliases "
+                    "rewritten, %(aliases_added)d aliases added for other spellings, "
+                    "%(near_duplicate_links)d near-duplicate links rewritten",
+                    {**counts, "form": version})
+    return counts
+
+
+def _merge_pages(execute: Execute, forms: Callable[[str], list[str]],
+                 counts: dict[str, int]) -> None:
+    """1. Pages: the rows whose URL changes, grouped by their new URL, merged into one
+    row each (the newest fetch stays, with the visits and changes of all)."""
+    from polite_crawler.policy.urls import origin_of
+
     moved: dict[str, list[int]] = {}
     last = 0
     while rows := execute("SELECT id, canonical_url FROM pages WHERE id > ? ORDER BY id LIMIT ?",
                           (last, _BATCH)):
         for row_id, url in rows:
             last = row_id
-            new = _primary(url)
+            new = forms(url)[0]
             if new != url:
                 moved.setdefault(new, []).append(row_id)
     for new, ids in moved.items():
@@ -180,18 +193,27 @@ def _recanonicalize(execute: Execute, forms: Callable[[str], list[str]],
                 "WHERE id = ?", (new, origin_of(new), sum(int(r[2]) for r in rows),
                                  sum(int(r[3]) for r in rows), winner[0]))
         counts["rewritten"] += len(ids)
-    # 2. Near-duplicate links name the first page of a cluster by its URL.
+
+
+def _rewrite_near_duplicate_links(execute: Execute, forms: Callable[[str], list[str]],
+                                  counts: dict[str, int]) -> None:
+    """2. Near-duplicate links name the first page of a cluster by its URL."""
     for row_id, root in execute("SELECT id, near_duplicate_of FROM pages "
                                 "WHERE near_duplicate_of IS NOT NULL", ()):
-        new = _primary(root)
+        new = forms(root)[0]
         if new != root:
             execute("UPDATE pages SET near_duplicate_of = ? WHERE id = ?", (new, row_id))
             counts["near_duplicate_links"] += 1
-    # 3. Aliases: both ends in the new form; on a collision the newest stays.
+
+
+def _rewrite_aliases(execute: Execute, forms: Callable[[str], list[str]],
+                     counts: dict[str, int]) -> None:
+    """3. Aliases: both ends in the new form; on a collision the newest stays. A URL
+    stored as a page of its own is no alias."""
     changed = []
     for alias, target, reason, seen_at in execute(
             "SELECT alias_url, canonical_url, reason, seen_at FROM page_aliases", ()):
-        new_alias, new_target = _primary(alias), _primary(target)
+        new_alias, new_target = forms(alias)[0], forms(target)[0]
         if (new_alias, new_target) != (alias, target):
             changed.append((alias, new_alias, new_target, reason, seen_at))
     for alias, new_alias, new_target, reason, seen_at in changed:
@@ -204,10 +226,13 @@ def _recanonicalize(execute: Execute, forms: Callable[[str], list[str]],
                 "canonical_url = excluded.canonical_url, reason = excluded.reason, "
                 "seen_at = excluded.seen_at WHERE excluded.seen_at > page_aliases.seen_at",
                 (new_alias, new_target, reason, seen_at))
-    # A URL stored as a page of its own is no alias.
     execute("DELETE FROM page_aliases WHERE alias_url IN (SELECT canonical_url FROM pages)", ())
-    # 4. The other spellings of each alias, as aliases of its page for the same reason,
-    # and of each page's own link, as aliases of the page.
+
+
+def _add_other_spellings(execute: Execute, forms: Callable[[str], list[str]],
+                         counts: dict[str, int]) -> None:
+    """4. The other spellings of each alias, as aliases of its page for the same reason,
+    and of each page's own link, as aliases of the page."""
     for alias, target, reason, seen_at in execute(
             "SELECT alias_url, canonical_url, reason, seen_at FROM page_aliases", ()):
         for other in forms(alias)[1:]:
@@ -219,10 +244,3 @@ def _recanonicalize(execute: Execute, forms: Callable[[str], list[str]],
             last = row_id
             for other in forms(url)[1:]:
                 counts["aliases_added"] += _add_alias(execute, other, url, MIGRATED, fetched_at)
-    if any(counts.values()):
-        logger.info("Page store in canonical form %(form)d: %(rewritten)d page URLs "
-                    "rewritten, %(merged)d rows merged, %(aliases_rewritten)d aliases "
-                    "rewritten, %(aliases_added)d aliases added for other spellings, "
-                    "%(near_duplicate_links)d near-duplicate links rewritten",
-                    {**counts, "form": version})
-    return counts
