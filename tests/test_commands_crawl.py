@@ -91,7 +91,7 @@ def test_entry_points_name_the_commands():
 
     data = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
     eps = data["project"]["entry-points"]["scrapy.commands"]
-    assert set(eps) == {"crawl", "explain", "forget", "history", "report"}
+    assert set(eps) == {"crawl", "explain", "forget", "history", "report", "unblock"}
     from scrapy.commands import ScrapyCommand
 
     for name, target in eps.items():
@@ -101,7 +101,7 @@ def test_entry_points_name_the_commands():
         assert module.rsplit(".", 1)[1] == name  # COMMANDS_MODULE names it the same
 
 
-@pytest.mark.parametrize("name", ["crawl", "explain", "forget", "history", "report"])
+@pytest.mark.parametrize("name", ["crawl", "explain", "forget", "history", "report", "unblock"])
 def test_every_command_has_help(name):
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     done = subprocess.run([sys.executable, "-m", "scrapy", name, "--help"], cwd=ROOT, env=env,

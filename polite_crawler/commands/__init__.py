@@ -1,5 +1,5 @@
 """Scrapy commands for the operator: ``crawl`` (checked before it starts), ``explain``,
-``forget``, ``history`` and ``report``.
+``forget``, ``history``, ``report`` and ``unblock``.
 
 Registered through the ``scrapy.commands`` entry point (pyproject.toml), so they
 work in any project that installs polite_crawler, and through ``COMMANDS_MODULE``

@@ -64,8 +64,8 @@ def start_problem(settings: BaseSettings, spidercls: type, spargs: dict[str, Any
         return None
     start: list[str] = [u for u in (getattr(spider, "start_urls", None) or [])
                         if isinstance(u, str)]
-    start.extend(u for u in (getattr(spider, "polite_start_urls", None) or [])
-                 if isinstance(u, str))
+    for named in ("polite_start_urls", "sitemap_urls"):  # -a url, a SitemapSpider's
+        start.extend(u for u in (getattr(spider, named, None) or []) if isinstance(u, str))
     try:
         identity = identity_from_settings(merged)
         user_set = (merged.getpriority("USER_AGENT") or 0) > SETTINGS_PRIORITIES["default"]
@@ -130,7 +130,9 @@ class Command(ScrapyCrawlCommand):
         return ("Run a spider of the current project, by name. With the polite_crawler "
                 "add-on, a crawl that would refuse to start says why in one line and "
                 "exits with status 2; one closed because its page store stayed away "
-                "exits with status 1.")
+                "exits with status 1; one that sent nothing because a rule refused every "
+                "request (the address policy, the opt-out list, a site's remembered "
+                "refusal, no POLITE_BOT_URL) exits with status 3.")
 
     def _create_crawler(self, spidercls: Any) -> Any:
         crawler = super()._create_crawler(spidercls)
