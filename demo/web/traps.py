@@ -10,7 +10,7 @@
   plus a sort link), session ids in paths, a ``/a/b/a/b/...`` loop, URLs that
   grow on every page, and aliases of one page (tracking parameters, fragment,
   parameter order, default port when served on port 80).
-- :class:`FacetSite`: faceted navigation as seed 000 describes it (five filters
+- :class:`FacetSite`: faceted navigation as a shop has it (five filters
   of six options; every listing links every two-filter combination).
 - :class:`CatalogueSite`: query pages that are genuinely distinct (``/item?id=N``),
   which a crawl must fetch whole.
@@ -161,7 +161,7 @@ _SESSION = re.compile(r";jsessionid=[^/?]*|/\(S\([^)]*\)\)", re.IGNORECASE)
 
 
 class TrapSite(Site):
-    """Real pages beside the classic traps (seed 000, "Traps")."""
+    """Real pages beside the classic traps (calendars, facets, repeating paths)."""
 
     TRAPS = ("calendar", "facets", "paths")
 
@@ -289,7 +289,7 @@ class AliasPortSite(Site):
 
 
 class FacetSite(Site):
-    """Faceted navigation as seed 000 describes it (issue 15).
+    """Faceted navigation as a shop has it.
 
     Five filters of six options over ``products`` product pages; ``/shop`` and
     every listing link every combination of two filters (``/shop?a=x&b=y``,
@@ -343,7 +343,7 @@ class FacetSite(Site):
 
 
 class CatalogueSite(Site):
-    """A catalogue whose query pages are genuinely distinct (issue 15's counter-case).
+    """A catalogue whose query pages are genuinely distinct (facets' counter-case).
 
     ``/catalogue?page=N`` lists ``per_page`` items each; every item is
     ``/item?id=N`` with text of its own; listings also sort (``&sort=name``).
@@ -401,7 +401,7 @@ def session_token() -> str:
 
 
 class SessionTrapSite(Site):
-    """Ordinary pages beside a session-id trap (issue 24).
+    """Ordinary pages beside a session-id trap.
 
     The home page links its ordinary pages and ``/s/<token>/page-1``; every page
     under ``/s/`` links the next page, the first page and home, each link with a
@@ -438,7 +438,7 @@ class SessionTrapSite(Site):
 
 
 class HashPathSite(Site):
-    """An ordinary site with git hashes and dates in its paths (issue 24's counter-case).
+    """An ordinary site with git hashes and dates in its paths (session ids' counter-case).
 
     ``/log`` lists ``commits`` commits ``/commit/<40 hex>``; each links its parent
     and its diff ``/commit/<sha>/diff``; ``/blog`` lists posts

@@ -1,5 +1,5 @@
-"""The crawler's own access log: one JSON line per exchange (seed 003, "keep your
-own access logs so you can answer a host's question about what you fetched and when").
+"""The crawler's own access log: one JSON line per exchange, so the operator can answer
+a site owner's question about what was fetched and when.
 
 Fields: ``sent`` and ``done`` (epoch seconds; ``sent`` is null when nothing was
 sent), ``origin``, ``method``, ``url``, ``status`` (null on a network error),

@@ -6,10 +6,10 @@ string operations where the href is already absolute or root-relative (most are)
 :func:`urljoin` only for the rest. Measured against Scrapy's LinkExtractor and a Lexbor-based parser
 in ``bench/links.py``.
 
-Bounded work (issue 10): at most ``max_links`` links are returned; the anchors
-after the cap is reached are counted, not resolved, so a page of 200,000 links
-costs one parse and a count. libxml2 keeps its nesting-depth and text-size
-limits (``huge_tree`` off), and nothing is fetched (``no_network``).
+Bounded work (a page may hold any number of links): at most ``max_links`` links are
+returned; the anchors after the cap is reached are counted, not resolved, so a page
+of 200,000 links costs one parse and a count. libxml2 keeps its nesting-depth and
+text-size limits (``huge_tree`` off), and nothing is fetched (``no_network``).
 
 Every URL that comes out (links, ``<base href>``, rel=canonical) is an absolute
 http(s) URL with a lower-case scheme; anything else (``javascript:``, an href

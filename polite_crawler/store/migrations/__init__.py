@@ -91,13 +91,13 @@ MIGRATIONS: tuple[Migration, ...] = (
         )""",
         "CREATE INDEX page_aliases_target ON page_aliases (canonical_url)",
     )),
-    # Issue 15: the canonical form keeps the link as written where RFC 3986 allows it
+    # Canonical form 2: the canonical form keeps the link as written where RFC 3986 allows it
     # (bare query names, raw reserved characters, %2A, %25 for a lone "%", decoded
     # percent-encoded hosts, dotted IPv4-mapped addresses). Stored URLs follow.
     Migration(2, "canonical form 2", (), run=recanonicalize_pages),
-    # Issue 16: every URL fetched that is
-    # not a stored page of its own (an alias, a sitemap or feed) keeps its validators,
-    # its freshness, its revisit time and, unless no-store, its copy.
+    # Every URL fetched that is not a stored page of its own (an alias, a sitemap or
+    # feed) keeps its validators, its freshness, its revisit time and, unless no-store,
+    # its copy.
     Migration(3, "fetch state of URLs that are not pages", (
         """CREATE TABLE IF NOT EXISTS url_fetches (
             url              TEXT PRIMARY KEY,     -- canonical form

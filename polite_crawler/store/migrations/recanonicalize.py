@@ -1,7 +1,7 @@
 """Stored canonical URLs of an older canonical form, in the current one.
 
 Version 1 of the canonical form (w3lib's ``canonicalize_url`` and the rules
-around it, up to issue 15) wrote every query piece as ``name=value``, escaped
+around it, before canonical form 2) wrote every query piece as ``name=value``, escaped
 every reserved character of the query (``:`` as ``%3A``, ``/`` as ``%2F``, …),
 decoded every escape of the path, kept a lone ``%`` and a percent-encoded host
 as written and spelt an IPv4-mapped IPv6 address in hex. Version 2 keeps the
