@@ -129,6 +129,16 @@ async def test_a_challenge_page_doubles_after_its_block_ran_out_and_retry_after_
     assert began + 2 * FIRST - 5 < second.until < time.time() + 2 * FIRST + 5
     assert second.until - second.blocked_at <= LONGEST
 
+    # The block runs out again and the site answers a page: it starts afresh.
+    store = SQLiteBlockStore(tmp_path / ORIGINS_DB)
+    store.save(Block(origin, second.reason, second.blocked_at - 3 * 86400,
+                     time.time() - 3600, second.count, second.first_at, second.url))
+    store.close()
+    web.sites[A].routes["/"] = Resp(200, page("welcome", "a page again"))
+    result = await run_crawl(spider, settings(tmp_path))
+    assert len(result.items) == 1
+    assert origin not in blocks(tmp_path)
+
 
 def test_the_redis_store_keeps_blocks_for_the_cluster(
         redis_server_session: RedisServer) -> None:  # noqa: F811
