@@ -98,6 +98,7 @@ class BlockMemory:
         self.recovered: set[str] = set()  # answered again after the block ran out
         self._reading = False
         self._frontier: Any = None
+        self._restored: set[str] = set()
         self._stops_seen = 0
         self._down = False
         self._loop: Any = None
@@ -107,7 +108,8 @@ class BlockMemory:
 
     # --- lifecycle ---------------------------------------------------------------
     def spider_opened(self, spider: Spider) -> None:
-        self._stops()
+        # Stops a resumed job's frontier brings back are not new refusals.
+        self._restored = set(self._stops())
         now = self.clock()
         on = [b for b in self.blocks.values() if b.active(now)]
         if on:
@@ -196,7 +198,7 @@ class BlockMemory:
         self._stops_seen = len(stopped)
         now = self.clock()
         for origin, reason in list(stopped.items()):
-            if not is_refusal(reason):
+            if not is_refusal(reason) or origin in self._restored:
                 continue
             old = self.blocks.get(origin)
             if old is not None and old.active(now) and origin not in self.retry_after:
