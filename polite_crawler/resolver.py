@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
     from scrapy.crawler import Crawler
+    from twisted.internet.defer import Deferred
     from twisted.internet.interfaces import IAddress
     from twisted.python.failure import Failure
 
@@ -196,6 +197,52 @@ class PolicyResolver:
         table.move_to_end(key)
         while len(table) > max(self.cache_size, 1000):
             table.popitem(last=False)
+
+    # --- the frontier's question: which server a name is ---------------------------------
+    def address_now(self, name: str) -> str | None:
+        """The address ``name`` connects to as this resolver knows it now, without a
+        lookup: the literal itself, or the first address of the cached answer that the
+        policy allows (the first of the answer when it allows none: the connection is
+        then refused, and the name is still that machine's); None when nothing fresh is
+        cached."""
+        literal = _literal(name)
+        if literal is not None:
+            return literal
+        cached = self._cache.get(name)
+        if cached is None or self.reactor.seconds() - cached[0] >= self.cache_ttl:
+            return None
+        return self._first(name, cached[1])
+
+    def _first(self, name: str, answer: Sequence[str]) -> str | None:
+        if not answer:
+            return None
+        allowed = self.filter(name, answer, 0)
+        return (allowed or list(answer))[0]
+
+    def address(self, name: str) -> Deferred[str | None]:
+        """The address ``name`` connects to (:meth:`address_now`), looked up in the
+        reactor's thread pool when nothing fresh is cached (the answer is cached as a
+        connection's is); None when the name does not resolve."""
+        from twisted.internet.defer import succeed
+
+        known = self.address_now(name)
+        if known is not None:
+            return succeed(known)
+        self.lookups += 1
+        d = deferToThreadPool(self.reactor, self.reactor.getThreadPool(), self.lookup, name, 0)
+
+        def found(addresses: Sequence[str]) -> str | None:
+            answer = [str(a) for a in addresses]
+            if self.cache_size and answer:
+                self._remember(self._cache, name, (self.reactor.seconds(), answer))
+            return self._first(name, answer)
+
+        def failed(failure: Failure) -> None:
+            logger.debug("Lookup of %(name)s failed: %(err)s",
+                         {"name": name, "err": failure.getErrorMessage()})
+
+        out: Deferred[str | None] = d.addCallbacks(found, failed)
+        return out
 
     # --- IHostnameResolver ---------------------------------------------------------------
     def resolveHostName(

@@ -5,7 +5,9 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+import pytest
 
 from polite_crawler.commands.report import build_sites, percentile, pick_logs
 from tests.commands_util import scrapy, scrapy_json
@@ -136,3 +138,23 @@ def test_a_job_id_names_its_process_log(tmp_path):
                        "--state-dir", str(state))
     assert data["title"] == "Job nightly-7 (access-site-20260922T000000.000Z-202)"
     assert [s["origin"] for s in data["sites"]] == [SITE]
+
+
+def test_sites_are_grouped_by_the_server_their_names_resolve_to() -> None:
+    from polite_crawler.commands.report import build_servers, build_sites
+
+    def exchange(origin: str, sent: float, done: float) -> dict[str, Any]:
+        return {"origin": origin, "sent": sent, "done": done, "status": 200,
+                "url": f"{origin}/", "duration": done - sent, "verdict": "ok"}
+
+    lines = [exchange("http://a.test", 0.0, 1.0), exchange("https://b.test:8443", 0.5, 1.5),
+             exchange("http://a.test", 3.0, 4.0), exchange("http://127.0.0.9", 0.0, 0.1)]
+    names = {"a.test": ["10.0.0.1"], "b.test": ["10.0.0.1", "10.0.0.2"]}
+    servers = build_servers(build_sites(lines), lambda name, port: names.get(name, []))
+    by = {v.address: v for v in servers}
+    assert set(by) == {"10.0.0.1", "127.0.0.9"}
+    shared = by["10.0.0.1"]
+    assert sorted(shared.sites) == ["http://a.test", "https://b.test:8443"]
+    assert (shared.requests, shared.most_open) == (3, 2)
+    assert shared.share == pytest.approx(3.0 / 4.0)
+    assert [v.share for v in servers] == sorted((v.share for v in servers), reverse=True)

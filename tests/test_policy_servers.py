@@ -111,3 +111,27 @@ def test_a_round_then_five_times_its_longest_answer_and_a_release_frees_its_plac
     sent(st, 0)
     released(st, 0)
     assert st.round_n == 0
+
+
+def test_the_bound_that_decides_an_origins_next_request_is_named() -> None:
+    from polite_crawler.policy.bounds import (
+        HOST_BUSY,
+        HOST_REST,
+        NONE,
+        SERVER_FULL,
+        SERVER_REST,
+        next_request,
+    )
+    from polite_crawler.policy.rest import OriginState
+
+    st = OriginState("https://a.example:8443", next_allowed=10.0)
+    got = next_request(st.origin, 5.0, origin_state=st, host_next=12.0)
+    assert (got.host, got.at, got.bound) == ("a.example", 12.0, HOST_REST)
+    assert next_request(st.origin, 5.0, origin_state=st, host_busy=True).bound == HOST_BUSY
+    server = ServerState("10.0.0.1", next_allowed=20.0)
+    got = next_request(st.origin, 5.0, origin_state=st, host_next=12.0, server=server)
+    assert (got.server, got.at, got.bound) == ("10.0.0.1", 20.0, SERVER_REST)
+    sent(server, 0)
+    assert next_request(st.origin, 30.0, origin_state=st, server=server,
+                        server_in_flight=1).bound == SERVER_FULL
+    assert next_request(st.origin, 30.0, origin_state=OriginState(st.origin)).bound == NONE

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import html
 import io
+import ipaddress
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -36,11 +37,12 @@ from polite_crawler.commands._base import (
     with_defaults,
 )
 from polite_crawler.commands.history import log_files, read_lines
+from polite_crawler.policy.urls import host_of_origin
 from polite_crawler.policy.verdicts import describe_stop
 
 if TYPE_CHECKING:
     import argparse
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
     from scrapy.settings import BaseSettings
 
@@ -143,6 +145,67 @@ def build_sites(lines: list[dict[str, Any]]) -> dict[str, Site]:
                 site.rules.append(float(prev["rest"]))
         previous[origin] = line
     return sites
+
+
+@dataclass
+class Server:
+    """The sites on one server address, and our load on it as the access logs show."""
+
+    address: str
+    sites: list[str] = field(default_factory=list)
+    requests: int = 0
+    most_open: int = 0  # the most of our requests open on it at once
+    share: float = 0.0  # our share of one of its workers: exchange seconds over the span
+
+    def row(self) -> dict[str, Any]:
+        return {"server": self.address, "sites": sorted(self.sites),
+                "requests": self.requests, "most_open": self.most_open,
+                "share": round(self.share, 4)}
+
+
+def address_of(host: str, lookup: Callable[[str, int], Any]) -> str:
+    """The address ``host`` connects to: itself for an IP literal, else the first of the
+    lookup's answer (``name:<host>`` when it does not resolve)."""
+    literal = host.strip("[]")
+    try:
+        return str(ipaddress.ip_address(literal))
+    except ValueError:
+        pass
+    try:
+        answer = list(lookup(host, 0))
+    except OSError:
+        answer = []
+    return str(answer[0]) if answer else f"name:{host}"
+
+
+def build_servers(sites: dict[str, Site], lookup: Callable[[str, int], Any]) -> list[Server]:
+    """Group the sites by the address their host name resolves to now (the crawl's own
+    lookup: POLITE_DNS_LOOKUP, or the system's), with the most of our requests open on
+    each at once and our share of one of its workers, from the exchanges logged."""
+    addresses: dict[str, str] = {}
+    servers: dict[str, Server] = {}
+    spans: dict[str, list[tuple[float, float]]] = {}
+    for site in sites.values():
+        host = host_of_origin(site.origin)
+        if host not in addresses:
+            addresses[host] = address_of(host, lookup)
+        server = servers.setdefault(addresses[host], Server(addresses[host]))
+        server.sites.append(site.origin)
+        server.requests += site.requests
+        for line in site.lines:
+            if line.get("sent") is not None and line.get("done") is not None:
+                spans.setdefault(server.address, []).append(
+                    (float(line["sent"]), float(line["done"])))
+    for address, pairs in spans.items():
+        server = servers[address]
+        events = sorted([(a, 1) for a, _b in pairs] + [(b, -1) for _a, b in pairs])
+        open_now = 0
+        for _t, step in events:
+            open_now += step
+            server.most_open = max(server.most_open, open_now)
+        span = max(b for _a, b in pairs) - min(a for a, _b in pairs)
+        server.share = sum(b - a for a, b in pairs) / span if span > 0 else 0.0
+    return sorted(servers.values(), key=lambda v: (-v.share, v.address))
 
 
 def _robots_outcome(status: Any) -> str:
@@ -313,9 +376,13 @@ def _kib(n: int) -> str:
     return f"{n / 1024:.1f}" if n else "0"
 
 
-def render(title: str, sources: list[str], sites: dict[str, Site], figures: dict[str, str],
-           generated: float) -> str:
+def render(title: str, sources: list[str], sites: dict[str, Site], figures: dict[str, str],  # noqa: PLR0917
+           generated: float, servers: Sequence[Server] = ()) -> str:
     esc = html.escape
+    server_rows = "".join(
+        f"<tr><td>{esc(v.address)}</td><td>{len(v.sites)}</td><td>{v.requests}</td>"
+        f"<td>{v.most_open}</td><td>{v.share:.3f}</td>"
+        f"<td class=l>{esc(', '.join(sorted(v.sites)))}</td></tr>" for v in servers)
     total = sum(s.requests for s in sites.values())
     pages = sum(s.pages for s in sites.values())
     rows = []
@@ -355,6 +422,12 @@ exchanges in that worker's access log); nothing here is estimated.</p>
 <tbody>{''.join(rows)}</tbody></table>
 <p class="muted">rest: from the end of one exchange with the site to the start of the next;
 rule: the rest the crawler had set after the previous exchange.</p>
+<h2>Per server</h2>
+<table><thead><tr><th>server</th><th>sites</th><th>requests</th><th>most open at once</th>
+<th>share of a worker</th><th class=l>sites on it</th></tr></thead>
+<tbody>{server_rows}</tbody></table>
+<p class="muted">server: the address the sites' host names resolve to now; share: seconds
+of our exchanges with it over the time from its first to its last.</p>
 {figs}
 <h2>Sources</h2><ul>{src}</ul>
 </div></body></html>
@@ -456,11 +529,23 @@ def build_report(state: Path, files: list[Path], title: str, chosen: list[str], 
     except ImportError as exc:
         raise CommandError("the report's plots need matplotlib: pip install "
                            "'polite_crawler[report]'") from exc
-    page = render(title, [str(f) for f in files], sites, figures, time.time())
+    servers = build_servers(sites, _lookup(chosen_settings))
+    page = render(title, [str(f) for f in files], sites, figures, time.time(), servers)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(page, encoding="utf-8")
     return {"report": str(out), "title": title, "sources": [str(f) for f in files],
-            "plots": sorted(figures), "sites": [s.row() for s in sites.values()]}
+            "plots": sorted(figures), "sites": [s.row() for s in sites.values()],
+            "servers": [v.row() for v in servers]}
+
+
+def _lookup(settings: BaseSettings) -> Callable[[str, int], Any]:
+    """The crawl's name lookup (POLITE_DNS_LOOKUP), or the system's."""
+    from scrapy.utils.misc import load_object
+
+    from polite_crawler.resolver import system_lookup
+
+    lookup = settings.get("POLITE_DNS_LOOKUP") or system_lookup
+    return load_object(lookup) if isinstance(lookup, str) else lookup
 
 
 class Command(ScrapyCommand):

@@ -38,7 +38,7 @@ from twisted.web.resource import Resource
 from twisted.web.server import Request
 
 from polite_crawler.context import polite_context
-from polite_crawler.frontier.core import frontier_snapshot
+from polite_crawler.frontier.core import frontier_snapshot, server_snapshot
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -122,6 +122,9 @@ URL_REFUSALS = {
     "polite/robots/disallowed": "disallowed",
 }
 ORIGIN_STATES = ("in_flight", "resting", "server_wait", "ready")
+# Servers (addresses) exported one series each: the busiest by our load share only, so
+# a crawl of a million addresses exports as many series as one of twenty.
+TOP_SERVERS = 20
 SEEDED_REQUESTS = (("ok", "2xx"), ("not_modified", "3xx"), ("retry_later", "4xx"),
                    ("retry_later", "5xx"), ("retry_later", "none"), ("stop_origin", "4xx"))
 
@@ -523,6 +526,26 @@ class Metrics:
                  "of 1/rest over the active origins", snap["rate_ceiling"])):
             g = GaugeMetricFamily(name, doc, labels=base)
             g.add_metric(ids, value)
+            yield g
+        servers = server_snapshot(frontier, self.ctx.clock(), TOP_SERVERS)
+        for name, doc, pick in (
+                ("polite_server_load_share", "Our share of one of the server's workers "
+                 "(seconds of our exchanges over seconds elapsed), the busiest servers",
+                 lambda v: v.share),
+                ("polite_server_in_flight", "Our requests open on the server",
+                 lambda v: float(v.in_flight)),
+                ("polite_server_concurrency_limit", "How many of our requests may be open "
+                 "on the server at once (grows while its latency stays flat)",
+                 lambda v: float(v.limit)),
+                ("polite_server_latency_seconds", "The server's latency: the median of its "
+                 "latest answers", lambda v: v.latency),
+                ("polite_server_hosts", "Host names on the server known to this worker",
+                 lambda v: float(len(v.hosts)))):
+            g = GaugeMetricFamily(name, doc, labels=[*base, "server"])
+            for view in servers:
+                value = pick(view)
+                if value is not None:
+                    g.add_metric([*ids, view.address], value)
             yield g
 
     def _store_families(self, ids: list[str], base: list[str]) -> Iterator[Any]:

@@ -10,7 +10,14 @@ its schemes and ports (``http://a``, ``https://a`` and ``http://a:8080`` are one
 the queue, robots.txt (RFC 9309 section 2.3: per scheme, host and port), the stop, the
 budget, the latency watch and the breaker stay per origin (docs/ARCHITECTURE.md, "Host
 and origin"). An origin whose host is busy waits in the host's list, out of the heap,
-and is placed again when the host is freed. :meth:`Frontier.pop`
+and is placed again when the host is freed.
+
+A server is the address a host's name resolves to (``address_of``, the resolver's
+answer, asked when the origin is first dispatched and followed as DNS changes): its
+bound (:mod:`polite_crawler.policy.servers`: requests in rounds of up to its limit,
+then a rest) holds every origin of every host on it. An origin whose host's address is
+not known yet waits for it (``address_known``); one held by its server's full round
+waits in the server's list and is placed again when a place frees. :meth:`Frontier.pop`
 hands out a request of whichever origin became eligible first; an origin is in the
 heap exactly once, at the time it becomes eligible, so ``pop`` and ``push`` cost
 O(log origins) plus one indexed SQLite lookup.
@@ -50,6 +57,17 @@ from polite_crawler.policy.rest import (
     uncharge_budget,
 )
 from polite_crawler.policy.robots import MAX_UNUSABLE_FETCHES
+from polite_crawler.policy.servers import (
+    ServerParams,
+    ServerState,
+    answered,
+    held_back,
+    latency,
+    load_share,
+    next_send,
+    released,
+    sent,
+)
 from polite_crawler.policy.urls import host_of_origin
 
 if TYPE_CHECKING:
@@ -89,6 +107,7 @@ class FrontierConfig:
     # socket (Scrapy's downloader, a busy event loop's queue) are taken before the time,
     # not after it. 0: handed out at the time.
     dispatch_lead: float = 0.0
+    servers: ServerParams = field(default_factory=ServerParams)
 
 
 @dataclass
@@ -121,10 +140,21 @@ class _Host:
 
 
 @dataclass
+class _Server:
+    """One address's bound (policy.servers) and the origins its full round holds."""
+
+    state: ServerState
+    in_flight: int = 0
+    waiting: dict[str, None] = field(default_factory=dict)  # in the order they came
+
+
+@dataclass
 class _Origin:
     state: OriginState
     params: RestParams
     host: _Host
+    server: _Server | None = None  # its host's address's, once known
+    sent_at: int = 0  # the concurrency its request in flight was sent at (0: none counted)
     queued: int = 0  # rows in state QUEUED on disk
     transient: deque[Any] = field(default_factory=deque)
     in_flight: int | None = None  # dispatch token
@@ -147,6 +177,7 @@ class Frontier:
         robots: Callable[[], Any] = lambda: None,
         count: Callable[[str, int], None] = lambda key, n: None,
         hosts: OriginLeases | None = None,
+        address_of: Callable[[str], str | None] | None = None,
     ) -> None:
         self.queue = queue
         self.origin_store = origins
@@ -154,6 +185,11 @@ class Frontier:
         # host gate is this process's alone (a cluster worker owns whole hosts).
         self.host_store = hosts
         self._hosts: dict[str, _Host] = {}
+        # Host name -> the address it connects to (None: not known yet, asked now);
+        # None: no server bound (tests of the host rules alone).
+        self.address_of = address_of
+        self._servers: dict[str, _Server] = {}
+        self._unresolved: dict[str, set[str]] = {}  # host name -> origins waiting for it
         self.config = config
         self.clock = clock
         self.rng = rng or random.Random()
@@ -366,10 +402,28 @@ class Frontier:
             self.count("polite/frontier/host_busy", 1)
             host.waiting.add(origin)
             return None
+        server = None
+        server_at = 0.0
+        if self.address_of is not None:
+            server = self._server_of(origin, rec)
+            if server is None:
+                return None  # its address is asked for: placed when it is known
+            found_at = next_send(server.state, server.in_flight)
+            if found_at is None:
+                # The server's round is full: placed again when a place frees.
+                held_back(server.state)
+                server.waiting[origin] = None
+                rec.heap_seq = None
+                self.count("polite/frontier/server_busy", 1)
+                return None
+            server_at = found_at
         robots = self._robots()
         if robots is not None:
             self._learn_crawl_delay(origin, rec, robots)
         at = self._eligible(rec)
+        if server is not None and server_at > at:
+            held_back(server.state)  # the server's bound, not the site's rest, holds it
+            at = server_at
         lead = self._lead(rec)
         if at > now + lead:
             self._reheap(origin, rec, at, after=now)
@@ -447,6 +501,9 @@ class Frontier:
             return None
         token = next(self._tokens)
         host.in_flight = origin
+        if server is not None:
+            rec.sent_at = sent(server.state, server.in_flight)
+            server.in_flight += 1
         rec.in_flight, rec.in_flight_since, rec.in_flight_kind = token, now, kind
         rec.in_flight_row = None
         obj = None
@@ -542,6 +599,20 @@ class Frontier:
         rec = self._origins.get(origin)
         if rec is None or rec.in_flight != token:
             return None
+        server = rec.server
+        if server is not None and rec.sent_at:
+            # A 503, a timeout, a refused connection (a failure that is not a 429) is
+            # the machine's: every site on the address waits. A 429 stays the site's.
+            old = rec.state.failure
+            machine = failure is not None and (
+                failure.consecutive_failures > old.consecutive_failures
+                and failure.rate_limit_hits == old.rate_limit_hits)
+            wait = max(failure.wait_until - end, 0.0) if failure is not None else 0.0
+            server.in_flight -= 1
+            answered(server.state, self.config.servers, duration=max(end - start, 0.0),
+                     end=end, concurrency=rec.sent_at, in_flight=server.in_flight,
+                     failure=machine, wait=wait, observe=observe)
+            rec.sent_at = 0
         if failure is not None:
             rec.state.failure = failure
         robots = self._robots()
@@ -581,11 +652,72 @@ class Frontier:
             self.host_store.release(host.state, now)
         host.leased = False
 
+    def _free_server(self, rec: _Origin, now: float) -> None:
+        """The origin's request left its server (answered, or never sent: its place in
+        the round is given back); the origins its full round held are placed again,
+        as many as there is room for."""
+        server = rec.server
+        if server is None:
+            return
+        if rec.sent_at:
+            server.in_flight = max(server.in_flight - 1, 0)
+            released(server.state, server.in_flight)
+            rec.sent_at = 0
+        waiting = server.waiting
+        if not waiting or next_send(server.state, server.in_flight) is None:
+            return
+        for _ in range(max(server.state.limit - server.in_flight, 1)):
+            if not waiting:
+                break
+            other = next(iter(waiting))
+            del waiting[other]
+            orec = self._origins.get(other)
+            if orec is not None and orec.heap_seq is None and orec is not rec:
+                self._reheap(other, orec, orec.state.eligible_at())
+
+    def _server_of(self, origin: str, rec: _Origin) -> _Server | None:
+        """The origin's server as its host's name resolves now (None: asked, not known
+        yet; the origin waits for :meth:`address_known`)."""
+        assert self.address_of is not None
+        name = rec.host.state.origin
+        address = self.address_of(name)
+        if address is None:
+            self._unresolved.setdefault(name, set()).add(origin)
+            rec.heap_seq = None
+            self.count("polite/frontier/address_wait", 1)
+            return None
+        server = rec.server
+        if server is None or server.state.address != address:
+            server = self._servers.get(address)
+            if server is None:
+                server = self._servers[address] = _Server(
+                    ServerState(address, since=self.clock()))
+            rec.server = server
+        return server
+
+    def address_known(self, name: str) -> None:
+        """The address of the host ``name`` is known now: its origins that waited for
+        it are placed."""
+        for origin in self._unresolved.pop(name, ()):
+            rec = self._origins.get(origin)
+            if rec is not None and rec.heap_seq is None:
+                self._reheap(origin, rec, rec.state.eligible_at())
+
+    def server_of(self, origin: str) -> ServerState | None:
+        """The bound of the origin's server (None: its address is not known yet)."""
+        rec = self._origins.get(origin)
+        return rec.server.state if rec is not None and rec.server is not None else None
+
+    def servers(self) -> dict[str, ServerState]:
+        """Every server's bound, by address (read only: metrics, report)."""
+        return {a: s.state for a, s in self._servers.items()}
+
     def _free_host(self, rec: _Origin, now: float) -> None:
         """The host's request ended (or never went): its rest is the latest the origin
         set, its lease goes back, and the origins that waited for it are placed again."""
         host = rec.host
         self._host_learns(rec)
+        self._free_server(rec, now)
         host.in_flight = None
         self._unlease_host(host, now)
         if host.waiting:
@@ -747,6 +879,8 @@ class Frontier:
             rec.queued = 0
             rec.heap_seq = None
             rec.host.waiting.discard(origin)
+            if rec.server is not None:
+                rec.server.waiting.pop(origin, None)
             if rec.in_flight is None:
                 del self._origins[origin]  # read afresh if it comes back
 
@@ -800,3 +934,29 @@ def frontier_snapshot(frontier: Frontier, now: float) -> dict[str, float]:
         rest = max(state.last_rest, rec.params.base(False))
         out["rate_ceiling"] += 1.0 / rest if rest > 0 else 0.0
     return out
+
+
+@dataclass(frozen=True)
+class ServerView:
+    """Where one server stands (:func:`server_snapshot`)."""
+
+    address: str
+    share: float  # our load share of one of its workers since the crawl first knew it
+    in_flight: int  # our requests open on it
+    limit: int  # how many may be open at once (policy.servers)
+    latency: float | None  # seconds: the window's median, or None before any answer
+    hosts: tuple[str, ...]  # the host names on it this frontier knows
+
+
+def server_snapshot(frontier: Frontier, now: float, top: int) -> list[ServerView]:
+    """The ``top`` busiest servers (our load share, highest first) at ``now``. Reads,
+    changes nothing."""
+    hosts: dict[str, set[str]] = {}
+    for rec in frontier._origins.values():
+        if rec.server is not None:
+            hosts.setdefault(rec.server.state.address, set()).add(rec.host.state.origin)
+    rows = [ServerView(address, load_share(s.state, s.state.since, now), s.in_flight,
+                       s.state.limit, latency(s.state), tuple(sorted(hosts.get(address, ()))))
+            for address, s in frontier._servers.items()]
+    rows.sort(key=lambda r: -r.share)
+    return rows[:top]

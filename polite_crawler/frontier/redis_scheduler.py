@@ -81,6 +81,7 @@ class ClusterDriver:
             shared, sched.config, clock=sched.clock, ttl=self.ttl, interval=self.interval,
             exchange_timeout=self.exchange_timeout, clock_skew=self.clock_skew,
             rng=sched.rng, robots=lambda: sched.ctx.robots, count=sched._count,
+            address_of=sched.addresses.address,
         )
         sync.origin_store.valid_until = now + self.ttl - sync.margin
         keep = getattr(spider, "polite_keep_origin", None)  # the site spider's discovery

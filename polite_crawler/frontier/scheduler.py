@@ -44,6 +44,7 @@ from scrapy.utils.misc import load_object
 
 from polite_crawler.backend import backend_of
 from polite_crawler.context import polite_context
+from polite_crawler.frontier.addresses import AddressBook
 from polite_crawler.frontier.core import (
     CONTENT,
     NOT_BEFORE,
@@ -158,6 +159,8 @@ class FrontierScheduler:
         self._timer_at = math.inf
         self._loop: AsyncioLoopingCall | LoopingCall | None = None
         self.driver: FrontierDriver | None = None
+        # Which server each host is (the frontier's server bound, policy.servers).
+        self.addresses = AddressBook(crawler, self.clock, self._address_known)
         self.ctx.frontier = self
 
     @classmethod
@@ -206,6 +209,11 @@ class FrontierScheduler:
     def _checkpoint(self) -> None:
         if self.frontier is not None:
             self.frontier.checkpoint()
+            self._arm()
+
+    def _address_known(self, name: str) -> None:
+        if self.frontier is not None:
+            self.frontier.address_known(name)
             self._arm()
 
     def _count(self, key: str, n: int) -> None:
@@ -687,6 +695,7 @@ class EmbeddedDriver:
         f = self.frontier = Frontier(
             queue, origins, s.config, clock=s.clock, rng=s.rng,
             robots=lambda: s.ctx.robots, count=s._count, hosts=hosts,
+            address_of=s.addresses.address,
         )
         requeued = f.restore()
         if f.pending:

@@ -77,6 +77,7 @@ class ServerState:
     wanted: bool = False  # a site was held back by the bound since the last change
     busy: float = 0.0  # seconds of exchanges answered (our load on it, summed)
     answers: int = 0
+    since: float = 0.0  # when the crawl first knew it (the load share's start)
 
 
 def _resize(state: ServerState, limit: int) -> None:
@@ -192,6 +193,16 @@ def released(state: ServerState, in_flight: int) -> None:
     state.round_n = max(state.round_n - 1, 0)
     if in_flight <= 0:
         state.round_n = 0
+
+
+def latency(state: ServerState) -> float | None:
+    """The server's latency now: the median of the window (or the baseline); None
+    before any answer was measured."""
+    if state.window:
+        return statistics.median(state.window)
+    if state.baseline is not None:
+        return state.baseline
+    return statistics.median(state.baseline_samples) if state.baseline_samples else None
 
 
 def load_share(state: ServerState, since: float, now: float) -> float:
