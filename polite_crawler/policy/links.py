@@ -192,8 +192,8 @@ def extract_links(
     root, result.too_deep = _parse_html(body, encoding)
     if root is None:
         return result
-    _read_head(root, url, result)
-    _read_anchors_and_metas(root, _Joiner(result.base), result, max_links)
+    join = _read_head(root, url, result)
+    _read_anchors_and_metas(root, join, result, max_links)
     return result
 
 
@@ -229,9 +229,9 @@ def _parse_html(body: bytes, encoding: str | None) -> tuple[etree._Element | Non
     return root, last is not None and last.type_name == "ERR_RESOURCE_LIMIT"
 
 
-def _read_head(root: etree._Element, url: str, result: PageLinks) -> None:
+def _read_head(root: etree._Element, url: str, result: PageLinks) -> _Joiner:
     """The base URL (``<base href>``), the title and rel=canonical, from the head (or
-    the whole page when it has none)."""
+    the whole page when it has none); returns the joiner of the page's links."""
     head = root.find("head")
     scope = head if head is not None else root
     base_el = scope.find(".//base[@href]")
@@ -247,6 +247,7 @@ def _read_head(root: etree._Element, url: str, result: PageLinks) -> None:
         if "canonical" in _rel_tokens(link_el.get("rel")) and link_el.get("href"):
             result.canonical = _with_host(join((link_el.get("href") or "").strip()))
             break
+    return join
 
 
 def _read_anchors_and_metas(root: etree._Element, join: _Joiner, result: PageLinks,
