@@ -119,3 +119,26 @@ async def test_a_503_from_one_site_makes_its_siblings_on_the_server_wait(
     after = [s for n, _p, s, _e in host.served if n != "a.test" and s > failed_at]
     assert after, "the siblings were crawled after the 503"
     assert min(after) - failed_at >= 10.0 - 0.05, min(after) - failed_at
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_fast_server_with_flat_latency_is_not_serialised(tmp_path: Path) -> None:
+    """A fast edge (many workers, 5 ms, flat under our load) serving 120 sites: the
+    bound grows with the demand, and the median site is crawled at most of its own
+    polite pace (its rest between its requests), not at the machine's one-at-a-time
+    pace. (A guard: the per-site gate never serialised it.)"""
+    host = SharedHost(workers=64, service=0.005)
+    names = [f"e{i:03d}.test" for i in range(120)]
+    await _crawl(host, names, tmp_path)
+    starts: dict[str, list[float]] = {}
+    for n, _p, s, _e in host.served:
+        starts.setdefault(n, []).append(s)
+    ratios = []
+    for n in names:
+        times = sorted(starts[n])
+        assert len(times) >= PAGES + 2, n  # robots.txt, "/", its pages
+        ideal = (len(times) - 1) * 3.0  # the public floor's rest between its requests
+        ratios.append(ideal / (times[-1] - times[0]))
+    ratios.sort()
+    assert ratios[len(ratios) // 2] >= 0.55, ratios
+    assert host.most >= 2  # the bound grew past one request at a time
