@@ -14,7 +14,10 @@ without one, so a new setting gets its meaning here.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from scrapy.settings import BaseSettings
 
 DEMO_PORT = 8900
 
@@ -228,3 +231,28 @@ POLITE_DEFAULTS: dict[str, Any] = {
     "POLITE_RENDER_CACHE_BYTES": 16 * 1024 * 1024,  # scripts kept for the crawl (memory)
     "POLITE_RENDER_MAX_RSS": 1024 * 1024 * 1024,  # browser bytes resident: beyond, restart it
 }
+
+
+def load_defaults(settings: BaseSettings) -> BaseSettings:
+    """``settings`` itself, every POLITE_* setting it lacks set to its default at
+    ``default`` priority (a command's settings, as the add-on loads them for a crawl)."""
+    for name, value in POLITE_DEFAULTS.items():
+        if settings.getpriority(name) is None:
+            settings.set(name, value, priority="default")
+    return settings
+
+
+def polite_settings(settings: BaseSettings) -> BaseSettings:
+    """The settings a component reads its POLITE_* settings from, bare
+    (``settings.getfloat("POLITE_REST_PAGE")``): ``settings`` itself when it holds every
+    one (a crawl with the add-on), else a copy (values shared, not copied) with the
+    missing ones at their defaults, so a component built without the add-on (a test's
+    crawler, another project's) behaves as with it."""
+    if all(settings.getpriority(name) is not None for name in POLITE_DEFAULTS):
+        return settings
+    from scrapy.settings import BaseSettings
+
+    view = BaseSettings()
+    for name in settings:
+        view.set(name, settings[name], priority=settings.getpriority(name) or 0)
+    return load_defaults(view)
