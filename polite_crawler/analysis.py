@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from weakref import WeakKeyDictionary
 
-from polite_crawler.defaults import POLITE_DEFAULTS
 from polite_crawler.extract import MainText, main_text
 from polite_crawler.policy.links import PageLinks, extract_links
 from polite_crawler.policy.text import Words, read_words
@@ -28,8 +27,6 @@ from polite_crawler.policy.traps import MIN_MAIN_WORDS, html_text
 
 if TYPE_CHECKING:
     from scrapy.http import Response
-
-MAX_LINKS: int = POLITE_DEFAULTS["POLITE_MAX_LINKS_PER_PAGE"]
 
 
 @dataclass
@@ -54,8 +51,9 @@ def _encoding(response: Response) -> str | None:
     return getattr(response, "encoding", None)
 
 
-def page_links(response: Response, max_links: int = MAX_LINKS) -> PageLinks:
-    """Links, title, rel=canonical and meta tags of the page (one lxml parse)."""
+def page_links(response: Response, max_links: int) -> PageLinks:
+    """Links, title, rel=canonical and meta tags of the page (one lxml parse), at most
+    ``max_links`` of them (POLITE_MAX_LINKS_PER_PAGE)."""
     reading = _reading(response)
     if reading.links is None or reading.links_cap != max_links:
         reading.links = extract_links(response.body, response.url, _encoding(response),

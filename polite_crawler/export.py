@@ -77,7 +77,7 @@ def export_store(uri: str, sqlite_path: str, out: IO[str], *, ai_input: bool) ->
 def main(argv: list[str] | None = None) -> int:
     from scrapy.utils.project import get_project_settings
 
-    from polite_crawler.defaults import POLITE_DEFAULTS
+    from polite_crawler.defaults import load_defaults
     from polite_crawler.store.paths import state_db_path
 
     ap = argparse.ArgumentParser(prog="python -m polite_crawler.export", description=__doc__,
@@ -90,9 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--store",
                     help="POLITE_STORE (postgresql://...); default: SQLite in the state dir")
     args = ap.parse_args(argv)
-    settings = get_project_settings()
-    for name, value in POLITE_DEFAULTS.items():
-        settings.set(name, value, priority="default")
+    settings = load_defaults(get_project_settings())
     if args.state_dir:
         settings.set("POLITE_STATE_DIR", args.state_dir, priority="cmdline")
     if args.store is not None:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from scrapy.settings import SETTINGS_PRIORITIES
 
-from polite_crawler.defaults import POLITE_DEFAULTS
+from polite_crawler.defaults import polite_settings
 from polite_crawler.policy.scrapysettings import JUDGED, Judgement, Requested, judge
 
 if TYPE_CHECKING:
@@ -55,10 +55,9 @@ def requested(settings: BaseSettings, spider: str) -> list[Requested]:
 
 
 def judgement(settings: BaseSettings, spider: str) -> Judgement:
-    def rest(name: str) -> float:
-        return float(settings.getfloat(name, POLITE_DEFAULTS[name]))
-
-    return judge(requested(settings, spider), rest("POLITE_REST_PAGE"), rest("POLITE_REST_API"))
+    rests = polite_settings(settings)
+    return judge(requested(settings, spider), rests.getfloat("POLITE_REST_PAGE"),
+                 rests.getfloat("POLITE_REST_API"))
 
 
 def settings_problem(settings: BaseSettings, spider: str) -> str | None:

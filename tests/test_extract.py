@@ -66,5 +66,5 @@ def test_the_reading_skips_the_check_only_below_libxml2s_limit() -> None:
     deep = b"<body>" + b"<div>" * 100_000 + b"deep words" + b"</div>" * 100_000
     assert extract_links(deep, "http://example.org/").too_deep
     response = HtmlResponse("http://example.org/", body=deep, encoding="utf-8")
-    page_links(response)  # the spider's reading first, as in a crawl
+    page_links(response, 5000)  # the spider's reading first, as in a crawl
     assert page_text(response).too_deep  # checked by Lexbor: libxml2 stopped early

@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from polite_crawler.defaults import POLITE_DEFAULTS
+from polite_crawler.defaults import load_defaults
 from polite_crawler.policy.urls import URLError, origin_of
 from polite_crawler.store.paths import ORIGINS_DB
 
@@ -37,10 +37,7 @@ def fail(name: str, message: str, status: int = USAGE) -> None:
 
 def with_defaults(settings: BaseSettings) -> BaseSettings:
     """The settings with every POLITE_* default filled in (the add-on does this for a crawl)."""
-    for name, value in POLITE_DEFAULTS.items():
-        if settings.getpriority(name) is None:
-            settings.set(name, value, priority="default")
-    return settings
+    return load_defaults(settings)
 
 
 def state_dir_of(settings: BaseSettings, given: str | None = None) -> Path:

@@ -191,7 +191,7 @@ def _signals(signals: ContentSignals) -> dict[str, Any]:
 
 def robots_from_store(reader: StateReader, origin: str, url: str,
                       settings: BaseSettings, now: float) -> dict[str, Any]:
-    token = settings.get("POLITE_BOT_NAME") or "PoliteCrawler"
+    token = settings.get("POLITE_BOT_NAME")
     ttl = settings.getfloat("POLITE_ROBOTS_TTL")
     stored = reader.robots(origin)
     if stored is None:
@@ -409,7 +409,7 @@ def explain_offline(settings: BaseSettings, path: Path, url: str) -> dict[str, A
     if not path.is_file():
         raise CommandError(f"--robots {path}: no such file")
     canon, _ = _canonical(url, settings)
-    token = settings.get("POLITE_BOT_NAME") or "PoliteCrawler"
+    token = settings.get("POLITE_BOT_NAME")
     data = robots_decision(path.read_bytes(), token, canon,
                            settings.getint("POLITE_ROBOTS_MAX_BYTES"))
     return {"url": url, "canonical": canon, "token": token, "robots_file": str(path), **data}

@@ -26,6 +26,8 @@ from typing import TYPE_CHECKING, Any
 from scrapy import signals
 from scrapy.exceptions import NotConfigured
 
+from polite_crawler.defaults import polite_settings
+
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
 
@@ -49,7 +51,7 @@ class CollectorTuning:
     """Sets ``gc.set_threshold`` for the crawl, measures the collector, restores both."""
 
     def __init__(self, crawler: Crawler) -> None:
-        t = thresholds_of(crawler.settings.get("POLITE_GC_THRESHOLDS"))
+        t = thresholds_of(polite_settings(crawler.settings).get("POLITE_GC_THRESHOLDS"))
         if t is None:
             raise NotConfigured("POLITE_GC_THRESHOLDS is empty")
         self.crawler = crawler

@@ -22,6 +22,7 @@ from scrapy.exceptions import NotConfigured
 from scrapy.utils.asyncio import create_looping_call
 
 from polite_crawler.context import polite_context
+from polite_crawler.defaults import polite_settings
 from polite_crawler.frontier.core import frontier_snapshot
 
 if TYPE_CHECKING:
@@ -86,7 +87,7 @@ class Progress:
     def __init__(self, crawler: Crawler) -> None:
         self.crawler = crawler
         self.ctx = polite_context(crawler)
-        self.interval = crawler.settings.getfloat("POLITE_PROGRESS_INTERVAL", 60.0)
+        self.interval = polite_settings(crawler.settings).getfloat("POLITE_PROGRESS_INTERVAL")
         if self.interval <= 0:
             raise NotConfigured  # switched off: not worth a warning
         self._loop: Any = None

@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 from scrapy import signals
 from scrapy.exceptions import NotConfigured
 
+from polite_crawler.defaults import polite_settings
+
 if TYPE_CHECKING:
     from scrapy import Spider
     from scrapy.crawler import Crawler
@@ -34,7 +36,7 @@ class StatsFile:
     """On spider_closed, writes ``{"reason": ..., "stats": {...}}`` to POLITE_STATS_FILE."""
 
     def __init__(self, crawler: Crawler) -> None:
-        path = crawler.settings.get("POLITE_STATS_FILE")
+        path = polite_settings(crawler.settings).get("POLITE_STATS_FILE")
         if not path:
             raise NotConfigured  # off by default: not worth a warning
         self.crawler = crawler

@@ -29,6 +29,7 @@ from scrapy import signals
 from scrapy.exceptions import IgnoreRequest
 
 from polite_crawler.context import polite_context
+from polite_crawler.defaults import polite_settings
 from polite_crawler.policy.addresses import AddressPolicy, AddressRefused
 
 if TYPE_CHECKING:
@@ -50,10 +51,10 @@ def address_policy(crawler: Crawler) -> AddressPolicy:
     """The crawl's address policy (one per crawler, shared by every layer)."""
     policy = getattr(crawler, _ATTR, None)
     if policy is None:
-        settings = crawler.settings
+        settings = polite_settings(crawler.settings)
         policy = AddressPolicy(
             allow_networks=settings.getlist("POLITE_ALLOW_NETWORKS"),
-            max_url_length=settings.getint("POLITE_MAX_URL_LENGTH", 2000),
+            max_url_length=settings.getint("POLITE_MAX_URL_LENGTH"),
         )
         setattr(crawler, _ATTR, policy)
     return policy

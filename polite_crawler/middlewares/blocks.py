@@ -42,6 +42,7 @@ from twisted.internet.threads import deferToThread
 
 from polite_crawler.backend import backend_of
 from polite_crawler.context import polite_context
+from polite_crawler.defaults import polite_settings
 from polite_crawler.middlewares.optout import request_origin
 from polite_crawler.policy.blocks import Block, describe, is_refusal, record_refusal
 from polite_crawler.policy.verdicts import parse_retry_after
@@ -72,12 +73,13 @@ def open_block_store(settings: BaseSettings, state: Path | None = None, *,
                      readonly: bool = False) -> BlockStore:
     """The blocks on the settings' backend: Redis on a cluster, else the state
     directory's origin store (``state``: the commands' directory; default the crawl's)."""
+    settings = polite_settings(settings)
     backend = backend_of(settings)
     if backend.cluster:
         from polite_crawler.store.redis_blocks import RedisBlockStore
 
         return RedisBlockStore(backend.frontier_url,
-                               timeout=settings.getfloat("POLITE_REDIS_STATE_TIMEOUT", 2.0))
+                               timeout=settings.getfloat("POLITE_REDIS_STATE_TIMEOUT"))
     from polite_crawler.store.paths import ORIGINS_DB, origins_db_path
 
     path = origins_db_path(settings) if state is None else state / ORIGINS_DB

@@ -66,6 +66,7 @@ from scrapy.responsetypes import responsetypes
 
 from polite_crawler.backend import page_store
 from polite_crawler.context import polite_context
+from polite_crawler.defaults import polite_settings
 from polite_crawler.items import FETCHED_AT, LASTMOD, NOT_MODIFIED, REVISIT, copy_headers
 from polite_crawler.middlewares.trapmemory import TRAIL, learn, query_variants
 from polite_crawler.middlewares.traps import DISCOVERY  # robots.txt / sitemap requests
@@ -105,8 +106,9 @@ class ConditionalRequestMiddleware:
     def __init__(self, crawler: Crawler) -> None:
         self.crawler = crawler
         self.ctx = polite_context(crawler)
-        self.recrawl_setting = str(crawler.settings.get("POLITE_RECRAWL", "") or "")
-        self.bounds = revisit_bounds(crawler.settings)
+        settings = polite_settings(crawler.settings)
+        self.recrawl_setting = str(settings.get("POLITE_RECRAWL") or "")
+        self.bounds = revisit_bounds(settings)
         self.queries = query_variants(crawler)
 
     @classmethod

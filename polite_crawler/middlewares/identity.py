@@ -11,7 +11,7 @@ from scrapy.exceptions import IgnoreRequest
 from scrapy.settings import SETTINGS_PRIORITIES
 
 from polite_crawler import __version__
-from polite_crawler.defaults import DEMO_PORT
+from polite_crawler.defaults import DEMO_PORT, polite_settings
 from polite_crawler.policy.identity import (
     Identity,
     IdentityError,
@@ -36,11 +36,12 @@ LOCAL_BOT_URL = f"http://127.0.0.1:{DEMO_PORT}/bot/"
 
 def identity_from_settings(settings: BaseSettings) -> Identity:
     """The crawl's identity; a missing POLITE_BOT_URL falls back to the local bot page."""
+    settings = polite_settings(settings)
     return build_identity(
-        settings.get("POLITE_BOT_NAME", "PoliteCrawler"),
+        settings.get("POLITE_BOT_NAME"),
         __version__,
         settings.get("POLITE_BOT_URL") or LOCAL_BOT_URL,
-        settings.get("POLITE_CONTACT", ""),
+        settings.get("POLITE_CONTACT"),
     )
 
 
@@ -68,7 +69,7 @@ class IdentityMiddleware:
 
     def __init__(self, crawler: Crawler) -> None:
         self.crawler = crawler
-        settings = crawler.settings
+        settings = polite_settings(crawler.settings)
         self.identity = identity_from_settings(settings)
         self.has_bot_url = bool(settings.get("POLITE_BOT_URL"))
         self.test_networks = parse_networks(settings.getlist("POLITE_TEST_NETWORKS"))

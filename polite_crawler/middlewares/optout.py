@@ -41,6 +41,7 @@ from twisted.internet.threads import deferToThread
 
 from polite_crawler.backend import backend_of
 from polite_crawler.context import polite_context
+from polite_crawler.defaults import polite_settings
 from polite_crawler.frontier.store import process_owner
 from polite_crawler.policy.urls import origin_of
 from polite_crawler.store.optout import OptOutList
@@ -77,16 +78,16 @@ class OptOutMiddleware:
         self.crawler = crawler
         self.ctx = polite_context(crawler)
         self.clock = self.ctx.clock
-        settings = crawler.settings
-        self.poll = max(settings.getfloat("POLITE_OPTOUT_POLL", 0.2), 0.01)
+        settings = polite_settings(crawler.settings)
+        self.poll = max(settings.getfloat("POLITE_OPTOUT_POLL"), 0.01)
         backend = backend_of(settings)
         self.redis: RedisOptOutList | None = backend.cluster_optout(settings)
         self.list: OptOutList | None = None
         if self.redis is not None:
-            self.crawl_name = settings.get("POLITE_CRAWL", "") or "default"
+            self.crawl_name = settings.get("POLITE_CRAWL") or "default"
             # As long as the frontier's lease, and many polls: a live job is never
             # taken for gone by forget because one poll was late.
-            self.alive_ttl = max(settings.getfloat("POLITE_REDIS_LEASE_TTL", 15.0),
+            self.alive_ttl = max(settings.getfloat("POLITE_REDIS_LEASE_TTL"),
                                  20 * self.poll, 1.0)
             self.version, self.refused = when_redis_answers(self.redis.snapshot,
                                                             backend.frontier_url)
@@ -116,7 +117,7 @@ class OptOutMiddleware:
         frontier = getattr(self.ctx.frontier, "frontier", None)
         queue = getattr(frontier, "queue", None)
         path = getattr(queue, "path", None)
-        keep_days = self.crawler.settings.getfloat("POLITE_ACCESS_LOG_KEEP_DAYS", 365.0)
+        keep_days = polite_settings(self.crawler.settings).getfloat("POLITE_ACCESS_LOG_KEEP_DAYS")
         keep = (keep_days if keep_days > 0 else 36500) * 86400
         self.spider_name = spider.name
         if self.redis is not None:

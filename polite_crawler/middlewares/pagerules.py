@@ -59,8 +59,9 @@ import scrapy
 from scrapy.http import HtmlResponse
 from scrapy.spidermiddlewares.base import BaseSpiderMiddleware
 
-from polite_crawler.analysis import MAX_LINKS, page_links
+from polite_crawler.analysis import page_links
 from polite_crawler.context import polite_context
+from polite_crawler.defaults import polite_settings
 from polite_crawler.middlewares.traps import DISCOVERY
 from polite_crawler.policy.robots import NO_SIGNALS, ContentSignals, PageRules, page_rules
 from polite_crawler.policy.urls import canonicalize
@@ -96,8 +97,9 @@ class PageRulesMiddleware(BaseSpiderMiddleware):
     def __init__(self, crawler: Crawler) -> None:
         super().__init__(crawler)
         self.ctx = polite_context(crawler)
-        self.token = crawler.settings.get("POLITE_BOT_NAME", "PoliteCrawler")
-        self.max_links = crawler.settings.getint("POLITE_MAX_LINKS_PER_PAGE", MAX_LINKS)
+        settings = polite_settings(crawler.settings)
+        self.token = settings.get("POLITE_BOT_NAME")
+        self.max_links = settings.getint("POLITE_MAX_LINKS_PER_PAGE")
 
     def _inc(self, key: str) -> None:
         if self.crawler.stats is not None:

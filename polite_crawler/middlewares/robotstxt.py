@@ -47,6 +47,7 @@ from w3lib.url import safe_url_string
 
 from polite_crawler.backend import backend_of
 from polite_crawler.context import polite_context
+from polite_crawler.defaults import polite_settings
 from polite_crawler.middlewares.addresses import refusal_text
 from polite_crawler.policy.addresses import AddressRefused
 from polite_crawler.policy.robots import Outcome, redirect_outcome
@@ -69,11 +70,11 @@ class RobotsTxtMiddleware:
     def __init__(self, crawler: Crawler) -> None:
         self.crawler = crawler
         self.ctx = polite_context(crawler)
-        settings = crawler.settings
+        settings = polite_settings(crawler.settings)
         self.book = backend_of(settings).robots_book(settings, clock=self.ctx.clock,
                                                      count=self._inc)
         self.ctx.robots = self.book
-        self.max_redirects = settings.getint("POLITE_ROBOTS_MAX_REDIRECTS", 5)
+        self.max_redirects = settings.getint("POLITE_ROBOTS_MAX_REDIRECTS")
         crawler.signals.connect(self.spider_closed, signal=signals.spider_closed)
 
     @classmethod

@@ -22,9 +22,9 @@ from typing import TYPE_CHECKING
 from scrapy import signals
 from scrapy.exceptions import IgnoreRequest, NotConfigured
 
+from polite_crawler.defaults import polite_settings
 from polite_crawler.middlewares.identity import LOCAL_BOT_URL
 from polite_crawler.policy.signing import (
-    DEFAULT_TTL,
     SigningError,
     describe,
     parse_key_paths,
@@ -45,6 +45,7 @@ def signer_for(settings: BaseSettings) -> tuple[RequestSigner, KeyRing, bool] | 
     """The signer, key ring and whether the key directory file was checked, as the
     settings name them; None without POLITE_SIGNING_KEY. Raises :class:`SigningError`
     (the middleware at start, and ``scrapy crawl`` before it, refuse on it)."""
+    settings = polite_settings(settings)
     paths = parse_key_paths(settings.get("POLITE_SIGNING_KEY"))
     if not paths:
         return None
@@ -61,7 +62,7 @@ def signer_for(settings: BaseSettings) -> tuple[RequestSigner, KeyRing, bool] | 
         paths,
         settings.get("POLITE_SIGNATURE_AGENT") or "",
         settings.get("POLITE_BOT_URL") or LOCAL_BOT_URL,
-        ttl=settings.getint("POLITE_SIGNATURE_TTL", DEFAULT_TTL),
+        ttl=settings.getint("POLITE_SIGNATURE_TTL"),
         directory=directory,
     )
     return signer, ring, directory is not None

@@ -34,7 +34,7 @@ from scrapy.exceptions import StopDownload
 from scrapy.http import TextResponse
 from scrapy.responsetypes import responsetypes
 
-from polite_crawler.defaults import POLITE_DEFAULTS as _DEFAULT
+from polite_crawler.defaults import polite_settings
 from polite_crawler.policy.codings import (
     ACCEPT_ENCODING,
     DECODED,
@@ -57,12 +57,12 @@ class SizeCapMiddleware:
     """Cut bodies at the cap (on the wire and decoded) and decode content codings."""
 
     def __init__(self, crawler: Crawler) -> None:
-        settings = crawler.settings
+        settings = polite_settings(crawler.settings)
         self.crawler = crawler
-        self.max_bytes = max(1, settings.getint("POLITE_MAX_BYTES", _DEFAULT["POLITE_MAX_BYTES"]))
+        self.max_bytes = max(1, settings.getint("POLITE_MAX_BYTES"))
         self.robots_max_bytes = max(
             ROBOTS_MIN_BYTES,
-            settings.getint("POLITE_ROBOTS_MAX_BYTES", _DEFAULT["POLITE_ROBOTS_MAX_BYTES"]),
+            settings.getint("POLITE_ROBOTS_MAX_BYTES"),
         )
         crawler.signals.connect(self.bytes_received, signal=signals.bytes_received)
 

@@ -41,7 +41,7 @@ from scrapy.spidermiddlewares.base import BaseSpiderMiddleware
 
 from polite_crawler.analysis import yield_text
 from polite_crawler.context import polite_context
-from polite_crawler.defaults import POLITE_DEFAULTS as _DEFAULT
+from polite_crawler.defaults import polite_settings
 from polite_crawler.middlewares.traps import DEPTH, DISCOVERY, url_rules
 from polite_crawler.policy.traps import (
     DEPTH as DEPTH_RULE,
@@ -82,14 +82,11 @@ def query_variants(crawler: Crawler) -> QueryVariants:
     """The crawl's query-variant counts (one per crawler)."""
     found = getattr(crawler, _QUERIES, None)
     if found is None:
-        s = crawler.settings
+        s = polite_settings(crawler.settings)
         found = QueryVariants(QueryLimits(
-            max_variants=s.getint("POLITE_MAX_QUERY_VARIANTS",
-                                  _DEFAULT["POLITE_MAX_QUERY_VARIANTS"]),
-            min_share=s.getfloat("POLITE_QUERY_VARIANTS_MIN_SHARE",
-                                 _DEFAULT["POLITE_QUERY_VARIANTS_MIN_SHARE"]),
-            min_novelty=s.getfloat("POLITE_YIELD_MIN_NOVELTY",
-                                   _DEFAULT["POLITE_YIELD_MIN_NOVELTY"]),
+            max_variants=s.getint("POLITE_MAX_QUERY_VARIANTS"),
+            min_share=s.getfloat("POLITE_QUERY_VARIANTS_MIN_SHARE"),
+            min_novelty=s.getfloat("POLITE_YIELD_MIN_NOVELTY"),
         ))
         setattr(crawler, _QUERIES, found)
     queries: QueryVariants = found
@@ -100,8 +97,8 @@ def session_tokens(crawler: Crawler) -> SessionTokens:
     """The crawl's session-token judge (one per crawler)."""
     found = getattr(crawler, _TOKENS, None)
     if found is None:
-        found = SessionTokens(min_novelty=crawler.settings.getfloat(
-            "POLITE_YIELD_MIN_NOVELTY", _DEFAULT["POLITE_YIELD_MIN_NOVELTY"]))
+        found = SessionTokens(min_novelty=polite_settings(crawler.settings).getfloat(
+            "POLITE_YIELD_MIN_NOVELTY"))
         setattr(crawler, _TOKENS, found)
     tokens: SessionTokens = found
     return tokens

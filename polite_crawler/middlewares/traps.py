@@ -32,7 +32,7 @@ drop an origin's queue themselves (Scrapy's own).
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from scrapy.exceptions import IgnoreRequest
 from scrapy.http import HtmlResponse
@@ -40,7 +40,7 @@ from scrapy.spidermiddlewares.base import BaseSpiderMiddleware
 
 from polite_crawler.analysis import yield_text
 from polite_crawler.context import polite_context
-from polite_crawler.defaults import POLITE_DEFAULTS as _DEFAULT
+from polite_crawler.defaults import polite_settings
 from polite_crawler.frontier.admission import UrlRules, safe_origin
 from polite_crawler.policy.traps import (
     LOW_YIELD,
@@ -64,16 +64,13 @@ _MONITOR = "_polite_yield_monitor"
 _RULES = "_polite_url_rules"
 
 
-def _num(settings: BaseSettings, name: str) -> Any:
-    return type(_DEFAULT[name])(settings.get(name, _DEFAULT[name]))
-
-
 def trap_limits(settings: BaseSettings) -> TrapLimits:
+    settings = polite_settings(settings)
     return TrapLimits(
-        max_depth=_num(settings, "POLITE_MAX_DEPTH"),
-        max_url_length=_num(settings, "POLITE_MAX_URL_LENGTH"),
-        max_query_params=_num(settings, "POLITE_MAX_QUERY_PARAMS"),
-        max_segment_repeats=_num(settings, "POLITE_MAX_SEGMENT_REPEATS"),
+        max_depth=settings.getint("POLITE_MAX_DEPTH"),
+        max_url_length=settings.getint("POLITE_MAX_URL_LENGTH"),
+        max_query_params=settings.getint("POLITE_MAX_QUERY_PARAMS"),
+        max_segment_repeats=settings.getint("POLITE_MAX_SEGMENT_REPEATS"),
     )
 
 
@@ -81,11 +78,11 @@ def yield_monitor(crawler: Crawler) -> YieldMonitor:
     """The crawl's one yield monitor (kept on the crawler, shared by both middlewares)."""
     monitor = getattr(crawler, _MONITOR, None)
     if monitor is None:
-        s = crawler.settings
+        s = polite_settings(crawler.settings)
         monitor = YieldMonitor(YieldLimits(
-            window=_num(s, "POLITE_YIELD_WINDOW"),
-            min_share=_num(s, "POLITE_YIELD_MIN_SHARE"),
-            min_novelty=_num(s, "POLITE_YIELD_MIN_NOVELTY"),
+            window=s.getint("POLITE_YIELD_WINDOW"),
+            min_share=s.getfloat("POLITE_YIELD_MIN_SHARE"),
+            min_novelty=s.getfloat("POLITE_YIELD_MIN_NOVELTY"),
         ))
         setattr(crawler, _MONITOR, monitor)
     return monitor

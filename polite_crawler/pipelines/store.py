@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from polite_crawler.defaults import POLITE_DEFAULTS
+from polite_crawler.defaults import polite_settings
 from polite_crawler.items import PageItem, page_copy
 from polite_crawler.pipelines import NOT_REQUESTED, PagePipeline
 from polite_crawler.policy.revisit import Bounds, freshness
@@ -14,14 +14,13 @@ from polite_crawler.store.pages import FetchRecord, PageRecord, PageStoreDown
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
+    from scrapy.settings import BaseSettings
 
 
-def revisit_bounds(settings: Any) -> Bounds:
-    def get(name: str) -> float:
-        return float(settings.getfloat(name, POLITE_DEFAULTS[name]))
-
-    return Bounds(get("POLITE_REVISIT_DEFAULT"), get("POLITE_REVISIT_MIN"),
-                  get("POLITE_REVISIT_MAX"))
+def revisit_bounds(settings: BaseSettings) -> Bounds:
+    settings = polite_settings(settings)
+    return Bounds(settings.getfloat("POLITE_REVISIT_DEFAULT"),
+                  settings.getfloat("POLITE_REVISIT_MIN"), settings.getfloat("POLITE_REVISIT_MAX"))
 
 
 def aliases_of(item: PageItem) -> list[tuple[str, str]]:

@@ -49,10 +49,11 @@ import scrapy
 from scrapy import signals
 from scrapy.exceptions import DontCloseSpider
 from scrapy.http import Response, TextResponse
+from scrapy.settings import BaseSettings
 
 from polite_crawler.analysis import page_links
 from polite_crawler.context import polite_context
-from polite_crawler.defaults import POLITE_DEFAULTS as _DEFAULT
+from polite_crawler.defaults import polite_settings
 from polite_crawler.frontier.admission import UrlRules
 from polite_crawler.items import PageItem, page_item
 from polite_crawler.middlewares.trapmemory import TRAIL, LinkMemory
@@ -121,29 +122,26 @@ class SiteSpider(scrapy.Spider):
         self.allowed_hosts = {host_of(u) for u in self.polite_start_urls}
         self._discovery: dict[str, _Discovery] = {}
         self._rules: UrlRules | None = None
+        # The declared defaults for a spider built without a crawler (tests, scrapy
+        # check); from_crawler reads the crawl's settings.
+        self._read_settings(BaseSettings())
 
     @classmethod
     def from_crawler(cls, crawler: Crawler, *args: Any, **kwargs: Any) -> SiteSpider:
         spider: SiteSpider = super().from_crawler(crawler, *args, **kwargs)
-        s = crawler.settings
-        spider.strip_params = s.getlist("POLITE_STRIP_PARAMS")
-        spider.max_links = s.getint("POLITE_MAX_LINKS_PER_PAGE",
-                                    _DEFAULT["POLITE_MAX_LINKS_PER_PAGE"])
-        spider.sitemap_max_bytes = s.getint("POLITE_SITEMAP_MAX_BYTES",
-                                            _DEFAULT["POLITE_SITEMAP_MAX_BYTES"])
-        spider.sitemap_max_urls = s.getint("POLITE_SITEMAP_MAX_URLS",
-                                           _DEFAULT["POLITE_SITEMAP_MAX_URLS"])
-        spider.trap_limits = trap_limits(s)
+        spider._read_settings(crawler.settings)
         spider._rules = url_rules(crawler)
         crawler.signals.connect(spider._on_idle, signal=signals.spider_idle)
         return spider
 
-    # defaults for a spider built without a crawler (tests, scrapy check)
-    strip_params: list[str] = []
-    max_links: int = _DEFAULT["POLITE_MAX_LINKS_PER_PAGE"]
-    sitemap_max_bytes: int = _DEFAULT["POLITE_SITEMAP_MAX_BYTES"]
-    sitemap_max_urls: int = _DEFAULT["POLITE_SITEMAP_MAX_URLS"]
-    trap_limits: TrapLimits = TrapLimits()
+    def _read_settings(self, settings: BaseSettings) -> None:
+        s = polite_settings(settings)
+        self.strip_params: list[str] = s.getlist("POLITE_STRIP_PARAMS")
+        self.max_links: int = s.getint("POLITE_MAX_LINKS_PER_PAGE")
+        self.sitemap_max_bytes: int = s.getint("POLITE_SITEMAP_MAX_BYTES")
+        self.sitemap_max_urls: int = s.getint("POLITE_SITEMAP_MAX_URLS")
+        self.trap_limits: TrapLimits = trap_limits(s)
+
     # Pages go to the frontier in bulk, as URL rows; False: every page is a Request the
     # callback yields, judged by the spider middlewares (as another spider's would be).
     bulk_pages: bool = True

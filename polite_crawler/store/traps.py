@@ -20,7 +20,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from polite_crawler.defaults import POLITE_DEFAULTS
+from polite_crawler.defaults import polite_settings
 from polite_crawler.policy.traps import TrapMemory
 from polite_crawler.policy.urls import origin_of
 from polite_crawler.store.paths import connect, state_dir
@@ -172,9 +172,8 @@ def trap_book(crawler: Crawler) -> TrapBook:
     if book is None:
         from scrapy import signals
 
-        ttl = crawler.settings.getfloat("POLITE_TRAP_MEMORY",
-                                        POLITE_DEFAULTS["POLITE_TRAP_MEMORY"])
-        book = TrapBook(state_dir(crawler.settings) / TRAPS_DB, ttl)
+        settings = polite_settings(crawler.settings)
+        book = TrapBook(state_dir(settings) / TRAPS_DB, settings.getfloat("POLITE_TRAP_MEMORY"))
         setattr(crawler, _ATTR, book)
 
         async def _open() -> None:
