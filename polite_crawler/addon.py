@@ -139,7 +139,8 @@ class PoliteAddon:
             extensions = dict(settings.getdict("EXTENSIONS"))
             extensions[METRICS] = None
             settings.set("EXTENSIONS", extensions, priority=ENFORCED)
-        # Issue 19: the browser's handler and trigger, only when rendering is on.
+        # The browser's handler and trigger (rendering a page in Chromium), only when
+        # POLITE_RENDER asks for rendering.
         from polite_crawler.render.settings import install as install_render
 
         install_render(settings, getattr(self.crawler, "spider", None), ENFORCED)

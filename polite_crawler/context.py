@@ -26,11 +26,11 @@ class PoliteContext:
         # Wall clock (epoch seconds): persisted next-allowed times must survive restarts.
         self.clock = clock
         # Set by the components that own them when the crawl opens.
-        self.frontier: Any = None  # polite_crawler.frontier (issue 3)
-        self.robots: Any = None  # polite_crawler.store.robots.RobotsBook (issue 4)
-        self.pages: Any = None  # polite_crawler.store page store (issue 8)
-        self.access_log: Any = None  # polite_crawler.extensions.accesslog (issue 5)
-        # polite_crawler.extensions.metrics.Recorder when POLITE_METRICS_PORT is set (issue 28)
+        self.frontier: Any = None  # polite_crawler.frontier's scheduler
+        self.robots: Any = None  # polite_crawler.store.robots.RobotsBook
+        self.pages: Any = None  # polite_crawler.store page store
+        self.access_log: Any = None  # polite_crawler.extensions.accesslog
+        # polite_crawler.extensions.metrics.Recorder when POLITE_METRICS_PORT is set
         self.metrics: Any = None
         # Hosts the operator named (-a url / -a urls): allowed by the address policy.
         self.start_hosts: set[str] = set()

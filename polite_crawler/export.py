@@ -7,8 +7,8 @@ One JSON line per stored page: ``canonical_url``, ``url``, ``final_url``,
 ``signals``. For an AI-input export a page whose content signals refuse AI input
 (Cloudflare ``Content-Signal: ai-input=no``, IETF AIPREF ``ai-use=n``, from
 robots.txt or a response header) is kept, but without its title and text, and
-says why in ``withheld`` (seed 002: "When a page refuses AI input, the crawler
-keeps the page but holds back its text from an AI reader"). A ``noindex`` page
+says why in ``withheld``: a page that refuses AI input is kept, but its text is
+held back from an AI reader (the site's signal is its owner's word). A ``noindex`` page
 never carries content in any export. ``ai-train=no`` is recorded in
 ``signals`` only: the crawler trains no model.
 """

@@ -93,12 +93,12 @@ def start_problem(settings: BaseSettings, spidercls: type, spargs: dict[str, Any
     signing = signing_problem(merged)
     if signing is not None:
         return signing
-    from polite_crawler.render.settings import render_problem  # issue 19
+    from polite_crawler.render.settings import render_problem  # POLITE_RENDER's needs
 
     rendering = render_problem(merged, spider)
     if rendering is not None:
         return rendering
-    from polite_crawler.extensions.jobdir import recrawl_jobdir_problem  # issue 15
+    from polite_crawler.extensions.jobdir import recrawl_jobdir_problem  # recrawl + JOBDIR
 
     recrawl = getattr(spider, "recrawl", None) or merged.get("POLITE_RECRAWL") or ""
     jobdir = recrawl_jobdir_problem(str(merged.get("JOBDIR") or ""), str(recrawl))

@@ -1,9 +1,9 @@
 """Conditional requests: a revisit costs the site a 304, or nothing at all.
 
-Downloader middleware, order 900 (seed 002: "When the store has a copy of a
-page, the request includes its ETag and its Last-Modified date. A site that
-answers 304 Not Modified sends no body, and the crawler reads the stored copy
-again."). For every GET of a page the store knows (by canonical URL, or an
+Downloader middleware, order 900. When the store has a copy of a page, the request
+carries its ETag and its Last-Modified date (RFC 9110 section 13.1: If-None-Match,
+If-Modified-Since); a site that answers 304 Not Modified sends no body, and the
+stored copy is read again. For every GET of a page the store knows (by canonical URL, or an
 alias of it), :func:`polite_crawler.policy.revisit.decide` says:
 
 * ``conditional``: the request carries ``If-None-Match`` (the stored ETag,
@@ -96,7 +96,8 @@ _CONDITIONAL_HEADERS = (b"If-None-Match", b"If-Modified-Since")
 # Aliases whose page's copy and validators stand for the URL: a redirect lands on
 # that page. An exact duplicate or a rel=canonical alias is another resource (its
 # own validators, its own base for links): it is fetched as unknown.
-# A "migrated" alias is a spelling the canonical form before issue 15 stored as this page.
+# A "migrated" alias is a spelling an earlier version of the canonical form stored as
+# this page (polite_crawler.frontier.migrate).
 FOLLOW = ("redirect", "migrated")
 # Headers a 304 updates in the stored copy (RFC 9111 section 4.3.4; the others stay).
 _UPDATED_BY_304 = ("cache-control", "expires", "date", "etag", "last-modified", "age", "vary")

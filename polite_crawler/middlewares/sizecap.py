@@ -5,9 +5,9 @@ Replaces Scrapy's HttpCompressionMiddleware (same place, 590): it asks for
 inflates more than the cap (a gzip bomb stops at POLITE_MAX_BYTES of output).
 
 Scrapy's own DOWNLOAD_MAXSIZE cancels a download that grows too large and
-drops what came; here the body is *cut* and the first part kept (seed 000:
-"set a response size cap ... so one pathological file cannot exhaust
-memory"), which also keeps the first 500 KiB of an oversized robots.txt
+drops what came; here the body is *cut* and the first part kept (a response size
+cap, so one pathological file cannot exhaust memory, and what came is still
+read), which also keeps the first 500 KiB of an oversized robots.txt
 (RFC 9309 section 2.5: a crawler must parse at least 500 kibibytes).
 
 * On the wire: a ``bytes_received`` handler stops the transfer

@@ -1,7 +1,8 @@
 """A site's own refusal, remembered: when it may be asked again.
 
-A site that answered 402, 403 or a challenge page refused the crawler (seed 005: stop
-on 402/403/challenge). The gate stops it for the run; this rule says for how long
+A site that answered 402, 403 or a challenge page refused the crawler: a polite
+crawler stops there (it does not pay, log in or solve a challenge to get past a site
+that said no). The gate stops it for the run; this rule says for how long
 every later run and job leaves it alone: no sooner than :data:`FIRST` (24 h) after
 the refusal, doubling for each refusal in a row (asked again after the wait, refused
 again) up to :data:`LONGEST` (a week). A Retry-After the site sent with its refusal

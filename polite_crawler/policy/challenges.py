@@ -1,7 +1,7 @@
 """Challenge pages: a bot manager asking for a human, whatever the status.
 
 A challenge (or a bot manager's block page) is the site saying no: the origin
-is stopped for the run (seed 002, "a challenge page ... stops the host"). It
+is stopped for the run, as for a 403: the crawler never solves a challenge. It
 is recognised from the table below. Each :class:`ChallengeRule` is a vendor
 and one or more :class:`Signature`; a signature matches when *all* its
 conditions hold (status, headers, body markers), and a rule matches when any

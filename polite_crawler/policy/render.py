@@ -1,6 +1,7 @@
 """Rules for rendering a page in a browser: what it may fetch, and when it is needed.
 
-Seed 003 ("Prefer HTML or an API to a headless browser"): a browser is the last
+HTML or the site's API before a headless browser (a browser fetches every script,
+style and image a page names: many requests where one would do): a browser is the last
 resort, for a page whose content is built by its scripts and whose site offers no
 data of its own; then it fetches only what builds the content.
 

@@ -1,6 +1,6 @@
 """When to fetch a known page again, and whether to fetch it at all.
 
-Three rules (seed 003, "Conditional Requests and Revisit Policy"):
+Three rules, each a statement of the site's own honoured before the crawler's guess:
 
 * Cache-Control ``max-age`` and ``Expires`` are a *floor* on the revisit
   interval: a page the site declared fresh is not requested while it is fresh
@@ -250,8 +250,8 @@ def decide(known: Known | None, now: float, *, lastmod: float | None = None,
     The Cache-Control floor comes first, then the sitemap's lastmod (an honest
     "changed since" overrides the interval), then the revisit interval.
     ``force`` (``-a recrawl=all``) overrides only the interval: the site's own
-    statements (still fresh; not modified since, by its sitemap) win (issue 16,
-    seed 003: "Honour Cache-Control: max-age and Expires as a floor").
+    statements (still fresh; not modified since, by its sitemap) win: Cache-Control
+    max-age and Expires are a floor on the interval (RFC 9111 section 4.2).
 
     >>> k = Known(fetched_at=1000, due_at=5000, fresh_until=2000, has_copy=True,
     ...           has_validators=True)

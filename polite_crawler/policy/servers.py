@@ -8,8 +8,8 @@ rest of ``duration_factor`` (5) times the round's longest duration before the ne
 round. So at most ``limit`` of our requests are open on it at once, and our share of
 the server's time is at most ``limit / (1 + duration_factor)`` of one of its workers:
 with ``limit`` its proven parallelism, the 5x rule bounds the machine as it bounds one
-host (seed 003: the rest as a multiple of the response time "caps your share of the
-server's request-handling capacity"). A round sends its requests together, so every
+host (a rest that is a multiple of the response time caps the crawler's share of the
+server's request-handling capacity). A round sends its requests together, so every
 full round measures the latency at concurrency ``limit``.
 
 ``limit`` starts at 1 and grows by one only while the server's latency stays flat as
@@ -21,8 +21,9 @@ means the server queues our requests: the limit goes back down one and is not pr
 again for ``cooldown`` seconds (doubled after each such probe, up to ``cooldown_max``).
 When the latency rises whatever the concurrency (the
 window's median above ``rise`` times the baseline and ``min_rise`` above it), the
-crawler is the load (seed 003: "if the p50 latency rises after you start, you are the
-load. Halve your rate"): the limit halves, and at a limit of one the rounds' rest doubles.
+crawler is the load (a median latency that rises after the crawl starts is the
+crawler's own doing; the answer is to halve the rate): the limit halves, and at a limit
+of one the rounds' rest doubles.
 
 A failure that speaks for the machine (503, a timeout, a refused or reset connection)
 makes every site of the address wait (``wait_until``) and the limit falls to one; a

@@ -8,7 +8,7 @@ One entry point, :func:`parse_sitemap`, reads every form discovery meets:
 - RSS 2.0 (and RSS 1.0 / RDF) and Atom feeds: each item's link;
 - any of these gzipped (``.xml.gz`` served as a file, not as a content coding).
 
-Safety (issue 10): XML is parsed by lxml with entity expansion off
+Safety (a sitemap is hostile input): XML is parsed by lxml with entity expansion off
 (``resolve_entities=False``: a billion-laughs file stays a few bytes), no DTD
 loading, no network, no XInclude, no huge trees (libxml2's depth and text-size
 limits stay on), comments and processing instructions dropped. Decompressed

@@ -1,13 +1,14 @@
 """Crawler traps: URL rules checked before a request is queued, and yield monitoring.
 
-Seed 000, "Traps": the per-origin budget (the frontier's), maximum depth, a
-path segment repeated, URL length, parameter counting, and yield monitoring.
+The trap defences: the per-origin budget (the frontier's), maximum depth, a path
+segment repeated, URL length, parameter counting, and yield monitoring (a site can
+generate URLs without end; each rule bounds one way it does).
 Each rule here is pure and gives a *reason* (``depth``, ``repeated_segment``,
 ``url_length``, ``query_params``, ``low_yield``) that the glue counts as
 ``polite/traps/<reason>``.
 
-Trap memory (issue 16)
-----------------------
+Trap memory
+-----------
 What a crawl judged a trap is remembered per origin (:class:`TrapMemory`; kept
 durably by :mod:`polite_crawler.store.traps`) until it expires
 (POLITE_TRAP_MEMORY), so the next crawl does not walk it again. A trap's pages
@@ -18,8 +19,8 @@ any other link starts none. When a URL rule refuses a link, the pages of its
 trail after the first (the trap's entry, reached by an ordinary link, stays a
 page like any other) and the refused URL are the trap (:func:`trap_pages`).
 
-Session tokens in paths (issue 24)
-----------------------------------
+Session tokens in paths
+-----------------------
 A site that mints a new session token in every link's path
 (``/s/3f9c0a17be42d865/page-3``) has no end of URLs, and no URL comes back: a
 memory of URLs never helps a recrawl. A path segment that looks like a token
@@ -37,8 +38,8 @@ unless their pages were judged so: a commit page is its own resource (the hash
 ends the path, so nothing "comes back" under another), and pages of distinct
 text are new content.
 
-Query variants (issue 15, faceted navigation)
----------------------------------------------
+Query variants (faceted navigation)
+-----------------------------------
 :class:`QueryVariants`: the distinct query strings fetched per origin and path,
 and how many of them brought new text (the yield monitor's novelty, against the
 path's own recent pages). Once ``max_variants`` are fetched, a path whose query
@@ -90,7 +91,7 @@ SESSION_TOKEN = "session_token"
 
 @dataclass(frozen=True)
 class TrapLimits:
-    """The URL rules' numbers (seed 000 defaults; settings POLITE_MAX_*)."""
+    """The URL rules' numbers (settings POLITE_MAX_*)."""
 
     max_depth: int = 10
     max_url_length: int = 2000

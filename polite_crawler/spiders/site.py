@@ -3,9 +3,9 @@
 ``-a urls=FILE`` (one URL a line, ``#`` comments) crawls many sites at once.
 It stays inside the hosts it was given.
 
-Discovery, per origin (seed 003: "Fetch /sitemap.xml (and any Sitemap: lines
-in robots.txt, and sitemap indexes) first … Only spider links for what the
-sitemap does not cover, and stay within the host"):
+Discovery, per origin: the site's own lists first (/sitemap.xml, the Sitemap: lines
+of robots.txt, sitemap indexes, feeds), then links only for what they leave out, within
+the host (a sitemap costs the site one request for many pages):
 
 1. The ``Sitemap:`` lines of robots.txt. With polite_crawler's robots.txt
    component the frontier fetches robots.txt before anything else of the
