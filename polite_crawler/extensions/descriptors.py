@@ -193,7 +193,15 @@ class DescriptorBudget:
         # first use, when every other descriptor may be taken.
         from polite_crawler.backend import page_store
 
-        page_store(self.crawler)
+        try:
+            page_store(self.crawler)
+        except Exception as exc:  # opened again on first use, which reports it as before
+            exhausted = exhaustion_in(exc)
+            if exhausted is not None:
+                self.exhausted(exhausted, "opening the page store")
+                return
+            logger.warning("The page store did not open as the crawl opened (%(error)s); it "
+                           "is opened again when first used", {"error": str(exc).strip()})
 
     def spider_closed(self) -> None:
         for handler in self._handlers:
