@@ -65,7 +65,9 @@ POLITE_DEFAULTS: dict[str, Any] = {
     "POLITE_JITTER": 1.0,
     # Loopback (and these networks) may use rests below the public floors.
     "POLITE_TEST_NETWORKS": [],
-    "POLITE_HOST_BUDGET": 10_000,  # pages per origin per day
+    "POLITE_HOST_BUDGET": 10_000,  # pages per origin per day, and per owner (registrable domain)
+    # Requests at once across the hosts of one owner (registrable domain, policy.owners).
+    "POLITE_OWNER_CONCURRENCY": 2,
     # Answers whose median is an origin's latency baseline. Bounds: at least 1.
     "POLITE_LATENCY_BASELINE_N": 5,
     # Latest answers whose median is compared with the baseline (over twice it: the rest
