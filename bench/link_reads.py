@@ -35,7 +35,8 @@ def main(argv: list[str]) -> int:
             pairs.extend((page, link.url)
                          for link in extract_links(f.read_bytes(), page, "utf-8").links)
     canon = [canonicalize(link) for _, link in pairs]
-    limits = TrapLimits()
+    limits = TrapLimits(max_depth=10, max_url_length=2000, max_query_params=5,
+                        max_segment_repeats=3)
     best: dict[str, float] = {}
     for _ in range(5):
         memo = getattr(urls, "_HOSTS", None)

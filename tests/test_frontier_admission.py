@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from hypothesis import given, settings
@@ -11,6 +12,8 @@ from polite_crawler.frontier.admission import UrlRules
 from polite_crawler.policy.traps import TrapLimits, YieldLimits, YieldMonitor
 from polite_crawler.policy.urls import URLError, canonicalize
 from tests.test_frontier_bulk import A, B, E, F, _Setup
+
+LIMITS = TrapLimits(max_depth=10, max_url_length=2000, max_query_params=5, max_segment_repeats=3)
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -34,12 +37,12 @@ def _canonical(urls: list[str], strip: list[str]) -> list[str]:
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.tuples(_origins, st.lists(_segments, max_size=6), _queries), max_size=12),
        st.integers(0, 12), st.sampled_from([[], ["b"]]),
-       st.sampled_from([TrapLimits(), TrapLimits(max_url_length=60, max_segment_repeats=2)]))
+       st.sampled_from([LIMITS, replace(LIMITS, max_url_length=60, max_segment_repeats=2)]))
 def test_judge_canonical_is_judge_of_each_url(found: list[tuple[str, list[str], str]],
                                              depth: int, strip: list[str],
                                              limits: TrapLimits) -> None:
     urls = _canonical([f"{o}/{'/'.join(s)}{q}" for o, s, q in found], strip)
-    monitor = YieldMonitor(YieldLimits())
+    monitor = YieldMonitor(YieldLimits(window=30, min_share=0.1, min_novelty=0.2))
     monitor._stopped.add(B)  # as the yield monitor does when it stops an origin
     rules = UrlRules(limits, strip, monitor)
     judged = [rules.judge(url, depth, canonical_form=True) for url in urls]

@@ -33,6 +33,7 @@ from polite_crawler.policy.traps import (
     URL_LENGTH,
     Trails,
     TrapLimits,
+    YieldLimits,
     YieldMonitor,
     continues_trail,
     extend_trail,
@@ -41,6 +42,8 @@ from polite_crawler.policy.traps import (
 from polite_crawler.policy.urls import URLError, canonicalize
 from polite_crawler.spiders.site import SiteSpider
 from tests.crawl import project_settings_dict
+
+YIELD = YieldLimits(window=30, min_share=0.1, min_novelty=0.2)
 
 
 def judge_afresh(rules: UrlRules, url: str, depth: int, *, canonical_form: bool = False,
@@ -87,8 +90,9 @@ def test_judge_with_readings_kept_answers_as_afresh(
         strip: list[str]) -> None:
     # Each URL asked again and again (navigation links), at other depths, with origins
     # stopped for low yield between the asks: every answer as the rules read afresh.
-    limits = TrapLimits(max_depth=max_depth, max_url_length=max_length, max_query_params=3)
-    monitor = YieldMonitor()
+    limits = TrapLimits(max_depth=max_depth, max_url_length=max_length, max_query_params=3,
+                        max_segment_repeats=3)
+    monitor = YieldMonitor(YIELD)
     rules = UrlRules(limits, strip, monitor)
     for written, depth, canonical_form, stop in [*calls, *calls]:
         url = written
@@ -106,7 +110,8 @@ def test_judge_with_readings_kept_answers_as_afresh(
 
 
 def test_a_kept_reading_leaves_the_stop_and_the_depth_to_each_ask() -> None:
-    rules = UrlRules(TrapLimits(max_depth=2), [], YieldMonitor())
+    rules = UrlRules(TrapLimits(max_depth=2, max_url_length=2000, max_query_params=5,
+                                max_segment_repeats=3), [], YieldMonitor(YIELD))
     url = "http://e.org/a/b"
     assert rules.judge(url, 2) == Judged(None, "http://e.org", url)
     assert rules.judge(url, 3) == Judged("depth", "http://e.org", url)

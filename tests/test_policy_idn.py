@@ -109,7 +109,8 @@ def test_host_without_a_browser_form_is_a_clear_refusal(bad: str) -> None:
     with pytest.raises(URLError):
         canonicalize(bad)
     # Judged, not raised: the admission rules count it as a bad URL.
-    rules = UrlRules(TrapLimits(), [])
+    rules = UrlRules(TrapLimits(max_depth=10, max_url_length=2000, max_query_params=5,
+                                max_segment_repeats=3), [])
     assert rules.judge(bad, 1).reason == BAD_URL
     assert rules.page_reason(bad, 1) == BAD_URL
     assert isinstance(host_of(bad), str)

@@ -14,7 +14,8 @@ from polite_crawler.policy.traps import (
     url_trap,
 )
 
-LIM = TrapLimits()
+LIM = TrapLimits(max_depth=10, max_url_length=2000, max_query_params=5, max_segment_repeats=3)
+YIELD = YieldLimits(window=30, min_share=0.1, min_novelty=0.2)
 _WORDS_TEXT = ("river stone market winter garden copper lantern harbor meadow violin orbit "
                "canyon pepper glacier thunder saddle marble quartz falcon ember willow cedar")
 WORDS = _WORDS_TEXT.split()
@@ -60,7 +61,7 @@ NAV = "Home Products About Contact Blog Careers Press Legal Privacy Terms Sitema
 
 def test_new_articles_keep_an_origin_going() -> None:
     rnd = random.Random(1)
-    mon = YieldMonitor()
+    mon = YieldMonitor(YIELD)
     for _ in range(200):
         v = mon.observe("http://news", NAV + _article(rnd))
         assert v.productive
@@ -69,7 +70,7 @@ def test_new_articles_keep_an_origin_going() -> None:
 
 
 def test_exact_repeats_stop_the_origin_after_the_window() -> None:
-    mon = YieldMonitor(YieldLimits(window=30, min_share=0.1))
+    mon = YieldMonitor(YIELD)
     text = NAV + _article(random.Random(2))
     first = mon.observe("http://loop", text)
     assert first.productive and first.novelty == 1.0
@@ -83,7 +84,7 @@ def test_exact_repeats_stop_the_origin_after_the_window() -> None:
 
 def test_near_duplicates_are_unproductive() -> None:
     # A calendar: every month the same page but its name and year.
-    mon = YieldMonitor()
+    mon = YieldMonitor(YIELD)
     body = NAV + " ".join(f"Events calendar slot {d} nothing scheduled" for d in range(1, 31))
     novelties = []
     for month in range(60):
@@ -97,7 +98,7 @@ def test_near_duplicates_are_unproductive() -> None:
 def test_faceted_listing_of_known_products_is_unproductive() -> None:
     rnd = random.Random(3)
     products = [f"Product {i} " + _article(rnd, 40) for i in range(12)]
-    mon = YieldMonitor()
+    mon = YieldMonitor(YIELD)
     for p in products:
         assert mon.observe("http://shop", NAV + p).productive
     facets = [(c, s) for c in "red green blue black white pink" for s in "xs s m l xl xxl"]
@@ -112,7 +113,7 @@ def test_faceted_listing_of_known_products_is_unproductive() -> None:
 
 def test_interleaved_real_pages_keep_the_share_up() -> None:
     rnd = random.Random(4)
-    mon = YieldMonitor(YieldLimits(window=30, min_share=0.1))
+    mon = YieldMonitor(YIELD)
     dup = NAV + _article(rnd)
     for i in range(300):
         text = NAV + _article(rnd) if i % 5 == 0 else dup  # one page in five is new
@@ -122,7 +123,7 @@ def test_interleaved_real_pages_keep_the_share_up() -> None:
 
 
 def test_short_pages_judged_by_whole_text() -> None:
-    mon = YieldMonitor()
+    mon = YieldMonitor(YIELD)
     assert mon.observe("http://s", "Hello").productive
     assert not mon.observe("http://s", "Hello").productive
     assert mon.observe("http://s", "Hi there").productive
@@ -130,7 +131,8 @@ def test_short_pages_judged_by_whole_text() -> None:
 
 def test_memory_is_bounded() -> None:
     rnd = random.Random(5)
-    mon = YieldMonitor(YieldLimits(memory_pages=10, max_origins=3))
+    mon = YieldMonitor(YieldLimits(window=30, min_share=0.1, min_novelty=0.2, memory_pages=10,
+                                     max_origins=3))
     for _ in range(50):
         mon.observe("http://big", _article(rnd, 400))
     state = mon._origins["http://big"]
@@ -158,7 +160,7 @@ def test_query_variants_stop_listings_and_let_a_catalogue_through() -> None:
     """Issue 15: past the cap, a path's yield decides whether new query strings are fetched."""
     from polite_crawler.policy.traps import QueryLimits, QueryVariants, query_path
 
-    q = QueryVariants(QueryLimits(max_variants=5, min_share=0.5))
+    q = QueryVariants(QueryLimits(max_variants=5, min_share=0.5, min_novelty=0.2))
     listing = "Shop. Filters chosen above. No products match these filters. Try fewer filters."
     for i in range(5):
         q.observe(f"http://e.org/shop?c={i}", f"{listing} Page {i} of the listings.")
@@ -218,7 +220,7 @@ def test_token_split_generalises_the_first_token_segment() -> None:
 
 
 def test_session_tokens_judge_a_page_that_comes_again_under_another_token() -> None:
-    st = traps.SessionTokens()
+    st = traps.SessionTokens(min_novelty=0.2)
     page = {n: " ".join(random.Random(n).choice(WORDS) for _ in range(60)) for n in (1, 2, 3)}
     assert st.observe(f"http://e.org/s/{TOKENS[0]}/page-1", page[1]) is None
     assert st.observe(f"http://e.org/s/{TOKENS[1]}/page-2", page[2]) is None
@@ -226,13 +228,13 @@ def test_session_tokens_judge_a_page_that_comes_again_under_another_token() -> N
     # page-1 again, under another token, nothing new: the token is a session id
     assert st.observe(f"http://e.org/s/{TOKENS[3]}/page-1", page[1]) == "http://e.org/s/{id}/"
     # the same token again is the same URL, not a trap
-    st = traps.SessionTokens()
+    st = traps.SessionTokens(min_novelty=0.2)
     assert st.observe(f"http://e.org/s/{TOKENS[0]}/page-1", page[1]) is None
     assert st.observe(f"http://e.org/s/{TOKENS[0]}/page-1", page[1]) is None
 
 
 def test_session_tokens_leave_hashes_of_distinct_pages_alone() -> None:
-    st = traps.SessionTokens()
+    st = traps.SessionTokens(min_novelty=0.2)
     for n, sha in enumerate(TOKENS):
         text = " ".join(random.Random(f"diff{n}").choice(WORDS) + str(n) for _ in range(80))
         # a commit page (the hash ends the path) and its diff (a rest that repeats)

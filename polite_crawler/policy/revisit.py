@@ -184,9 +184,9 @@ def freshness(headers: Mapping[str, str], fetched_at: float) -> Freshness:
 class Bounds:
     """The revisit interval's settings (POLITE_REVISIT_DEFAULT / _MIN / _MAX), seconds."""
 
-    default: float = 24 * 3600.0
-    minimum: float = 3600.0
-    maximum: float = 30 * 24 * 3600.0
+    default: float
+    minimum: float
+    maximum: float
 
     def next(self, previous: float | None, changed: bool | None) -> float:
         return next_interval(previous, changed, default=self.default, minimum=self.minimum,

@@ -91,18 +91,20 @@ SESSION_TOKEN = "session_token"
 
 @dataclass(frozen=True)
 class TrapLimits:
-    """The URL rules' numbers (settings POLITE_MAX_*)."""
+    """The URL rules' numbers (settings POLITE_MAX_DEPTH, POLITE_MAX_URL_LENGTH,
+    POLITE_MAX_QUERY_PARAMS, POLITE_MAX_SEGMENT_REPEATS)."""
 
-    max_depth: int = 10
-    max_url_length: int = 2000
-    max_query_params: int = 5
-    max_segment_repeats: int = 3  # a segment seen this many times in one path is a loop
+    max_depth: int
+    max_url_length: int
+    max_query_params: int
+    max_segment_repeats: int  # a segment seen this many times in one path is a loop
 
 
 def url_trap(url: str, depth: int, limits: TrapLimits) -> str | None:
     """Why ``url`` at ``depth`` links from a start page looks like a trap, or None.
 
-    >>> lim = TrapLimits()
+    >>> lim = TrapLimits(max_depth=10, max_url_length=2000, max_query_params=5,
+    ...                  max_segment_repeats=3)
     >>> url_trap("http://e.org/a/b/a/b/a/x", 1, lim)
     'repeated_segment'
     >>> url_trap("http://e.org/shop?a=1&b=2&c=3&d=4&e=5&f=6", 1, lim)
@@ -200,9 +202,12 @@ def shingles(text: str, read: Words | None = None) -> tuple[frozenset[int], int]
 
 @dataclass(frozen=True)
 class YieldLimits:
-    window: int = 30
-    min_share: float = 0.1
-    min_novelty: float = 0.2
+    """The yield monitor's numbers (settings POLITE_YIELD_WINDOW, POLITE_YIELD_MIN_SHARE,
+    POLITE_YIELD_MIN_NOVELTY) and its memory's bounds."""
+
+    window: int
+    min_share: float
+    min_novelty: float
     memory_pages: int = 100  # pages whose text counts as "seen"
     max_origins: int = 5000  # origins tracked at once (least recent forgotten)
 
@@ -226,8 +231,8 @@ class _OriginYield:
 class YieldMonitor:
     """New content per fetch, per origin; stops an origin that serves no new content."""
 
-    def __init__(self, limits: YieldLimits | None = None) -> None:
-        self.limits = limits or YieldLimits()
+    def __init__(self, limits: YieldLimits) -> None:
+        self.limits = limits
         self._origins: OrderedDict[str, _OriginYield] = OrderedDict()
         self._stopped: set[str] = set()
 
@@ -439,7 +444,7 @@ class _TemplatePages:
 class SessionTokens:
     """Judges session-token traps from the pages fetched (see the module's notes).
 
-    >>> st = SessionTokens()
+    >>> st = SessionTokens(min_novelty=0.2)
     >>> text = "the same catalogue page with the same products listed in the same order"
     >>> st.observe("http://e.org/s/3f9c0a17be42d865/page-1", text) is None
     True
@@ -450,7 +455,7 @@ class SessionTokens:
     _MAX_TOKENS = 4  # tokens kept per rest: two already tell
     _MAX_RESTS = 256  # rests kept per template
 
-    def __init__(self, min_novelty: float = 0.2, max_templates: int = 10_000) -> None:
+    def __init__(self, min_novelty: float, max_templates: int = 10_000) -> None:
         self.max_templates = max_templates
         self._templates: OrderedDict[str, _TemplatePages] = OrderedDict()
         self._yield = YieldMonitor(YieldLimits(window=1 << 30, min_share=0.0,
@@ -488,7 +493,7 @@ class TrapMemory:
     URLs the store already knows are revisited; and templates of session-token traps
     (:func:`token_split` keys): every URL under one is a trap page."""
 
-    ttl: float = 30 * 24 * 3600.0
+    ttl: float  # seconds a judgement is remembered (POLITE_TRAP_MEMORY)
     _urls: dict[str, tuple[str, float]] = field(default_factory=dict)
     _paths: dict[str, tuple[str, float]] = field(default_factory=dict)
     _templates: dict[str, tuple[str, float]] = field(default_factory=dict)
@@ -547,9 +552,12 @@ class TrapMemory:
 
 @dataclass(frozen=True)
 class QueryLimits:
-    max_variants: int = 20  # query pages of one path fetched before their yield decides
-    min_share: float = 0.5  # productive share of them for the path to get more
-    min_novelty: float = 0.2
+    """Settings POLITE_MAX_QUERY_VARIANTS, POLITE_QUERY_VARIANTS_MIN_SHARE and
+    POLITE_YIELD_MIN_NOVELTY."""
+
+    max_variants: int  # query pages of one path fetched before their yield decides
+    min_share: float  # productive share of them for the path to get more
+    min_novelty: float
 
 
 @dataclass
@@ -566,8 +574,8 @@ class QueryVariants:
     only what the path's yield justifies is fetched.
     """
 
-    def __init__(self, limits: QueryLimits | None = None, max_paths: int = 100_000) -> None:
-        self.limits = limits or QueryLimits()
+    def __init__(self, limits: QueryLimits, max_paths: int = 100_000) -> None:
+        self.limits = limits
         self.max_paths = max_paths
         self._paths: OrderedDict[tuple[str, str], _PathQueries] = OrderedDict()
         self._yield = YieldMonitor(YieldLimits(window=1 << 30, min_share=0.0,
@@ -584,7 +592,7 @@ class QueryVariants:
     def allows(self, url: str) -> str | None:
         """None when ``url`` (canonical) may be fetched, else the reason it may not.
 
-        >>> q = QueryVariants(QueryLimits(max_variants=3))
+        >>> q = QueryVariants(QueryLimits(max_variants=3, min_share=0.5, min_novelty=0.2))
         >>> for i in range(3):
         ...     _ = q.observe(f"http://e.org/shop?c={i}", "the same listing of the same shop")
         >>> q.allows("http://e.org/shop?c=9"), q.allows("http://e.org/shop?c=1")
