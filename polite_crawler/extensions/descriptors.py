@@ -46,6 +46,7 @@ logger = logging.getLogger(__name__)
 
 _ATTR = "_polite_descriptors"
 _BUDGET_ATTR = "_polite_descriptor_budget"
+_SEEN = "polite_descriptors_exhausted"  # on a log record the filter kept out
 
 
 class Found:
@@ -142,9 +143,12 @@ class _ExhaustionFilter(logging.Filter):
         info = record.exc_info
         if not info or info[1] is None or record.name == __name__:
             return True
+        if record.__dict__.get(_SEEN):  # judged by the filter of another handler
+            return False
         found = exhaustion_in(info[1])
         if found is None:
             return True
+        record.__dict__[_SEEN] = True
         self.budget.exhausted(found, f"{record.name}: {record.getMessage()}")
         return False
 
@@ -232,7 +236,10 @@ class DescriptorBudget:
 
     def _close(self, reason: str) -> None:
         self.closing = True
-        engine = self.crawler.engine
+        try:
+            engine = self.crawler.engine
+        except RuntimeError:  # not crawling yet: nothing to close
+            return
         if engine is None:
             return
         from scrapy.utils.defer import deferred_from_coro
