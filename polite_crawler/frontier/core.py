@@ -17,7 +17,12 @@ answer, asked when the origin is first dispatched and followed as DNS changes): 
 bound (:mod:`polite_crawler.policy.servers`: requests in rounds of up to its limit,
 then a rest) holds every origin of every host on it. An origin whose host's address is
 not known yet waits for it (``address_known``); one held by its server's full round
-waits in the server's list and is placed again when a place frees. :meth:`Frontier.pop`
+waits in the server's list and is placed again when a place frees.
+
+An owner is a host's registrable domain (:func:`polite_crawler.policy.owners.owner_of`):
+its hosts share one daily budget (so wildcard subdomains cannot multiply it) and at most
+``owner_concurrency`` requests at once across them; an origin held by that cap waits in
+the owner's list. :meth:`Frontier.pop`
 hands out a request of whichever origin became eligible first; an origin is in the
 heap exactly once, at the time it becomes eligible, so ``pop`` and ``push`` cost
 O(log origins) plus one indexed SQLite lookup.
@@ -45,6 +50,7 @@ from urllib.parse import urlsplit
 
 from polite_crawler.interfaces import LeaseAnswer
 from polite_crawler.policy.network import Network, is_test_host
+from polite_crawler.policy.owners import owner_of
 from polite_crawler.policy.rest import (
     OriginState,
     Rest,
@@ -108,6 +114,8 @@ class FrontierConfig:
     # not after it. 0: handed out at the time.
     dispatch_lead: float = 0.0
     servers: ServerParams = field(default_factory=ServerParams)
+    # Requests at once across one owner's hosts (its registrable domain; 0: no cap).
+    owner_concurrency: int = 2
 
 
 @dataclass
@@ -140,6 +148,16 @@ class _Host:
 
 
 @dataclass
+class _Owner:
+    """One registrable domain: its hosts' shared daily budget (``state.budget_*``) and
+    their requests open at once."""
+
+    state: OriginState  # keyed by the owner's domain; only the budget is used
+    in_flight: int = 0
+    waiting: dict[str, None] = field(default_factory=dict)  # origins its cap holds
+
+
+@dataclass
 class _Server:
     """One address's bound (policy.servers) and the origins its full round holds."""
 
@@ -153,6 +171,8 @@ class _Origin:
     state: OriginState
     params: RestParams
     host: _Host
+    owner: _Owner | None = None  # its host's registrable domain's
+    owner_counted: bool = False  # its request in flight counts in the owner's
     server: _Server | None = None  # its host's address's, once known
     sent_at: int = 0  # the concurrency its request in flight was sent at (0: none counted)
     queued: int = 0  # rows in state QUEUED on disk
@@ -178,6 +198,7 @@ class Frontier:
         count: Callable[[str, int], None] = lambda key, n: None,
         hosts: OriginLeases | None = None,
         address_of: Callable[[str], str | None] | None = None,
+        owners: OriginLeases | None = None,
     ) -> None:
         self.queue = queue
         self.origin_store = origins
@@ -190,6 +211,11 @@ class Frontier:
         self.address_of = address_of
         self._servers: dict[str, _Server] = {}
         self._unresolved: dict[str, set[str]] = {}  # host name -> origins waiting for it
+        # Owner rows (their budget) shared by processes (the embedded backend), written
+        # at each checkpoint; None: this process's count alone.
+        self.owner_store = owners
+        self._owners: dict[str, _Owner] = {}
+        self._owners_dirty: set[str] = set()
         self.config = config
         self.clock = clock
         self.rng = rng or random.Random()
@@ -221,19 +247,28 @@ class Frontier:
             )
         return self._public_params
 
+    @staticmethod
+    def _stored(store: OriginLeases | None, name: str) -> OriginState:
+        """A host's or an owner's state as its shared row holds it (a new one without)."""
+        return store.load(name)[0] if store is not None else OriginState(name)
+
     def _host(self, origin: str) -> _Host:
         name = host_of_origin(origin)
         host = self._hosts.get(name)
         if host is None:
-            if self.host_store is not None:
-                state, _owner, _taken = self.host_store.load(name)
-            else:
-                state = OriginState(name)
-            host = self._hosts[name] = _Host(state)
+            host = self._hosts[name] = _Host(self._stored(self.host_store, name))
         return host
 
+    def _owner(self, host: str) -> _Owner:
+        name = owner_of(host)
+        owner = self._owners.get(name)
+        if owner is None:
+            owner = self._owners[name] = _Owner(self._stored(self.owner_store, name))
+        return owner
+
     def _new(self, origin: str, state: OriginState) -> _Origin:
-        rec = _Origin(state, self._params_for(origin), self._host(origin))
+        host = self._host(origin)
+        rec = _Origin(state, self._params_for(origin), host, self._owner(host.state.origin))
         self._origins[origin] = rec
         self._host_learns(rec)
         return rec
@@ -337,8 +372,11 @@ class Frontier:
         if origin in self.stopped:
             return "stopped"
         rec = self._get(origin)
-        if budget_left(rec.state, self.config.budget, self.clock()) <= 0:
+        now = self.clock()
+        if budget_left(rec.state, self.config.budget, now) <= 0:
             return "budget_exhausted"
+        if rec.owner is not None and budget_left(rec.owner.state, self.config.budget, now) <= 0:
+            return "budget_exhausted"  # the owner's: shared by its hosts
         return None
 
     def push(self, origin: str, prio: int, url: str, data: bytes) -> int:
@@ -402,6 +440,13 @@ class Frontier:
             self.count("polite/frontier/host_busy", 1)
             host.waiting.add(origin)
             return None
+        owner = rec.owner
+        cap = self.config.owner_concurrency
+        if owner is not None and cap > 0 and owner.in_flight >= cap:
+            self.count("polite/frontier/owner_busy", 1)
+            owner.waiting[origin] = None
+            rec.heap_seq = None
+            return None
         server = None
         server_at = 0.0
         if self.address_of is not None:
@@ -449,7 +494,9 @@ class Frontier:
             return None
         else:
             rec.robots_fetches = 0  # robots.txt is usable: the fetch streak ends
-            if budget_left(rec.state, self.config.budget, now) <= 0:
+            if budget_left(rec.state, self.config.budget, now) <= 0 or (
+                    owner is not None and budget_left(owner.state, self.config.budget,
+                                                      now) <= 0):
                 self._drop_all(origin, rec, "budget_exhausted")
                 logger.info("Daily budget of %(origin)s is spent; its queue is dropped",
                             {"origin": origin})
@@ -504,6 +551,9 @@ class Frontier:
         if server is not None:
             rec.sent_at = sent(server.state, server.in_flight)
             server.in_flight += 1
+        if owner is not None:
+            owner.in_flight += 1
+            rec.owner_counted = True
         rec.in_flight, rec.in_flight_since, rec.in_flight_kind = token, now, kind
         rec.in_flight_row = None
         obj = None
@@ -514,6 +564,9 @@ class Frontier:
             rec.queued -= 1
             self.pending -= 1
             charge_budget(rec.state, now)
+            if owner is not None:
+                charge_budget(owner.state, now)
+                self._owners_dirty.add(owner.state.origin)
         elif kind == TRANSIENT:
             obj = rec.transient.popleft()
             self.pending -= 1
@@ -554,6 +607,8 @@ class Frontier:
         rec.in_flight_row = None
         if kind == CONTENT and row_id is not None:
             uncharge_budget(rec.state, self.clock())
+            if rec.owner is not None:
+                uncharge_budget(rec.owner.state, self.clock())
             if self.queue.unmark_in_flight(row_id):
                 if origin in self.stopped:  # stopped meanwhile: dropped as its queue was
                     self.queue.delete(row_id)
@@ -675,6 +730,23 @@ class Frontier:
             if orec is not None and orec.heap_seq is None and orec is not rec:
                 self._reheap(other, orec, orec.state.eligible_at())
 
+    def _free_owner(self, rec: _Origin) -> None:
+        """The origin's request no longer counts in its owner's; origins its cap held
+        are placed again, as many as there is room for."""
+        owner = rec.owner
+        if owner is None or not rec.owner_counted:
+            return
+        rec.owner_counted = False
+        owner.in_flight = max(owner.in_flight - 1, 0)
+        room = self.config.owner_concurrency - owner.in_flight
+        while owner.waiting and room > 0:
+            other = next(iter(owner.waiting))
+            del owner.waiting[other]
+            orec = self._origins.get(other)
+            if orec is not None and orec.heap_seq is None and orec is not rec:
+                self._reheap(other, orec, orec.state.eligible_at())
+                room -= 1
+
     def _server_of(self, origin: str, rec: _Origin) -> _Server | None:
         """The origin's server as its host's name resolves now (None: asked, not known
         yet; the origin waits for :meth:`address_known`)."""
@@ -718,6 +790,7 @@ class Frontier:
         host = rec.host
         self._host_learns(rec)
         self._free_server(rec, now)
+        self._free_owner(rec)
         host.in_flight = None
         self._unlease_host(host, now)
         if host.waiting:
@@ -822,12 +895,22 @@ class Frontier:
                 if rec.host.leased:
                     busy_hosts.append(rec.host.state.origin)
         self.origin_store.renew(busy, now, self.config.lease_ttl)
+        self._save_owners(now)
         if self.host_store is not None:
             self.host_store.renew(busy_hosts, now, self.config.lease_ttl)
         self.queue.commit()
 
+    def _save_owners(self, now: float) -> None:
+        """The owners' budget counts go to their shared rows (once a checkpoint)."""
+        if self.owner_store is None or not self._owners_dirty:
+            return
+        for name in self._owners_dirty:
+            self.owner_store.save(self._owners[name].state, now)
+        self._owners_dirty = set()
+
     def close(self, finished: bool) -> None:
         """Store everything; a finished crawl has no request left in flight."""
+        self._save_owners(self.clock())
         if finished:
             self._done_all()
         self.queue.commit()
@@ -881,6 +964,8 @@ class Frontier:
             rec.host.waiting.discard(origin)
             if rec.server is not None:
                 rec.server.waiting.pop(origin, None)
+            if rec.owner is not None:
+                rec.owner.waiting.pop(origin, None)
             if rec.in_flight is None:
                 del self._origins[origin]  # read afresh if it comes back
 

@@ -59,7 +59,13 @@ from polite_crawler.frontier.dupefilter import (
     url_fingerprint,
 )
 from polite_crawler.frontier.serialize import RequestCodec
-from polite_crawler.frontier.store import HOST_TABLE, OriginStore, QueueStore, process_owner
+from polite_crawler.frontier.store import (
+    HOST_TABLE,
+    OWNER_TABLE,
+    OriginStore,
+    QueueStore,
+    process_owner,
+)
 from polite_crawler.policy.network import is_test_host, parse_networks
 from polite_crawler.policy.rest import Rest, RestParams
 from polite_crawler.policy.urls import origin_of
@@ -141,6 +147,7 @@ class FrontierScheduler:
             lease_ttl=max(settings.getfloat("POLITE_LEASE_TTL", 60.0), 1.0),
             in_flight_timeout=max(2 * timeout + 60.0, 120.0),
             dispatch_lead=min(max(settings.getfloat("POLITE_DISPATCH_LEAD", 0.25), 0.0), 2.0),
+            owner_concurrency=max(settings.getint("POLITE_OWNER_CONCURRENCY"), 0),
         )
         self.checkpoint_interval = max(settings.getfloat("POLITE_CHECKPOINT_INTERVAL", 2.0), 0.05)
         self.rng = random.Random()
@@ -692,10 +699,11 @@ class EmbeddedDriver:
         path = origins_db_path(s.crawler.settings)
         origins = OriginStore(path, owner, queue.run_id)
         hosts = OriginStore(path, owner, queue.run_id, table=HOST_TABLE)
+        owners = OriginStore(path, owner, queue.run_id, table=OWNER_TABLE)
         f = self.frontier = Frontier(
             queue, origins, s.config, clock=s.clock, rng=s.rng,
             robots=lambda: s.ctx.robots, count=s._count, hosts=hosts,
-            address_of=s.addresses.address,
+            address_of=s.addresses.address, owners=owners,
         )
         requeued = f.restore()
         if f.pending:
@@ -713,8 +721,9 @@ class EmbeddedDriver:
         f.close(finished=finished)
         f.queue.close()
         f.origin_store.close()
-        if f.host_store is not None:
-            f.host_store.close()
+        for store in (f.host_store, f.owner_store):
+            if store is not None:
+                store.close()
         self.frontier = None
         if self._temp_path is not None:
             for suffix in ("", "-wal", "-shm"):

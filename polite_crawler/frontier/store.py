@@ -235,6 +235,8 @@ class QueueStore:
 ORIGIN_TABLE = "polite_origin"
 # Host rows: the rest and lease of a host name, across its origins (Frontier's host gate).
 HOST_TABLE = "polite_host"
+# Owner rows: the daily budget of a registrable domain, shared by its hosts.
+OWNER_TABLE = "polite_owner"
 
 _ORIGIN_SCHEMA = """
 CREATE TABLE IF NOT EXISTS polite_origin (

@@ -1,0 +1,99 @@
+"""An owner is its registrable domain: its hosts share one daily budget (wildcard
+subdomains cannot multiply it) and a cap on requests at once across them; the Public
+Suffix List's private section makes ``a.github.io`` and ``b.github.io`` two owners."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from polite_crawler.frontier.core import FrontierConfig
+from polite_crawler.frontier.store import OWNER_TABLE, OriginStore, process_owner
+from polite_crawler.policy.owners import owner_of
+from tests.test_frontier_core import PARAMS, Clock, Env
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+T0 = 1_700_000_000.0
+
+
+def _drain(env: Env, clock: Clock, seconds: float) -> list[str]:
+    got = []
+    until = clock.t + seconds
+    while clock.t < until:
+        d = env.f.pop()
+        if d is not None and d.row is not None:
+            got.append(d.row.url)
+            env.f.settle(d.origin, d.token, start=clock.t, end=clock.t + 0.01)
+            env.f.done(d.row.id)
+            continue
+        clock.t += 0.25
+    return got
+
+
+def test_the_owner_is_the_registrable_domain() -> None:
+    assert owner_of("www.example.co.uk") == owner_of("cdn.example.co.uk") == "example.co.uk"
+    assert owner_of("a.github.io") != owner_of("b.github.io")  # the private section
+    assert owner_of("10.0.0.1") == "10.0.0.1"
+    assert owner_of("intranet") == "intranet"
+
+
+def test_wildcard_subdomains_share_one_daily_budget(tmp_path: Path) -> None:
+    clock = Clock(T0)
+    env = Env(tmp_path, clock, config=FrontierConfig(params=PARAMS, budget=3,
+                                                     owner_concurrency=0))
+    for host in ("x1", "x2", "x3", "x4"):
+        env.push(f"http://{host}.example.org/a")
+        env.push(f"http://{host}.example.org/b")
+    got = _drain(env, clock, 30)
+    assert len(got) == 3  # one budget for the owner, not one a host name
+    assert env.f.admit("http://x5.example.org") == "budget_exhausted"
+    env.close()
+
+
+def test_two_owners_under_a_private_suffix_have_a_budget_each(tmp_path: Path) -> None:
+    clock = Clock(T0)
+    env = Env(tmp_path, clock, config=FrontierConfig(params=PARAMS, budget=2))
+    for host in ("a.github.io", "b.github.io"):
+        for path in ("/1", "/2", "/3"):
+            env.push(f"http://{host}{path}")
+    got = _drain(env, clock, 30)
+    assert sorted(got) == ["http://a.github.io/1", "http://a.github.io/2",
+                           "http://b.github.io/1", "http://b.github.io/2"]
+    env.close()
+
+
+def test_requests_at_once_across_an_owners_hosts_are_capped(tmp_path: Path) -> None:
+    clock = Clock(T0)
+    env = Env(tmp_path, clock, config=FrontierConfig(params=PARAMS, owner_concurrency=2))
+    for host in ("www", "cdn", "api"):
+        env.push(f"http://{host}.example.org/a")
+    env.push("http://other.example.net/a")
+    out = [d for d in (env.f.pop() for _ in range(4)) if d is not None]
+    origins = sorted(d.origin for d in out)
+    assert len([o for o in origins if o.endswith("example.org")]) == 2
+    assert "http://other.example.net" in origins  # another owner is not held
+    assert env.stats["polite/frontier/owner_busy"] >= 1
+    first = next(d for d in out if d.origin.endswith("example.org"))
+    env.f.settle(first.origin, first.token, start=clock.t, end=clock.t + 0.01)
+    left = env.f.pop()
+    assert left is not None and left.origin.endswith("example.org")
+    env.close()
+
+
+def test_the_owners_budget_is_shared_by_jobs_through_the_state_db(tmp_path: Path) -> None:
+    clock = Clock(T0)
+    config = FrontierConfig(params=PARAMS, budget=2, owner_concurrency=0)
+    owners = OriginStore(tmp_path / "state.sqlite3", process_owner(), "run", table=OWNER_TABLE)
+    env = Env(tmp_path, clock, config=config)
+    env.f.owner_store = owners
+    env.push("http://a.example.org/1")
+    env.push("http://a.example.org/2")
+    assert len(_drain(env, clock, 10)) == 2
+    env.f.checkpoint()
+    other = Env(tmp_path, clock, name="job2", config=config)
+    other.f.owner_store = OriginStore(tmp_path / "state.sqlite3", process_owner(), "run",
+                                      table=OWNER_TABLE)
+    assert other.f.admit("http://b.example.org") == "budget_exhausted"
+    env.close()
+    other.close()
