@@ -356,7 +356,7 @@ class _GuardedPool(HTTPConnectionPool):
 
     def _putConnection(self, key: Any, connection: Any) -> None:
         if connection.state != "QUIESCENT" or self.max_idle <= 0 \
-                or self.cachedConnectionTimeout <= 0:
+                or self.cachedConnectionTimeout <= 0 or self.maxPersistentPerHost <= 0:
             if connection.state != "QUIESCENT":
                 super()._putConnection(key, connection)  # type: ignore[no-untyped-call]
             else:
@@ -364,7 +364,7 @@ class _GuardedPool(HTTPConnectionPool):
             return
         connections = self._connections.setdefault(key, [])
         while len(connections) >= self.maxPersistentPerHost:
-            self._drop(connections[0])
+            self._drop(connections[0], key=key)
         connections = self._connections.setdefault(key, [])
         connections.append(connection)
         self._timeouts[connection] = self._reactor.callLater(
@@ -376,11 +376,12 @@ class _GuardedPool(HTTPConnectionPool):
     def _removeConnection(self, key: Any, connection: Any) -> None:
         self._drop(connection, "idle")
 
-    def _drop(self, connection: Any, why: str = "") -> None:
-        """Close an idle connection and forget it."""
+    def _drop(self, connection: Any, why: str = "", key: Any = None) -> None:
+        """Close an idle connection and forget it (``key``: its pool key, when the
+        caller knows it)."""
         if why:
             self.count(f"polite/connections/closed/{why}")
-        key = self._idle.pop(connection, None)
+        key = self._idle.pop(connection, key)
         timer = self._timeouts.pop(connection, None)
         if timer is not None and timer.active():
             timer.cancel()

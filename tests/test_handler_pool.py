@@ -115,3 +115,13 @@ def test_running_out_of_descriptors_is_told_apart(exc: BaseException, found: boo
     wrapped = RuntimeError("while connecting")
     wrapped.__cause__ = exc
     assert (exhaustion_in(wrapped) is not None) is found
+
+
+def test_one_idle_connection_a_host_the_older_closed() -> None:
+    pool, _clock, _counted = _pool()
+    first, second = _Connection(), _Connection()
+    pool._putConnection(_key(1), first)
+    pool._putConnection(_key(1), second)
+    assert first.transport.closed and not second.transport.closed
+    assert pool._connections == {_key(1): [second]}
+    assert list(pool._timeouts) == [second]
