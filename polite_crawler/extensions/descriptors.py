@@ -21,6 +21,7 @@ the crawl at the first and keeps the tracebacks of the same error out of the log
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import resource
 import threading
@@ -59,16 +60,21 @@ class Found:
         self.plan = plan
 
 
+def _soft_limit() -> int:
+    """The soft open-file limit now (an unlimited one counted as 1,048,576)."""
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    return 1 << 20 if soft == resource.RLIM_INFINITY else soft
+
+
 def _raise_soft_limit() -> tuple[int, int, int]:
     """(soft limit found, hard limit, soft limit now): raised toward the hard one."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     target = soft_limit_to_ask(soft, hard, resource.RLIM_INFINITY)
     if target != soft:
-        try:
+        # A hard limit above fs.nr_open cannot be reached: the soft one stays as it is.
+        with contextlib.suppress(ValueError, OSError):
             resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
-        except (ValueError, OSError):  # a hard limit above fs.nr_open: keep what is
-            return soft, hard, soft
-    return soft, hard, resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    return soft, hard, _soft_limit()
 
 
 def fit_descriptors(settings: BaseSettings, crawler: Any, priority: int) -> Found:
@@ -95,8 +101,7 @@ def descriptor_plan(crawler: Crawler) -> DescriptorPlan:
     if found is not None:
         return found.plan
     settings = crawler.settings
-    return plan_descriptors(resource.getrlimit(resource.RLIMIT_NOFILE)[0],
-                            settings.getint("CONCURRENT_REQUESTS"),
+    return plan_descriptors(_soft_limit(), settings.getint("CONCURRENT_REQUESTS"),
                             settings.getint("POLITE_KEEPALIVE_MAX"),
                             browser=bool(settings.get("POLITE_RENDER")))
 
@@ -176,7 +181,7 @@ class DescriptorBudget:
 
     def spider_opened(self) -> None:
         found, plan = self.found, self.plan
-        if found is not None and found.limit != found.soft:
+        if found is not None and found.limit > found.soft >= 0:
             logger.info("Open-file limit raised from %(soft)d to %(limit)d (the hard limit)",
                         {"soft": found.soft, "limit": found.limit})
         if plan.refusal is not None:
@@ -226,7 +231,7 @@ class DescriptorBudget:
         reactor.callFromThread(self._exhausted, str(error), where)
 
     def _exhausted(self, error: str, where: str) -> None:
-        limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        limit = _soft_limit()
         logger.error("Closing the crawl: the process ran out of file descriptors (%(error)s, "
                      "in %(where)s; limit %(limit)d, %(plan)s); what was fetched is kept, "
                      "what was not goes back to its queue",
