@@ -186,7 +186,7 @@ def stages(files: list[Path]) -> list[tuple[str, float]]:
         out.append((name, (_cpu() - cpu0) / len(bodies) * 1000))
         return res
 
-    timed("links (lxml, policy.links)", lambda u, b: extract_links(b, u, "utf-8"))
+    timed("links (lxml, policy.links)", lambda u, b: extract_links(b, u, "utf-8", max_links=5000))
     mains = timed("main text (resiliparse)", lambda u, b: main_text(b, "utf-8"))
     # The main text's own steps: Lexbor's parse, then the main-content extraction.
     trees = timed("  of which: Lexbor parse",

@@ -77,7 +77,8 @@ def run_once(files: list[Path], sites: int, profile: bool = False,
             for url, body in pages:
                 request = Request(url, meta={"polite_depth": 1})
                 response = HtmlResponse(url, body=body, request=request, encoding="utf-8")
-                found = [(k.url, None) for k in extract_links(body, url, "utf-8").links]
+                page = extract_links(body, url, "utf-8", max_links=5000)
+                found = [(k.url, None) for k in page.links]
                 found = [f for f, ok in zip(found, spider._in_scope_under(
                     (u for u, _ in found), url), strict=True) if ok]
                 links += len(found)

@@ -313,14 +313,14 @@ def test_text_response_with_a_codec_that_is_not_a_text_encoding(charset: str) ->
 def test_links_charset_with_nul() -> None:
     from polite_crawler.policy.links import extract_links
 
-    extract_links(b"<a href='/a'>a</a>", "http://example.org/", "utf\x008")
+    extract_links(b"<a href='/a'>a</a>", "http://example.org/", "utf\x008", max_links=5000)
 
 
 def test_links_unparseable_base_href() -> None:
     from polite_crawler.policy.links import extract_links
 
     got = extract_links(b'<head><base href="http://["></head><a href="/a">a</a>',
-                        "http://example.org/")
+                        "http://example.org/", max_links=5000)
     assert [link.url for link in got.links] == ["http://example.org/a"]
 
 
@@ -328,7 +328,7 @@ def test_links_canonical_is_absolute_or_none() -> None:
     from polite_crawler.policy.links import extract_links
 
     got = extract_links(b'<link rel=canonical href=\x01javascript:x//">',
-                        "http://example.org/dir/page")
+                        "http://example.org/dir/page", max_links=5000)
     assert got.canonical is None or got.canonical.startswith(("http://", "https://"))
 
 

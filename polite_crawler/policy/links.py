@@ -166,7 +166,7 @@ def extract_links(
     url: str,
     encoding: str | None = None,
     *,
-    max_links: int = 5000,
+    max_links: int,
 ) -> PageLinks:
     """The links, title and rel=canonical of an HTML page served at ``url``.
 
@@ -178,7 +178,7 @@ def extract_links(
     >>> page = b'''<html><head><title> Hi </title><link rel="canonical" href="/c">
     ... </head><body><a href="b?x=1#f">b</a> <a href="//cdn.example/i" rel="nofollow">i</a>
     ... <a href="mailto:x@y">m</a> <a href="#top">t</a> <area href="/map"></body></html>'''
-    >>> got = extract_links(page, "http://example.org/dir/page")
+    >>> got = extract_links(page, "http://example.org/dir/page", max_links=5000)
     >>> got.title, got.canonical
     ('Hi', 'http://example.org/c')
     >>> for link in got.links: print(link.url, link.nofollow)
