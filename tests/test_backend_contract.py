@@ -53,6 +53,7 @@ from tests.redis_server import (  # noqa: F401  (fixtures)
     redis_server_session,
     redis_url,
 )
+from tests.robots_numbers import ROBOTS_NUMBERS
 from tests.test_commands_forget import page
 from tests.test_frontier_core import dead_owner
 
@@ -435,11 +436,11 @@ def test_a_held_row_stays_until_released(side: Side) -> None:
 
 def test_the_robots_txt_book_keeps_its_rules_on_either_store(side: Side) -> None:
     clock = Clock(time.time())
-    book = RobotsBook(side.robots_store(), "PoliteCrawler", clock=clock)
+    book = RobotsBook(side.robots_store(), "PoliteCrawler", clock=clock, **ROBOTS_NUMBERS)
     book.record_answer(A, 200, b"User-agent: *\nDisallow: /private\n")
     book.record_failure(B, "status 503")
     book.close()
-    again = RobotsBook(side.robots_store(), "PoliteCrawler", clock=clock)
+    again = RobotsBook(side.robots_store(), "PoliteCrawler", clock=clock, **ROBOTS_NUMBERS)
     assert again.ready(A) and not again.allowed(f"{A}/private/x") and again.allowed(f"{A}/x")
     assert not again.ready(B)  # unreachable, no copy: nothing of it is fetched
     clock.t += 25 * 3600  # stale: fetched again first, the last good copy kept meanwhile
@@ -497,7 +498,8 @@ def test_the_opt_out_store_knows_an_origin_and_forgets_its_robots_txt(side: Side
     lst = side.optout()
     try:
         assert not lst.known(A) and not lst.known(B)
-        book = RobotsBook(side.robots_store(), "PoliteCrawler", clock=Clock(time.time()))
+        book = RobotsBook(side.robots_store(), "PoliteCrawler", clock=Clock(time.time()),
+                          **ROBOTS_NUMBERS)
         book.record_answer(A, 200, b"User-agent: *\nAllow: /\n")
         book.close()
         w = side.worker()
@@ -573,7 +575,8 @@ def test_the_reader_answers_the_same(side: Side) -> None:
     assert d is not None
     w.f.settle(A, d.token, start=side.clock.t, end=side.clock.t + 0.2)
     w.sync()  # the cluster writes the state back in its batch
-    book = RobotsBook(side.robots_store(), "PoliteCrawler", clock=Clock(time.time()))
+    book = RobotsBook(side.robots_store(), "PoliteCrawler", clock=Clock(time.time()),
+                      **ROBOTS_NUMBERS)
     book.record_answer(A, 200, b"User-agent: *\nAllow: /\n")
     book.close()
     lst = side.optout()

@@ -23,6 +23,7 @@ from tests.redis_server import (  # noqa: F401  (fixtures)
     redis_server_session,
     redis_url,
 )
+from tests.robots_numbers import ROBOTS_NUMBERS
 from tests.test_commands_forget import page
 from tests.test_commands_history import line, write
 
@@ -45,7 +46,7 @@ def cluster(redis_url: str, r: Any, pg_uri: str, tmp_path: Path) -> tuple[Path, 
         r.hset(origin_key(origin), mapping={"state": state.to_json(), "run": "t",
                                             "owner": "other:9:w"})
     r.set(until_key("other:9:w"), repr(now + 15))
-    book = RobotsBook(RedisRobotsStore(redis_url), "PoliteCrawler")
+    book = RobotsBook(RedisRobotsStore(redis_url), "PoliteCrawler", **ROBOTS_NUMBERS)
     book.record_answer(HERE, 200, b"User-agent: *\nDisallow: /private\n")
     book.record_failure(THERE, "status 503")
     book.close()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from polite_crawler.commands.explain import canonical_changes, robots_decision
 from tests.commands_util import scrapy, scrapy_json
+from tests.robots_numbers import ROBOTS_NUMBERS
 from tests.test_commands_forget import A, make_state
 
 ROBOTS = b"""# a comment
@@ -157,7 +158,7 @@ def test_explain_an_outage_a_stop_and_a_backoff(tmp_path):
     state.mkdir()
     db = state / "polite-origins.sqlite3"
     down, stopped = "http://down.example", "http://stopped.example"
-    book = RobotsBook(db, "PoliteCrawler")
+    book = RobotsBook(db, "PoliteCrawler", **ROBOTS_NUMBERS)
     book.record_failure(down, "status 503")
     book.record_answer(stopped, 404)
     book.close()

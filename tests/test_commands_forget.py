@@ -19,6 +19,7 @@ from polite_crawler.store.sqlite import SQLitePageBackend
 from polite_crawler.store.traps import TRAPS_DB, TrapBook
 from tests.commands_util import scrapy, scrapy_json
 from tests.pg import pg_server, pg_uri  # noqa: F401  (fixtures)
+from tests.robots_numbers import ROBOTS_NUMBERS
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -52,7 +53,7 @@ def make_state(root: Path, store_uri: str = "") -> Path:
     origins = OriginStore(state / "polite-origins.sqlite3", "test:1:x", "run")
     origins.save(OriginState(A, next_allowed=time.time() + 3), time.time())
     origins.close()
-    book = RobotsBook(state / "polite-origins.sqlite3", "PoliteCrawler")
+    book = RobotsBook(state / "polite-origins.sqlite3", "PoliteCrawler", **ROBOTS_NUMBERS)
     book.record_answer(A, 200, b"User-agent: *\nDisallow: /private\n")
     book.close()
     job = state / "jobs" / "site" / "j1"

@@ -15,6 +15,7 @@ from polite_crawler.extensions.progress import progress_line
 from polite_crawler.frontier.core import frontier_snapshot
 from polite_crawler.spiders.site import SiteSpider
 from tests.crawl import run_crawl
+from tests.robots_numbers import ROBOTS_NUMBERS
 from tests.test_frontier_core import T0, Clock, Env
 
 if TYPE_CHECKING:
@@ -86,7 +87,7 @@ def test_a_site_waiting_to_ask_for_robots_txt_again_is_not_the_machine_s_limit(
     from polite_crawler.store.robots import RobotsBook
 
     clock = Clock()
-    book = RobotsBook(tmp_path / "robots.sqlite3", "PoliteCrawler", clock=clock)
+    book = RobotsBook(tmp_path / "robots.sqlite3", "PoliteCrawler", clock=clock, **ROBOTS_NUMBERS)
     env = Env(tmp_path, clock, robots=book)
     env.push("http://127.0.0.1/1")
     book.record_failure("http://127.0.0.1", "refused: connection refused")  # asks in 60 s

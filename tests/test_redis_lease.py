@@ -17,6 +17,7 @@ from polite_crawler.interfaces import LeaseAnswer
 from polite_crawler.policy.rest import OriginState, RestParams
 from tests.clock import Clock
 from tests.redis_server import redis_server_session, redis_url  # noqa: F401  (fixtures)
+from tests.robots_numbers import ROBOTS_NUMBERS
 
 # ruff: noqa: F811
 
@@ -239,13 +240,13 @@ def test_the_robots_txt_entry_of_an_origin_taken_is_read_in_the_batch(redis_url)
     from polite_crawler.store.robots import RobotsBook
 
     c = Clock(1000.0)
-    book_a = RobotsBook(RedisRobotsStore(redis_url), "PoliteCrawler", clock=c)
+    book_a = RobotsBook(RedisRobotsStore(redis_url), "PoliteCrawler", clock=c, **ROBOTS_NUMBERS)
     book_a.record_answer(ORIGIN, 200, b"User-agent: *\nDisallow: /private\n")
     a = worker(redis_url, "A", c)
     push(a, "/1")
     a.run_batch()
     a.run_batch(closing=True)  # A gives the origin back
-    book_b = RobotsBook(RedisRobotsStore(redis_url), "PoliteCrawler", clock=c)
+    book_b = RobotsBook(RedisRobotsStore(redis_url), "PoliteCrawler", clock=c, **ROBOTS_NUMBERS)
     b = worker(redis_url, "B", c, robots=book_b)
     b.run_batch()
     assert b.owned() == [ORIGIN]

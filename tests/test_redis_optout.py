@@ -25,6 +25,7 @@ from tests.redis_server import (  # noqa: F401  (fixtures)
     redis_server_session,
     redis_url,
 )
+from tests.robots_numbers import ROBOTS_NUMBERS
 from tests.test_commands_forget_live import wide_site
 
 # ruff: noqa: F811
@@ -137,7 +138,7 @@ def test_the_rows_of_an_origin_leave_every_crawl_and_undo_lifts_the_stop(
 def test_forget_and_undo_with_no_worker_running(redis_url: str, redis_server_session: Any,
                                                 tmp_path: Path) -> None:
     r = redis_server_session.client()
-    book = RobotsBook(RedisRobotsStore(redis_url), "PoliteCrawler")
+    book = RobotsBook(RedisRobotsStore(redis_url), "PoliteCrawler", **ROBOTS_NUMBERS)
     book.record_answer(ORIGIN, 200, b"User-agent: *\nAllow: /\n")
     book.close()
     r.zadd(f"polite:q:{{{ORIGIN}}}:t", {b"0 1 x": 1})
@@ -176,7 +177,7 @@ def test_a_worker_that_does_not_acknowledge_makes_forget_say_so(
     finally:
         lst.close()
     r = redis_server_session.client()
-    book = RobotsBook(RedisRobotsStore(redis_url), "PoliteCrawler")
+    book = RobotsBook(RedisRobotsStore(redis_url), "PoliteCrawler", **ROBOTS_NUMBERS)
     book.record_answer(ORIGIN, 200, b"User-agent: *\nAllow: /\n")
     book.close()
     r.zadd(f"polite:q:{{{ORIGIN}}}:t", {b"0 1 x": 1})

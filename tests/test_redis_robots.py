@@ -48,8 +48,9 @@ class CountingStore(RedisRobotsStore):
 
 def book(url: str, clock: Clock, counts: Any = None, **kw: Any) -> RobotsBook:
     store = CountingStore(url, keep=kw.pop("keep", 30 * DAY), timeout=1.0)
-    return RobotsBook(store, "PoliteCrawler", ttl=DAY, retry_min=60.0, retry_max=3600.0,
-                      clock=clock, count=counts if counts is not None else (lambda key: None))
+    return RobotsBook(store, "PoliteCrawler", ttl=DAY, max_bytes=512 * 1024, retry_min=60.0,
+                      retry_max=3600.0, clock=clock,
+                      count=counts if counts is not None else (lambda key: None))
 
 
 def test_an_answer_recorded_by_one_worker_is_used_by_the_other_without_a_fetch(

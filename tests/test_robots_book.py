@@ -24,7 +24,7 @@ def clock() -> Clock:
 
 
 def make(tmp_path: Path, clock: Clock, **kw: float) -> RobotsBook:
-    params = {"ttl": DAY, "retry_min": 60.0, "retry_max": 3600.0, **kw}
+    params = {"ttl": DAY, "max_bytes": 512 * 1024, "retry_min": 60.0, "retry_max": 3600.0, **kw}
     return RobotsBook(tmp_path / "state.sqlite3", "PoliteCrawler", clock=clock, **params)
 
 

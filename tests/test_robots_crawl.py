@@ -23,6 +23,7 @@ from polite_crawler.spiders.site import SiteSpider
 from polite_crawler.store.paths import origins_db_path
 from polite_crawler.store.robots import RobotsBook
 from tests.crawl import run_crawl
+from tests.robots_numbers import ROBOTS_NUMBERS
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -377,7 +378,7 @@ def _seed(tmp_path: Path, origin: str, body: bytes, age: float) -> None:
     from scrapy.settings import Settings
 
     db = origins_db_path(Settings({"POLITE_STATE_DIR": str(tmp_path)}))
-    book = RobotsBook(db, "PoliteCrawler", clock=lambda: time.time() - age)
+    book = RobotsBook(db, "PoliteCrawler", clock=lambda: time.time() - age, **ROBOTS_NUMBERS)
     book.record_answer(origin, 200, body)
     book.close()
 

@@ -36,7 +36,6 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from polite_crawler.policy.robots import (
-    DEFAULT_MAX_BYTES,
     NO_SIGNALS,
     ContentSignals,
     Outcome,
@@ -156,14 +155,15 @@ class RobotsBook:
     inject their own. ``count`` receives the book's stats (store failures).
     """
 
-    def __init__(  # noqa: PLR0917
+    def __init__(
         self,
         db: Path | str | sqlite3.Connection | RobotsStore,
         token: str,
-        ttl: float = 24 * 3600.0,
-        max_bytes: int = DEFAULT_MAX_BYTES,
-        retry_min: float = 60.0,
-        retry_max: float = 3600.0,
+        *,
+        ttl: float,
+        max_bytes: int,
+        retry_min: float,
+        retry_max: float,
         clock: Callable[[], float] = time.time,
         count: Callable[[str], None] = lambda key: None,
     ) -> None:
