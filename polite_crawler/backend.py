@@ -49,32 +49,19 @@ CLUSTER_DRIVER = "polite_crawler.frontier.redis_scheduler.ClusterDriver"
 COMMAND_REDIS_TIMEOUT = 5.0
 
 
-def _float(settings: BaseSettings, name: str) -> float:
-    """A setting as the crawl reads it: its value, or (a component used without the
-    add-on) its default, declared once in :mod:`polite_crawler.defaults`."""
-    from polite_crawler.defaults import POLITE_DEFAULTS
+def _settings(settings: BaseSettings) -> BaseSettings:
+    """The settings read bare: with every POLITE_* default present, add-on or not
+    (:func:`polite_crawler.defaults.polite_settings`)."""
+    from polite_crawler.defaults import polite_settings
 
-    return settings.getfloat(name, POLITE_DEFAULTS[name])
-
-
-def _int(settings: BaseSettings, name: str) -> int:
-    """:func:`_float` for a whole number."""
-    from polite_crawler.defaults import POLITE_DEFAULTS
-
-    return settings.getint(name, POLITE_DEFAULTS[name])
-
-
-def _str(settings: BaseSettings, name: str) -> str:
-    """:func:`_float` for a text."""
-    from polite_crawler.defaults import POLITE_DEFAULTS
-
-    return str(settings.get(name, POLITE_DEFAULTS[name]))
+    return polite_settings(settings)
 
 
 def command_redis_timeout(settings: BaseSettings) -> float:
     """Seconds a command's Redis call may take: POLITE_REDIS_STATE_TIMEOUT, at least
     :data:`COMMAND_REDIS_TIMEOUT`."""
-    return max(_float(settings, "POLITE_REDIS_STATE_TIMEOUT"), COMMAND_REDIS_TIMEOUT)
+    return max(_settings(settings).getfloat("POLITE_REDIS_STATE_TIMEOUT"),
+               COMMAND_REDIS_TIMEOUT)
 
 
 def page_backend_factory(uri: str, sqlite_path: str) -> Callable[[], SQLPageBackend]:
@@ -147,12 +134,13 @@ class Backend:
         from polite_crawler.store.paths import state_dir
 
         state = state_dir(settings)
+        s = _settings(settings)
         return PageStore(self.page_backends(state),
-                         batch_size=_int(settings, "POLITE_STORE_BATCH"),
-                         flush_interval=_float(settings, "POLITE_STORE_FLUSH"),
-                         max_distance=_int(settings, "POLITE_SIMHASH_DISTANCE"),
-                         buffer=_int(settings, "POLITE_STORE_BUFFER"),
-                         give_up=_float(settings, "POLITE_STORE_GIVE_UP"),
+                         batch_size=s.getint("POLITE_STORE_BATCH"),
+                         flush_interval=s.getfloat("POLITE_STORE_FLUSH"),
+                         max_distance=s.getint("POLITE_SIMHASH_DISTANCE"),
+                         buffer=s.getint("POLITE_STORE_BUFFER"),
+                         give_up=s.getfloat("POLITE_STORE_GIVE_UP"),
                          spill=state / SPILL_FILE, on_state=on_state)
 
     # --- the robots.txt cache and the opt-out list --------------------------------------
@@ -163,24 +151,25 @@ class Backend:
 
         from polite_crawler.store.robots import RobotsBook
 
+        s = _settings(settings)
         store: Any
         if self.cluster:
             from polite_crawler.store.redis_robots import RedisRobotsStore
 
             store = RedisRobotsStore(
-                self.frontier_url, keep=_float(settings, "POLITE_ROBOTS_REDIS_KEEP"),
-                timeout=_float(settings, "POLITE_REDIS_STATE_TIMEOUT"))
+                self.frontier_url, keep=s.getfloat("POLITE_ROBOTS_REDIS_KEEP"),
+                timeout=s.getfloat("POLITE_REDIS_STATE_TIMEOUT"))
         else:
             from polite_crawler.store.paths import origins_db_path
 
             store = origins_db_path(settings)
         return RobotsBook(
             store,
-            _str(settings, "POLITE_BOT_NAME"),
-            ttl=_float(settings, "POLITE_ROBOTS_TTL"),
-            max_bytes=_int(settings, "POLITE_ROBOTS_MAX_BYTES"),
-            retry_min=_float(settings, "POLITE_ROBOTS_RETRY_MIN"),
-            retry_max=_float(settings, "POLITE_ROBOTS_RETRY_MAX"),
+            str(s.get("POLITE_BOT_NAME")),
+            ttl=s.getfloat("POLITE_ROBOTS_TTL"),
+            max_bytes=s.getint("POLITE_ROBOTS_MAX_BYTES"),
+            retry_min=s.getfloat("POLITE_ROBOTS_RETRY_MIN"),
+            retry_max=s.getfloat("POLITE_ROBOTS_RETRY_MAX"),
             clock=clock or time.time,
             count=count or (lambda key: None),
         )
@@ -193,7 +182,8 @@ class Backend:
             return None
         from polite_crawler.store.redis_optout import RedisOptOutList
 
-        wait = _float(settings, "POLITE_REDIS_STATE_TIMEOUT") if timeout is None else timeout
+        wait = timeout if timeout is not None else \
+            _settings(settings).getfloat("POLITE_REDIS_STATE_TIMEOUT")
         return RedisOptOutList(self.frontier_url, timeout=wait)
 
     def optout_store(self, settings: BaseSettings, state: Path | None, *,

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from polite_crawler import __version__
 from polite_crawler.addon import ENFORCED, PINNED
-from polite_crawler.defaults import POLITE_DEFAULTS
+from polite_crawler.defaults import load_defaults
 from polite_crawler.policy.signing import (
     DIRECTORY_PATH,
     KeyRing,
@@ -56,8 +56,7 @@ def load_settings(overrides: Mapping[str, Any] | None = None) -> Settings:
     settings = get_project_settings()
     if not os.environ.get("SCRAPY_SETTINGS_MODULE") and not closest_scrapy_cfg():
         settings.setmodule(PROJECT_SETTINGS, priority="project")
-    for name, value in POLITE_DEFAULTS.items():
-        settings.set(name, value, priority="addon")
+    load_defaults(settings)
     for name, value in PINNED.items():
         settings.set(name, value, priority=ENFORCED)
     if overrides:

@@ -82,6 +82,7 @@ from twisted.python.failure import Failure
 from twisted.web.client import HTTPConnectionPool
 
 from polite_crawler.context import polite_context
+from polite_crawler.defaults import polite_settings
 from polite_crawler.extensions.descriptors import (
     descriptor_budget,
     descriptor_plan,
@@ -494,12 +495,12 @@ class GuardedHTTPDownloadHandler(HTTP11DownloadHandler):
 
     def __init__(self, crawler: Crawler) -> None:
         super().__init__(crawler)
-        settings = crawler.settings
+        settings = polite_settings(crawler.settings)
         self.policy = address_policy(crawler)
-        self.connect_timeout = settings.getfloat("POLITE_CONNECT_TIMEOUT", 10.0)
-        self.headers_timeout = settings.getfloat("POLITE_HEADERS_TIMEOUT", 20.0)
-        self.exchange_timeout = settings.getfloat("POLITE_EXCHANGE_TIMEOUT", 45.0)
-        head_cap = settings.getint("POLITE_MAX_HEADER_BYTES", 64 * 1024)
+        self.connect_timeout = settings.getfloat("POLITE_CONNECT_TIMEOUT")
+        self.headers_timeout = settings.getfloat("POLITE_HEADERS_TIMEOUT")
+        self.exchange_timeout = settings.getfloat("POLITE_EXCHANGE_TIMEOUT")
+        head_cap = settings.getint("POLITE_MAX_HEADER_BYTES")
         self.guard = _ConnectionGuard(self.policy, head_cap, self.connect_timeout)
         from twisted.internet import reactor
 

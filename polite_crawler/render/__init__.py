@@ -1,4 +1,4 @@
-"""Rendering a page in a headless browser, only where a page needs one (issue 19).
+"""Rendering a page in a headless browser, only where a page needs one.
 
 Nothing here imports Playwright until a render is asked for: the add-on installs
 :class:`polite_crawler.render.handler.RenderDownloadHandler` only when

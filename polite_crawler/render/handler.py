@@ -63,7 +63,7 @@ from scrapy_playwright.handler import ScrapyPlaywrightDownloadHandler
 from scrapy_playwright.page import PageMethod
 
 from polite_crawler.context import polite_context
-from polite_crawler.defaults import POLITE_DEFAULTS as _DEFAULT
+from polite_crawler.defaults import polite_settings
 from polite_crawler.handlers import GuardedHTTPDownloadHandler, hold_until_due
 from polite_crawler.middlewares.addresses import address_policy
 from polite_crawler.middlewares.identity import identity_from_settings
@@ -171,7 +171,7 @@ class RenderDownloadHandler(ScrapyPlaywrightDownloadHandler):  # type: ignore[mi
 
     def __init__(self, crawler: Crawler) -> None:
         super().__init__(crawler)
-        settings = crawler.settings
+        settings = polite_settings(crawler.settings)
         self.crawler = crawler
         self.ctx = polite_context(crawler)
         self.guarded = GuardedHTTPDownloadHandler(crawler)
@@ -180,25 +180,22 @@ class RenderDownloadHandler(ScrapyPlaywrightDownloadHandler):  # type: ignore[mi
         extra = {h.strip().lower() for h in settings.getlist("POLITE_RENDER_BLOCK_HOSTS") if h}
         self.rules = SubrequestRules(
             blocked_hosts=load_blocked_hosts() | frozenset(extra),
-            block_stylesheets=settings.getbool("POLITE_RENDER_BLOCK_STYLESHEETS", True),
+            block_stylesheets=settings.getbool("POLITE_RENDER_BLOCK_STYLESHEETS"),
         )
-        self.timeout = settings.getfloat("POLITE_RENDER_TIMEOUT", _DEFAULT["POLITE_RENDER_TIMEOUT"])
-        self.idle = settings.getfloat("POLITE_RENDER_IDLE", _DEFAULT["POLITE_RENDER_IDLE"])
-        self.max_subrequests = settings.getint("POLITE_RENDER_MAX_SUBREQUESTS",
-                                               _DEFAULT["POLITE_RENDER_MAX_SUBREQUESTS"])
-        self.max_rss = settings.getint("POLITE_RENDER_MAX_RSS", _DEFAULT["POLITE_RENDER_MAX_RSS"])
-        self.max_bytes = settings.getint("POLITE_MAX_BYTES", _DEFAULT["POLITE_MAX_BYTES"])
-        self.cache = _ScriptCache(settings.getint("POLITE_RENDER_CACHE_BYTES",
-                                                  _DEFAULT["POLITE_RENDER_CACHE_BYTES"]))
-        executable = settings.get("POLITE_RENDER_BROWSER") or _DEFAULT["POLITE_RENDER_BROWSER"]
+        self.timeout = settings.getfloat("POLITE_RENDER_TIMEOUT")
+        self.idle = settings.getfloat("POLITE_RENDER_IDLE")
+        self.max_subrequests = settings.getint("POLITE_RENDER_MAX_SUBREQUESTS")
+        self.max_rss = settings.getint("POLITE_RENDER_MAX_RSS")
+        self.max_bytes = settings.getint("POLITE_MAX_BYTES")
+        self.cache = _ScriptCache(settings.getint("POLITE_RENDER_CACHE_BYTES"))
+        executable = settings.get("POLITE_RENDER_BROWSER")
         # scrapy-playwright's own settings are not the project's to tune: the browser
         # is launched, limited and timed here.
         cfg = self.config
         cfg.browser_type_name = "chromium"
         cfg.launch_options = {"executable_path": executable, "headless": True,
                               "args": list(BROWSER_ARGS), "handle_sigint": False}
-        cfg.max_pages_per_context = max(1, settings.getint(
-            "POLITE_RENDER_MAX_PAGES", _DEFAULT["POLITE_RENDER_MAX_PAGES"]))
+        cfg.max_pages_per_context = max(1, settings.getint("POLITE_RENDER_MAX_PAGES"))
         cfg.navigation_timeout_ms = self.timeout * 1000
         cfg.restart_disconnected_browser = True
         cfg.startup_context_kwargs = {}
@@ -266,6 +263,42 @@ class RenderDownloadHandler(ScrapyPlaywrightDownloadHandler):  # type: ignore[mi
             raise RenderFailedError(f"{url} is being rendered already")
         render = _Render(request, document, started + self.timeout)
         self._renders[url] = render
+        inner = request.replace(meta=self._browser_meta(request, render))
+        self._inc("polite/render/started")
+        try:
+            left = max(0.001, render.deadline - time.monotonic())
+            try:
+                rendered = await self._until_refused(render, self._download_request(inner),
+                                                     left)
+            except (TimeoutError, PlaywrightTimeoutError):
+                self._inc("polite/render/failed/timeout")
+                raise RenderTimeoutError(
+                    f"rendering {url} took longer than {self.timeout} s") from None
+            except Exception as exc:
+                if isinstance(exc, DownloadTimeoutError):
+                    raise
+                self._inc("polite/render/failed/browser")
+                logger.info("Rendering %(url)s failed: %(exc)s", {"url": url, "exc": exc})
+                raise RenderFailedError(f"rendering {url} failed: {exc}") from exc
+        finally:
+            await self._close_render(render)
+        if render.refusal is not None or rendered is None:
+            refusal = render.refusal
+            assert refusal is not None
+            self._inc(f"polite/render/refused/{refusal.status}")
+            self._wire_time(request, render, wire_start, wire_end)
+            return Response(url=request.url, status=refusal.status, headers=refusal.headers,
+                            body=refusal.body, request=request, flags=["polite_render_refused"])
+        self._inc("polite/render/pages")
+        self._max("polite/render/seconds_max", round(time.monotonic() - started, 3))
+        request.meta["polite_rendered"] = True
+        request.meta["polite_render_subrequests"] = len(render.subs)
+        self._wire_time(request, render, wire_start, wire_end)
+        return self._response(rendered, document, request)
+
+    def _browser_meta(self, request: Request, render: _Render) -> dict[str, Any]:
+        """The meta of the copy scrapy-playwright renders: the browser context, the
+        page's open callback and what the render waits for before it is read."""
         # scrapy-playwright works on a copy: the request itself keeps a meta the
         # frontier can store (a retry goes back to its disk queue).
         meta: dict[str, Any] = {
@@ -292,52 +325,25 @@ class RenderDownloadHandler(ScrapyPlaywrightDownloadHandler):  # type: ignore[mi
                            timeout=remaining_ms)]
         else:
             meta["playwright_page_methods"] = [PageMethod(self._settle, render)]
-        inner = request.replace(meta=meta)
-        self._inc("polite/render/started")
-        try:
-            left = max(0.001, render.deadline - time.monotonic())
-            try:
-                rendered = await self._until_refused(render, self._download_request(inner),
-                                                     left)
-            except (TimeoutError, PlaywrightTimeoutError):
-                self._inc("polite/render/failed/timeout")
-                raise RenderTimeoutError(
-                    f"rendering {url} took longer than {self.timeout} s") from None
-            except Exception as exc:
-                if isinstance(exc, DownloadTimeoutError):
-                    raise
-                self._inc("polite/render/failed/browser")
-                logger.info("Rendering %(url)s failed: %(exc)s", {"url": url, "exc": exc})
-                raise RenderFailedError(f"rendering {url} failed: {exc}") from exc
-        finally:
-            # The exchange ends here for the frontier: a sub-request still under way
-            # is cancelled, and the page's later requests are refused.
-            render.closed = True
-            if render.fetching is not None and not render.fetching.done():
-                render.fetching.cancel()
-                self._inc("polite/render/subrequest_cancelled")
-            self._renders.pop(url, None)
-            for page in render.pages:
-                if not page.is_closed():
-                    try:
-                        await page.close()
-                    except Exception:  # a page of a browser that died
-                        logger.debug("Could not close a page of %(url)s", {"url": url})
-            self._log_subrequests(render)
-            await self._after_render()
-        if render.refusal is not None or rendered is None:
-            refusal = render.refusal
-            assert refusal is not None
-            self._inc(f"polite/render/refused/{refusal.status}")
-            self._wire_time(request, render, wire_start, wire_end)
-            return Response(url=request.url, status=refusal.status, headers=refusal.headers,
-                            body=refusal.body, request=request, flags=["polite_render_refused"])
-        self._inc("polite/render/pages")
-        self._max("polite/render/seconds_max", round(time.monotonic() - started, 3))
-        request.meta["polite_rendered"] = True
-        request.meta["polite_render_subrequests"] = len(render.subs)
-        self._wire_time(request, render, wire_start, wire_end)
-        return self._response(rendered, document, request)
+        return meta
+
+    async def _close_render(self, render: _Render) -> None:
+        """The exchange ends here for the frontier: a sub-request still under way is
+        cancelled, the page's later requests are refused and its pages closed."""
+        render.closed = True
+        if render.fetching is not None and not render.fetching.done():
+            render.fetching.cancel()
+            self._inc("polite/render/subrequest_cancelled")
+        url = render.request.url
+        self._renders.pop(url, None)
+        for page in render.pages:
+            if not page.is_closed():
+                try:
+                    await page.close()
+                except Exception:  # a page of a browser that died
+                    logger.debug("Could not close a page of %(url)s", {"url": url})
+        self._log_subrequests(render)
+        await self._after_render()
 
     @staticmethod
     async def _until_refused(render: _Render, work: Any, timeout: float) -> Response | None:

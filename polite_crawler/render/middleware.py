@@ -2,7 +2,7 @@
 
 A page whose HTML has no main text of its own but is built by its scripts
 (:func:`polite_crawler.policy.render.script_built`) is not stored as it is. The
-site's own offers come first (seed 003: an API or the HTML before a browser):
+site's own offers come first (the rule: a site's API or its HTML before a browser):
 
 1. JSON-LD in the page with the text (``polite/render/choice/json_ld``): the page
    is stored with that text, nothing more is fetched;

@@ -28,7 +28,9 @@ def render_mode(settings: BaseSettings, spider: Any = None) -> str:
     if not isinstance(value, (str, bool)):  # -a render=... is a string; a method is not it
         value = None
     if value is None:
-        value = settings.get("POLITE_RENDER", "")
+        from polite_crawler.defaults import polite_settings
+
+        value = polite_settings(settings).get("POLITE_RENDER")
     if value is True:
         value = "meta"
     mode = str(value or "").strip().lower()
@@ -50,7 +52,9 @@ def check_installed(settings: BaseSettings) -> None:
         raise RenderSettingError(
             "rendering is on (POLITE_RENDER / -a render=) but scrapy-playwright is not "
             "installed: pip install -e '.[render]'")
-    executable = settings.get("POLITE_RENDER_BROWSER") or "/usr/bin/chromium"
+    from polite_crawler.defaults import polite_settings
+
+    executable = polite_settings(settings).get("POLITE_RENDER_BROWSER")
     if not os.access(executable, os.X_OK):
         raise RenderSettingError(
             f"rendering is on (POLITE_RENDER / -a render=) but the browser {executable!r} "
