@@ -46,7 +46,7 @@ docs: $(STAMP)
 	$(BIN)/sphinx-build -W --keep-going -q -b html docs build/docs/html
 
 lint: $(STAMP)
-	$(BIN)/ruff check polite_crawler tests bench
+	$(BIN)/ruff check polite_crawler tests bench demo scripts
 	$(BIN)/mypy
 
 bench: $(STAMP)
