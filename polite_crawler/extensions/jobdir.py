@@ -36,8 +36,8 @@ from typing import TYPE_CHECKING
 
 from scrapy import signals
 
-from polite_crawler.frontier.scheduler import QUEUE_DB
 from polite_crawler.policy.jobs import job_dir_for, state_dir_for
+from polite_crawler.store.jobfiles import QUEUE_DB
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
