@@ -120,13 +120,16 @@ def test_descriptors_taken_mid_crawl_close_it_with_the_reason_and_no_page_lost(
 
 def test_a_limit_below_the_crawls_own_files_refuses_in_one_line(
         web_factory: Any, tmp_path: Path) -> None:
+    """Refused by ``scrapy crawl`` before Scrapy starts: one line on stderr, none of
+    Scrapy's start-up log, exit status 2, nothing sent."""
     web = web_factory({"127.0.20.1": small_site("127.0.20.1")})
     code, log, stats = crawl(tmp_path, [web.url("127.0.20.1")], 60)
     assert code == 2, log[-3000:]
-    assert stats.get("finish_reason") == "descriptors_short"
-    lines = [ln for ln in log.splitlines() if "Not crawling" in ln]
-    assert len(lines) == 1
-    assert "open-file limit (RLIMIT_NOFILE, ulimit -n) is 60" in lines[0]
+    assert log.splitlines() == [log.strip()], log[-3000:]
+    assert log.startswith("scrapy crawl: the open-file limit (RLIMIT_NOFILE, ulimit -n) is 60;")
+    assert "raise it" in log
+    assert not (tmp_path / "crawl.log").exists()  # Scrapy's logging never configured
+    assert stats == {}
     assert web.entries() == []
 
 

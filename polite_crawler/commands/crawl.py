@@ -39,6 +39,20 @@ def uses_addon(settings: BaseSettings) -> bool:
     return False
 
 
+def descriptor_problem(settings: BaseSettings, spider: Any) -> str | None:
+    """Why the open-file limit cannot hold the crawl (None: it can), from the plan the
+    add-on makes at start (:func:`~polite_crawler.extensions.descriptors.fit_descriptors`:
+    the soft limit raised toward the hard one, as the crawl would raise it)."""
+    from polite_crawler.extensions.descriptors import fit_descriptors
+    from polite_crawler.render.settings import render_mode
+
+    planned = settings.copy()
+    mode = render_mode(planned, spider)  # the browser's files counted when it renders
+    if mode:
+        planned.set("POLITE_RENDER", mode, priority="cmdline")
+    return fit_descriptors(planned, None, SETTINGS_PRIORITIES["cmdline"]).plan.refusal
+
+
 def start_problem(settings: BaseSettings, spidercls: type, spargs: dict[str, Any]) -> str | None:
     """Why a crawl of ``spidercls`` with ``spargs`` would refuse to start, or None.
 
@@ -98,6 +112,9 @@ def start_problem(settings: BaseSettings, spidercls: type, spargs: dict[str, Any
     rendering = render_problem(merged, spider)
     if rendering is not None:
         return rendering
+    descriptors = descriptor_problem(merged, spider)
+    if descriptors is not None:
+        return descriptors
     from polite_crawler.extensions.jobdir import recrawl_jobdir_problem  # recrawl + JOBDIR
 
     recrawl = getattr(spider, "recrawl", None) or merged.get("POLITE_RECRAWL") or ""
