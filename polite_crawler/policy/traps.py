@@ -73,9 +73,12 @@ from __future__ import annotations
 import functools
 import math
 import re
-from collections import Counter, OrderedDict, deque
+from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
+
+import numpy as np
+import numpy.typing as npt
 
 from polite_crawler.policy.simhash import shingle_hashes
 from polite_crawler.policy.text import Words, read_words
@@ -182,8 +185,9 @@ def html_text(body: bytes, encoding: str = "utf-8", max_bytes: int = 2 * 1024 * 
     return stripped.decode(encoding, "replace")
 
 
-def shingles(text: str, read: Words | None = None) -> tuple[frozenset[int], int]:
-    """The sampled shingle hashes of ``text`` and a hash of its whole word sequence.
+def shingles(text: str, read: Words | None = None) -> tuple[npt.NDArray[np.uint64], int]:
+    """The sampled shingle hashes of ``text`` (distinct, sorted) and a hash of its whole
+    word sequence.
 
     Words as the SimHash reads them (:func:`polite_crawler.policy.text.read_words`,
     passed as ``read`` when they are at hand) but as written, digits kept: a page
@@ -195,9 +199,9 @@ def shingles(text: str, read: Words | None = None) -> tuple[frozenset[int], int]
     tokens = read.raw[:_MAX_WORDS]
     whole = hash(tokens.tobytes())
     if tokens.size < _SHINGLE:
-        return frozenset(), whole
+        return np.zeros(0, dtype=np.uint64), whole
     hashed = shingle_hashes(tokens, _SHINGLE, distinct=False)
-    return frozenset(hashed[hashed % _SAMPLE == 0].tolist()), whole
+    return np.unique(hashed[hashed % _SAMPLE == 0]), whole
 
 
 @dataclass(frozen=True)
@@ -220,12 +224,91 @@ class YieldVerdict:
     stopped: bool  # the origin is (now or already) stopped
 
 
-@dataclass
+_NO_HASHES = np.zeros(0, dtype=np.uint64)
+_NO_PAGES = np.zeros(0, dtype=np.uint32)
+
+
 class _OriginYield:
-    recent: deque[tuple[frozenset[int], int]] = field(default_factory=deque)
-    seen: Counter[int] = field(default_factory=Counter)
-    wholes: Counter[int] = field(default_factory=Counter)
-    outcomes: deque[bool] = field(default_factory=deque)
+    """What an origin served recently, kept compact (a site of a few pages costs a few KB).
+
+    Each sampled shingle hash once, sorted (``hashes``), with the number of the last page
+    that had it (``last``, pages numbered from 0 in the order observed); likewise each
+    page's whole-text hash (``wholes``). Page ``n`` is judged against pages
+    ``n - memory_pages`` to ``n - 1``: a hash is seen when its last page is among them,
+    the same answer as counting the hashes of those pages, without keeping each page's
+    sample. Hashes whose last page has left the memory are dropped every ``memory_pages``
+    pages, so the arrays hold at most two memories' worth. The window's outcomes are
+    bits of an int (the newest lowest), ``judged`` of them.
+    """
+
+    __slots__ = ("hashes", "judged", "last", "memory", "outcomes", "pages", "wholes")
+
+    def __init__(self, memory_pages: int) -> None:
+        self.memory = memory_pages
+        self.pages = 0  # pages observed
+        self.hashes: npt.NDArray[np.uint64] = _NO_HASHES
+        self.last: npt.NDArray[np.uint32] = _NO_PAGES
+        self.wholes: dict[int, int] = {}  # whole-text hash -> its last page
+        self.outcomes = 0
+        self.judged = 0
+
+    @property
+    def recent(self) -> range:
+        """The numbers of the pages whose text counts as seen for the next page."""
+        return range(max(0, self.pages - self.memory), self.pages)
+
+    @property
+    def seen(self) -> npt.NDArray[np.uint64]:
+        """The sampled hashes of the remembered pages (distinct, sorted)."""
+        return self.hashes[self.last >= self.pages - self.memory]
+
+    def take(self, sample: npt.NDArray[np.uint64], whole: int) -> float:
+        """Record the next page (its sample, distinct and sorted, and its whole-text hash);
+        its novelty: the share of the sample the remembered pages did not have, or without
+        a sample 1.0 when the whole text is new, else 0.0."""
+        n, hashes = self.pages, self.hashes
+        oldest = n - self.memory
+        if not sample.size:
+            novelty = 0.0 if self.wholes.get(whole, oldest - 1) >= oldest else 1.0
+        elif not hashes.size:
+            novelty = 1.0
+            self.hashes = sample.copy()
+            self.last = np.full(sample.size, n, dtype=np.uint32)
+        else:
+            last = self.last
+            at = np.searchsorted(hashes, sample)
+            near = np.minimum(at, hashes.size - 1)
+            known = hashes[near] == sample
+            novelty = 1.0 - int(np.count_nonzero(known & (last[near] >= oldest))) / sample.size
+            last[near[known]] = n
+            if not known.all():  # new hashes into their places, in one pass
+                fresh = ~known
+                k = int(np.count_nonzero(fresh))
+                places = at[fresh] + np.arange(k)
+                old = np.ones(hashes.size + k, dtype=bool)
+                old[places] = False
+                self.hashes = np.empty(hashes.size + k, dtype=np.uint64)
+                self.hashes[places], self.hashes[old] = sample[fresh], hashes
+                self.last = np.empty(hashes.size + k, dtype=np.uint32)
+                self.last[places], self.last[old] = n, last
+        self.wholes[whole] = n
+        self.pages = n = n + 1
+        if n % self.memory == 0:  # forget what no later page is judged against
+            oldest = n - self.memory
+            keep = self.last >= oldest
+            if not keep.all():
+                self.hashes, self.last = self.hashes[keep], self.last[keep]
+            self.wholes = {w: p for w, p in self.wholes.items() if p >= oldest}
+        return novelty
+
+    def judge(self, productive: bool, window: int) -> float:
+        """Add an outcome to the window (its oldest out when full); the productive share."""
+        if self.judged >= window:
+            self.outcomes &= ~(1 << (window - 1))
+        else:
+            self.judged += 1
+        self.outcomes = (self.outcomes << 1) | productive
+        return self.outcomes.bit_count() / self.judged
 
 
 class YieldMonitor:
@@ -243,38 +326,18 @@ class YieldMonitor:
         """Record one fetched page of ``origin`` (its text) and judge the origin."""
         return self.observe_sample(origin, *shingles(text, read))
 
-    def observe_sample(self, origin: str, sample: frozenset[int], whole: int) -> YieldVerdict:
+    def observe_sample(self, origin: str, sample: npt.NDArray[np.uint64],
+                       whole: int) -> YieldVerdict:
         """:meth:`observe` for a text already sampled (:func:`shingles`)."""
         lim = self.limits
-        state = self._origins.pop(origin, None) or _OriginYield()
+        state = self._origins.pop(origin, None) or _OriginYield(lim.memory_pages)
         self._origins[origin] = state
         if len(self._origins) > lim.max_origins:
             self._origins.popitem(last=False)
-        seen = state.seen
-        if sample:
-            novelty = 1.0 - sum(map(seen.__contains__, sample)) / len(sample)
-        else:
-            novelty = 0.0 if state.wholes[whole] else 1.0
+        novelty = state.take(sample, whole)
         productive = novelty >= lim.min_novelty
-        state.recent.append((sample, whole))
-        seen.update(sample)
-        state.wholes[whole] += 1
-        if len(state.recent) > lim.memory_pages:
-            old_sample, old_whole = state.recent.popleft()
-            for h in old_sample:
-                n = seen[h]
-                if n > 1:
-                    seen[h] = n - 1
-                else:
-                    del seen[h]
-            state.wholes[old_whole] -= 1
-            if state.wholes[old_whole] <= 0:
-                del state.wholes[old_whole]
-        state.outcomes.append(productive)
-        if len(state.outcomes) > lim.window:
-            state.outcomes.popleft()
-        share = sum(state.outcomes) / len(state.outcomes)
-        if len(state.outcomes) >= lim.window and share < lim.min_share:
+        share = state.judge(productive, lim.window)
+        if state.judged >= lim.window and share < lim.min_share:
             self._stopped.add(origin)
         return YieldVerdict(novelty, productive, share, origin in self._stopped)
 
