@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from scrapy.settings import BaseSettings
 
-    from polite_crawler.interfaces import OptOutStore, StateReader
+    from polite_crawler.interfaces import BlockStore, OptOutStore, StateReader
     from polite_crawler.store.page_backend import SQLPageBackend
     from polite_crawler.store.pages import PageStore
     from polite_crawler.store.redis_optout import RedisOptOutList
@@ -204,6 +204,22 @@ class Backend:
             raise ValueError("the embedded opt-out list is in a state directory: none given")
         return OptOutList(state / ORIGINS_DB, timeout=timeout,
                           jobdir=settings.get("JOBDIR") or None)
+
+    def block_store(self, settings: BaseSettings, state: Path | None = None, *,
+                    readonly: bool = False) -> BlockStore:
+        """The sites that refused the crawler, remembered across runs and jobs: in Redis
+        on a cluster, else in the state directory's origin store (``state``: the
+        commands' directory; default the crawl's; ``readonly``: opened for reading)."""
+        if self.cluster:
+            from polite_crawler.store.redis_blocks import RedisBlockStore
+
+            return RedisBlockStore(self.frontier_url, timeout=_settings(settings).getfloat(
+                "POLITE_REDIS_STATE_TIMEOUT"))
+        from polite_crawler.store.blocks import SQLiteBlockStore
+        from polite_crawler.store.paths import ORIGINS_DB, origins_db_path
+
+        path = origins_db_path(settings) if state is None else state / ORIGINS_DB
+        return SQLiteBlockStore(path, readonly=readonly)
 
     # --- the commands' view -------------------------------------------------------------
     def reader(self, settings: BaseSettings, state: Path | None) -> StateReader:

@@ -8,13 +8,15 @@ from ``POLITE_FRONTIER`` and ``POLITE_STORE``, nowhere else):
   robots.txt cache and the opt-out list in the state directory's origin store
   (:class:`~polite_crawler.frontier.store.OriginStore`,
   :class:`~polite_crawler.store.robots.SQLiteRobotsStore`,
-  :class:`~polite_crawler.store.optout.OptOutList`), pages in SQLite;
+  :class:`~polite_crawler.store.optout.OptOutList`,
+  :class:`~polite_crawler.store.blocks.SQLiteBlockStore`), pages in SQLite;
 - *cluster*: the same in Redis, shared by every worker
   (:class:`~polite_crawler.frontier.redis_frontier.RedisQueue` and
   :class:`~polite_crawler.frontier.redis_frontier.LocalLeases` over
   :mod:`~polite_crawler.frontier.redis_shared`,
   :class:`~polite_crawler.store.redis_robots.RedisRobotsStore`,
-  :class:`~polite_crawler.store.redis_optout.RedisOptOutList`), pages in PostgreSQL.
+  :class:`~polite_crawler.store.redis_optout.RedisOptOutList`,
+  :class:`~polite_crawler.store.redis_blocks.RedisBlockStore`), pages in PostgreSQL.
 
 The rules (rests, robots.txt, budget, stops, the opt-out's acknowledgement) are the
 callers': :class:`~polite_crawler.frontier.core.Frontier`,
@@ -32,6 +34,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
 
+    from polite_crawler.policy.blocks import Block
     from polite_crawler.policy.rest import OriginState
     from polite_crawler.records import FetchRecord, Job, OptOut, PageRecord, RobotsState, Row
 
@@ -275,6 +278,30 @@ class OptOutStore(Protocol):
         """``--undo``: forget the frontiers' stops of the origin for the opt-out (a
         ``live`` job keeps it stopped until it ends). Per frontier: stops forgotten, or
         why it was left alone."""
+
+    def close(self) -> None:
+        """Release the store's connections."""
+
+
+class BlockStore(Protocol):
+    """The sites that refused the crawler (402, 403, a challenge page), remembered
+    across runs and jobs: one :class:`~polite_crawler.policy.blocks.Block` an origin.
+    How long a block lasts is the rule's (:mod:`polite_crawler.policy.blocks`); the
+    store keeps the block it is given."""
+
+    errors: tuple[type[Exception], ...]  # what a read or write raises when the store fails
+
+    def load(self, origin: str) -> Block | None:
+        """The origin's block (on or run out), or None."""
+
+    def all(self) -> list[Block]:
+        """Every stored block, by origin."""
+
+    def save(self, block: Block) -> None:
+        """Keep ``block`` as its origin's, in place of the one before."""
+
+    def delete(self, origin: str) -> int:
+        """Forget the origin's block; 1 if there was one, else 0."""
 
     def close(self) -> None:
         """Release the store's connections."""

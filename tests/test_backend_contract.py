@@ -464,6 +464,32 @@ def test_the_opt_out_list_on_either_store(side: Side) -> None:
     lst.close()
 
 
+def test_the_block_store_on_either_store(side: Side) -> None:
+    """The remembered refusals (``Backend.block_store``): what is saved is loaded back
+    as it was, by every process on the backend; a save replaces the origin's block; a
+    delete says whether there was one."""
+    from polite_crawler.policy.blocks import Block, record_refusal
+
+    store = side.backend.block_store(side.settings())
+    other = side.backend.block_store(side.settings())  # another job, another worker
+    assert store.load(A) is None and store.all() == [] and store.delete(A) == 0
+    assert all(issubclass(e, Exception) for e in store.errors) and store.errors
+    first = record_refusal(None, A, "403", T0, url=f"{A}/x")
+    store.save(first)
+    store.save(Block(B, "challenge:cloudflare", T0, T0 + 60.0, 3, T0 - 5.0, f"{B}/"))
+    assert other.load(A) == first and first.count == 1
+    again = record_refusal(other.load(A), A, "402", T0 + 90_000.0)
+    other.save(again)
+    assert store.load(A) == again and again.count == 2 and again.until > first.until
+    assert [b.origin for b in store.all()] == [A, B]
+    assert store.all()[1] == Block(B, "challenge:cloudflare", T0, T0 + 60.0, 3, T0 - 5.0,
+                                   f"{B}/")
+    assert other.delete(A) == 1 and store.load(A) is None and store.delete(A) == 0
+    assert [b.origin for b in other.all()] == [B]
+    store.close()
+    other.close()
+
+
 def _register(side: Side, lst: Any, owner: str, *, alive: bool) -> None:
     """A job registers with the list as its opt-out middleware does; ``alive``: its
     process is there (embedded: ``owner`` names a live or a dead process) or its

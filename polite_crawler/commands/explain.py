@@ -447,13 +447,13 @@ def explain_url(settings: BaseSettings, url: str, opts: argparse.Namespace) -> d
 def origin_block(settings: BaseSettings, state: Path | None, origin: str,
                  now: float) -> dict[str, Any] | None:
     """The origin's remembered refusal (``middlewares.blocks``), on or run out; None."""
-    from polite_crawler.middlewares.blocks import open_block_store
+    from polite_crawler.backend import backend_of
     from polite_crawler.policy.blocks import describe
     from polite_crawler.store.paths import ORIGINS_DB
 
     if state is not None and not (state / ORIGINS_DB).is_file():
         return None
-    store = open_block_store(settings, state, readonly=True)
+    store = backend_of(settings).block_store(settings, state, readonly=True)
     try:
         found = store.load(origin)
     except store.errors as exc:

@@ -180,7 +180,7 @@ class Command(ScrapyCommand):
         try:
             try:
                 if opts.undo:
-                    return self._undo(optout, chosen, origin, opts)
+                    return self._undo(optout, settings, chosen, state, origin, opts)
                 return self._forget(optout, settings, chosen, state, origin, opts)
             except optout.errors as exc:
                 raise CommandError(f"{optout.where} stopped answering ({exc}); run the same "
@@ -294,13 +294,15 @@ class Command(ScrapyCommand):
         removed["trap_memory"] = forget_traps(state / TRAPS_DB, origin, opts.lock_timeout) \
             if state is not None else 0
         removed["frontiers"] = optout.clear_frontiers(origin, acked, opts.jobdir)
+        removed["block"] = _forget_block(settings, chosen, state, origin)
         optout.record_removed(origin, removed)
         data["removed"] = removed
         return data, _forget_text(data), 1 if late else 0
 
     @staticmethod
-    def _undo(optout: OptOutStore, chosen: Backend, origin: str,
-              opts: argparse.Namespace) -> tuple[Any, str, int]:
+    def _undo(optout: OptOutStore, settings: Any, chosen: Backend,  # noqa: PLR0917
+              state: Path | None, origin: str, opts: argparse.Namespace
+              ) -> tuple[Any, str, int]:
         if optout.get(origin) is None:
             raise CommandError(f"{origin} is not on the opt-out list in {optout.where} "
                                "(scrapy forget --list)")
@@ -309,18 +311,36 @@ class Command(ScrapyCommand):
         alive = optout.live(running)
         running = [j for j in running if j.owner in alive]
         frontiers = optout.unstop_frontiers(origin, running, opts.jobdir)
+        # A refusal remembered meanwhile (middlewares.blocks) is lifted with the opt-out:
+        # the operator has said the site may be crawled again.
+        block = _forget_block(settings, chosen, state, origin)
         data = {"origin": origin, "version": version, "undone": True, **_labels(chosen),
                 "running_jobs_keep_it_stopped": [_job(j) for j in running],
-                "frontiers": frontiers}
+                "frontiers": frontiers, "block_lifted": block}
         lines = [f"{origin} is off the opt-out list in {optout.where} (version {version}): "
                  "future jobs may crawl it again; what was deleted stays deleted"]
         if running:
             lines.append(f"  {len(running)} running jobs keep it stopped until they end")
+        if block:
+            lines.append("  its remembered refusal (a 402, 403 or challenge) lifted too")
         for where, n in frontiers.items():
             if isinstance(n, int) and n:
                 lines.append(f"  {where}: its stop for the opt-out forgotten (a job that "
                              "resumes it may crawl it)")
         return data, "\n".join(lines), 0
+
+
+def _forget_block(settings: Any, chosen: Backend, state: Path | None, origin: str) -> int:
+    """Delete the origin's remembered refusal (:mod:`polite_crawler.policy.blocks`); 1 if
+    there was one."""
+    store = chosen.block_store(settings, state)
+    try:
+        return store.delete(origin)
+    except store.errors as exc:
+        raise CommandError(f"the remembered refusals could not be written ({exc}); run the "
+                           "same command again") from exc
+    finally:
+        store.close()
 
 
 def _labels(chosen: Backend) -> dict[str, Any]:
@@ -378,6 +398,7 @@ def _forget_text(data: dict[str, Any]) -> str:
                 lines.append(f"    {key}: {n} rows")
     lines.append(f"  robots.txt cache: {removed['robots_txt']} copy deleted")
     lines.append(f"  trap memory: {removed.get('trap_memory', 0)} judged URLs deleted")
+    lines.append(f"  remembered refusal: {removed.get('block', 0)} deleted")
     frontiers = removed["frontiers"]
     if not frontiers:
         lines.append("  job frontiers: none found")

@@ -66,9 +66,9 @@ class Command(ScrapyCommand):
             state = command_state_dir(settings, opts.state_dir)
             if state is not None:
                 origins_db(state)
-            from polite_crawler.middlewares.blocks import open_block_store
+            from polite_crawler.backend import backend_of
 
-            store = open_block_store(settings, state)
+            store = backend_of(settings).block_store(settings, state)
             now = time.time()
             try:
                 if opts.list:

@@ -42,21 +42,17 @@ from twisted.internet.threads import deferToThread
 
 from polite_crawler.backend import backend_of
 from polite_crawler.context import polite_context
-from polite_crawler.defaults import polite_settings
 from polite_crawler.middlewares.optout import request_origin
 from polite_crawler.policy.blocks import Block, describe, is_refusal, record_refusal
 from polite_crawler.policy.verdicts import parse_retry_after
-from polite_crawler.store.blocks import SQLiteBlockStore
 
 if TYPE_CHECKING:
-    from pathlib import Path
 
     from scrapy import Request, Spider
     from scrapy.crawler import Crawler
     from scrapy.http import Response
-    from scrapy.settings import BaseSettings
 
-    from polite_crawler.store.blocks import BlockStore
+    from polite_crawler.interfaces import BlockStore
 
 logger = logging.getLogger(__name__)
 
@@ -69,23 +65,6 @@ _ATTR = "_polite_block_memory"
 _RETRY_AFTER_KEPT = 4096  # answers' Retry-After kept per origin until the next sync
 
 
-def open_block_store(settings: BaseSettings, state: Path | None = None, *,
-                     readonly: bool = False) -> BlockStore:
-    """The blocks on the settings' backend: Redis on a cluster, else the state
-    directory's origin store (``state``: the commands' directory; default the crawl's)."""
-    settings = polite_settings(settings)
-    backend = backend_of(settings)
-    if backend.cluster:
-        from polite_crawler.store.redis_blocks import RedisBlockStore
-
-        return RedisBlockStore(backend.frontier_url,
-                               timeout=settings.getfloat("POLITE_REDIS_STATE_TIMEOUT"))
-    from polite_crawler.store.paths import ORIGINS_DB, origins_db_path
-
-    path = origins_db_path(settings) if state is None else state / ORIGINS_DB
-    return SQLiteBlockStore(path, readonly=readonly)
-
-
 class BlockMemory:
     """The crawl's view of the blocks: what is on, and the refusals it saw."""
 
@@ -93,7 +72,9 @@ class BlockMemory:
         self.crawler = crawler
         self.ctx = polite_context(crawler)
         self.clock = self.ctx.clock
-        self.store = open_block_store(crawler.settings)
+        backend = backend_of(crawler.settings)
+        self.store: BlockStore = backend.block_store(crawler.settings)
+        self.local = not backend.cluster  # a file read here; Redis is read on a thread
         self.blocks: dict[str, Block] = {}  # every stored block, on or run out
         self.retry_after: dict[str, float] = {}  # origin -> seconds, from its last answer
         self.said: set[str] = set()
@@ -130,7 +111,7 @@ class BlockMemory:
     # --- the shared blocks -------------------------------------------------------------
     def reload(self) -> None:
         """Read every block (SQLite: here; Redis: on a thread, applied when it answers)."""
-        if isinstance(self.store, SQLiteBlockStore):
+        if self.local:
             try:
                 self._loaded(self.store.all())
             except self.store.errors as exc:
@@ -319,4 +300,4 @@ class BlockRecordMiddleware:
 
 
 __all__ = ["STOP_REASON", "BlockMemory", "BlockMiddleware", "BlockRecordMiddleware",
-           "block_memory", "open_block_store"]
+           "block_memory"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from polite_crawler.policy.blocks import Block
 from polite_crawler.store.paths import connect
@@ -34,25 +34,14 @@ CREATE TABLE IF NOT EXISTS origin_blocks (
 _COLUMNS = ("origin", "reason", "blocked_at", "until", "count", "first_at", "url")
 
 
-class BlockStore(Protocol):
-    """Where remembered refusals live (SQLite state directory or Redis)."""
-
-    errors: tuple[type[Exception], ...]
-
-    def load(self, origin: str) -> Block | None: ...
-    def all(self) -> list[Block]: ...
-    def save(self, block: Block) -> None: ...
-    def delete(self, origin: str) -> int: ...
-    def close(self) -> None: ...
-
-
 def _block(row: Any) -> Block:
     return Block(origin=row[0], reason=row[1], blocked_at=float(row[2]), until=float(row[3]),
                  count=int(row[4]), first_at=float(row[5]), url=row[6] or "")
 
 
 class SQLiteBlockStore:
-    """The blocks in the state directory's origin store."""
+    """A :class:`~polite_crawler.interfaces.BlockStore` in the state directory's origin
+    store."""
 
     errors: tuple[type[Exception], ...] = (sqlite3.OperationalError,)
 
@@ -104,4 +93,4 @@ class SQLiteBlockStore:
         self._conn.close()
 
 
-__all__ = ["BlockStore", "SQLiteBlockStore"]
+__all__ = ["SQLiteBlockStore"]

@@ -31,7 +31,7 @@ def _decode(origin: str, raw: Any) -> Block | None:
 
 
 class RedisBlockStore:
-    """A :class:`~polite_crawler.store.blocks.BlockStore` on Redis (see the module doc)."""
+    """A :class:`~polite_crawler.interfaces.BlockStore` on Redis (see the module doc)."""
 
     def __init__(self, url: str, *, timeout: float = TIMEOUT, prefix: str = PREFIX) -> None:
         self.r: Any = redis_client(url, timeout)
