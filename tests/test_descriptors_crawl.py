@@ -133,6 +133,36 @@ def test_a_limit_below_the_crawls_own_files_refuses_in_one_line(
     assert web.entries() == []
 
 
+# A crawl started from code (CrawlerProcess, scrapyd's runner), which the command's
+# check does not see: the descriptor budget's extension refuses when the spider opens.
+_FROM_CODE = """
+import sys
+from scrapy.crawler import CrawlerProcess
+from scrapy.utils.project import get_project_settings
+
+settings = get_project_settings()
+settings.set("POLITE_STATE_DIR", sys.argv[2])
+process = CrawlerProcess(settings)
+crawler = process.create_crawler("site")
+process.crawl(crawler, url=sys.argv[1])
+process.start()
+print("finish_reason", crawler.stats.get_value("finish_reason"))
+"""
+
+
+def test_a_crawl_started_from_code_under_a_small_limit_closes_with_the_reason(
+        web_factory: Any, tmp_path: Path) -> None:
+    web = web_factory({"127.0.20.1": small_site("127.0.20.1")})
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-c", _FROM_CODE, web.url("127.0.20.1"),
+                           str(tmp_path / "state")], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=120, check=False, preexec_fn=_limit(60))
+    assert "finish_reason descriptors_short" in done.stdout, done.stderr[-3000:]
+    lines = [ln for ln in done.stderr.splitlines() if "Not crawling" in ln]
+    assert len(lines) == 1 and "open-file limit (RLIMIT_NOFILE, ulimit -n) is 60" in lines[0]
+    assert web.entries() == []
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(("rest", "keep", "kept"), [("0.3", "1.0", True), ("1.2", "0.5", False)])
 def test_a_connection_is_kept_only_through_a_rest_shorter_than_the_keep_alive_time(
