@@ -21,7 +21,7 @@ settings itself.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -272,21 +272,23 @@ def page_store(crawler: Crawler) -> PageStore:
     from polite_crawler.signals import page_store_state
 
     ctx = polite_context(crawler)
-    if ctx.pages is None:
-        def on_state(state: str, why: str) -> None:  # on the store's thread
-            from twisted.internet import reactor
+    if ctx.pages is not None:
+        # Set only below: the context declares the slot as the view the other components
+        # read (interfaces.PageStoreView); the full store is this one.
+        return cast("PageStore", ctx.pages)
+    def on_state(state: str, why: str) -> None:  # on the store's thread
+        from twisted.internet import reactor
 
-            reactor.callFromThread(crawler.signals.send_catch_log, signal=page_store_state,
-                                   state=state, why=why)
+        reactor.callFromThread(crawler.signals.send_catch_log, signal=page_store_state,
+                               state=state, why=why)
 
-        store = backend_of(crawler.settings).open_page_store(crawler.settings, on_state)
-        ctx.pages = store
+    store = backend_of(crawler.settings).open_page_store(crawler.settings, on_state)
+    ctx.pages = store
 
-        async def _close() -> None:
-            from scrapy.utils.asyncio import run_in_thread
+    async def _close() -> None:
+        from scrapy.utils.asyncio import run_in_thread
 
-            await run_in_thread(store.close)  # commits the open batch without blocking
+        await run_in_thread(store.close)  # commits the open batch without blocking
 
-        crawler.signals.connect(_close, signal=signals.spider_closed, weak=False)
-    store_: PageStore = ctx.pages
-    return store_
+    crawler.signals.connect(_close, signal=signals.spider_closed, weak=False)
+    return store

@@ -16,6 +16,12 @@ if TYPE_CHECKING:
 
     from scrapy.crawler import Crawler
 
+    from polite_crawler.interfaces import (
+        AccessLogSink,
+        MetricsSink,
+        PageStoreView,
+    )
+
 _ATTR = "_polite_context"
 
 
@@ -25,13 +31,16 @@ class PoliteContext:
         self.settings = crawler.settings
         # Wall clock (epoch seconds): persisted next-allowed times must survive restarts.
         self.clock = clock
-        # Set by the components that own them when the crawl opens.
-        self.frontier: Any = None  # polite_crawler.frontier's scheduler
-        self.robots: Any = None  # polite_crawler.store.robots.RobotsBook
-        self.pages: Any = None  # polite_crawler.store page store
-        self.access_log: Any = None  # polite_crawler.extensions.accesslog
-        # polite_crawler.extensions.metrics.Recorder when POLITE_METRICS_PORT is set
-        self.metrics: Any = None
+        # Set by the components that own them when the crawl opens, each behind the
+        # interface declared in polite_crawler.interfaces (None: not installed or not open).
+        # FrontierService | None and RobotsService | None once the gate and the
+        # scheduler read them as such (they are typed where they are read meanwhile).
+        self.frontier: Any = None  # the frontier scheduler (interfaces.FrontierService)
+        self.robots: Any = None  # the robots.txt middleware's RobotsBook (RobotsService)
+        self.pages: PageStoreView | None = None  # backend.page_store, opened on first use
+        self.access_log: AccessLogSink | None = None  # extensions.accesslog
+        # extensions.metrics' Recorder when POLITE_METRICS_PORT is set
+        self.metrics: MetricsSink | None = None
         # Hosts the operator named (-a url / -a urls): allowed by the address policy.
         self.start_hosts: set[str] = set()
 

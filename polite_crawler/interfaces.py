@@ -29,13 +29,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Sequence
+    from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+
+    from scrapy import Request
 
     from polite_crawler.policy.blocks import Block
-    from polite_crawler.policy.rest import OriginState
+    from polite_crawler.policy.rest import OriginState, Rest
+    from polite_crawler.policy.robots import ContentSignals, RobotsRules
+    from polite_crawler.policy.verdicts import FailureState
     from polite_crawler.records import FetchRecord, Job, OptOut, PageRecord, RobotsState, Row
 
 
@@ -167,6 +171,190 @@ class FrontierDriver(Protocol):
         """Whether a request of ``origin`` this process handed out may still be sent now:
         on a cluster, whether this worker still owns the origin with its lease (as last
         confirmed) not run out, by the frontier's clock; the embedded backend: always."""
+
+
+class FrontierView(Protocol):
+    """The frontier's core (:class:`~polite_crawler.frontier.core.Frontier`) as the
+    components read it: read only, on the reactor thread, never kept past the crawl's
+    close (:attr:`FrontierService.frontier` turns None then)."""
+
+    @property
+    def stopped(self) -> Mapping[str, str]:
+        """The origins this crawl stopped, with why (``refused:...``, a 403's reason)."""
+
+    @property
+    def queue(self) -> URLQueue:
+        """The crawl's queue store (its JOBDIR file, or the Redis queue)."""
+
+    def state(self, origin: str) -> OriginState:
+        """The origin's timing, budget and failure state as this process holds it."""
+
+    def in_flight_origins(self) -> list[str]:
+        """The origins with a request handed out and not settled yet."""
+
+
+@runtime_checkable
+class FrontierService(Protocol):
+    """What the crawl's components call on the frontier (``polite_context(crawler)
+    .frontier``): the Scrapy scheduler,
+    :class:`~polite_crawler.frontier.scheduler.FrontierScheduler`, serves it.
+
+    Every method runs on the reactor thread. Its callers: the gate (a downloader
+    middleware: :meth:`owns`, :meth:`may_send`, :meth:`hold_back`, :meth:`failure`,
+    :meth:`settle`, :meth:`release`, :meth:`done`, :meth:`stop`,
+    :meth:`is_test_origin`), the download handlers (:meth:`may_send`, as the exchange
+    starts), the opt-out, block and address middlewares (:meth:`stop`, :meth:`owns`,
+    :meth:`release`, :meth:`done`), the spider-side done middleware (:meth:`done`,
+    :meth:`hold`), the site spider (:meth:`enqueue_urls`, :meth:`mark_seen`,
+    :meth:`release_held`), and the extensions, which read :attr:`frontier` and
+    :attr:`shared`. A request here is one the frontier handed out (its dispatch is in
+    ``request.meta``); one it did not hand out is answered as each method says.
+    """
+
+    @property
+    def frontier(self) -> FrontierView | None:
+        """The frontier's core while the crawl is open; None before ``open`` and after
+        ``close``."""
+
+    @property
+    def shared(self) -> Any:
+        """The cluster's shared state (:class:`FrontierDriver.shared`), or None on the
+        embedded backend."""
+
+    def owns(self, request: Request) -> bool:
+        """Whether the request is the one the frontier handed out for its origin (and
+        has not settled): the gate refuses a request that did not come through it."""
+
+    def may_send(self, request: Request) -> bool:
+        """Whether the request may still go to the network now: on a cluster, whether
+        this worker still holds its origin with a lease not run out (by the frontier's
+        clock). Asked by the gate before the request goes on and by the download
+        handler as the exchange starts. True for a request not handed out by the
+        frontier, and on the embedded backend."""
+
+    def hold_back(self, request: Request) -> Request:
+        """The request failed :meth:`may_send`: mark it and return it (from a downloader
+        middleware) so it comes back to the scheduler, which puts its dispatch back;
+        nothing fetched, no rest, no errback."""
+
+    def failure(self, origin: str) -> FailureState:
+        """The origin's failure state (backoff, breaker, stop) the gate's verdict is
+        applied to; only while the crawl is open."""
+
+    def settle(self, request: Request, *, start: float, end: float,
+               failure: FailureState | None, observe: bool) -> Rest | None:
+        """The exchange ended (``start``, ``end``: the frontier's clock): store
+        ``failure``, set the origin's rest (``observe``: the duration counts in the
+        latency watch) and free it. The rest set, or None when the crawl is closed."""
+
+    def release(self, request: Request) -> None:
+        """The request left without reaching the network (a cache, a refusal before
+        sending): the origin is free with no rest."""
+
+    def done(self, request: Request) -> None:
+        """The spider is finished with the request: its row leaves the queue (a request
+        with no row: nothing to do)."""
+
+    def hold(self, request: Request, key: str) -> None:
+        """The spider keeps part of what it made of the response in memory until
+        :meth:`release_held` of ``key``: the row stays queued until then."""
+
+    def release_held(self, key: str) -> None:
+        """Every row held under ``key`` is done."""
+
+    def stop(self, origin: str, reason: str) -> None:
+        """Stop the origin for the rest of the crawl (its queued rows dropped, nothing
+        of it dispatched again); a no-op once the crawl is closed."""
+
+    def is_test_origin(self, origin: str) -> bool:
+        """Loopback or in ``POLITE_TEST_NETWORKS``: the lower test floors apply."""
+
+    def mark_seen(self, canonical: str) -> None:
+        """A canonical URL known without a fetch of its own (a page's rel=canonical)
+        joins the seen set."""
+
+    def enqueue_urls(
+        self,
+        urls: Iterable[tuple[str, str, Mapping[str, Any] | None]],
+        *,
+        callback: str,
+        errback: str | None = None,
+        meta: Mapping[str, Any] | None = None,
+        priority: Callable[[str], int] | int = 0,
+    ) -> int:
+        """Queue ``(canonical URL, origin, extra meta or None)`` as URL rows in bulk, no
+        Request made until each is dispatched (``callback``, ``errback``: the spider's
+        method names); the frontier's admission checks run. How many were queued."""
+
+
+class RobotsService(Protocol):
+    """The crawl's robots.txt book (:class:`~polite_crawler.store.robots.RobotsBook`,
+    ``polite_context(crawler).robots``) as the components ask it, on the reactor
+    thread (RFC 9309: nothing of an origin is fetched before its answer is ready)."""
+
+    def robots_url(self, origin: str) -> str:
+        """The origin's robots.txt URL."""
+
+    def cached(self, origin: str) -> bool:
+        """Whether an answer for the origin is held here (no store read needed)."""
+
+    def ready(self, origin: str) -> bool:
+        """Whether the origin's answer may be used now (a fresh copy, or the last good
+        one within its grace)."""
+
+    def retry_at(self, origin: str) -> float:
+        """When the origin's robots.txt may be asked for again (an outage's backoff)."""
+
+    def allowed(self, url: str) -> bool:
+        """Whether the crawler may fetch ``url`` (False while its origin's answer is not
+        ready)."""
+
+    def rules(self, origin: str) -> RobotsRules | None:
+        """The origin's parsed rules, or None (not known, or an allow-all answer)."""
+
+    def sitemaps(self, origin: str) -> list[str]:
+        """The origin's Sitemap lines."""
+
+    def signals(self, url: str) -> ContentSignals:
+        """The content signals the origin's robots.txt gives ``url``."""
+
+
+class AccessLogSink(Protocol):
+    """The access log (``polite_context(crawler).access_log``), on the reactor thread."""
+
+    def record(self, request: Request | None = None, **fields: Any) -> None:
+        """Add ``fields`` (``verdict``, anything else) to the request's exchange and
+        write its line; a request never sent is written at once; ``request`` None: a
+        line of its own (a render's sub-request)."""
+
+
+class MetricsSink(Protocol):
+    """What the request path reports to the metrics (``polite_context(crawler).metrics``,
+    set only when ``POLITE_METRICS_PORT`` is): cheap, on the reactor thread."""
+
+    def settled(self, action: str, status: int | None, retry_after: bool,
+                rest: float | None, factor: float | None) -> None:
+        """One exchange the gate settled: its verdict's action, status, whether a 429
+        or 503 carried a Retry-After, the rest set and the origin's latency factor."""
+
+    def page_written(self, seconds: float) -> None:
+        """One page written to the page store, in ``seconds``."""
+
+
+class PageStoreView(Protocol):
+    """The crawl's page store as the context holds it (``polite_context(crawler).pages``;
+    :func:`polite_crawler.backend.page_store` opens it and gives the full store)."""
+
+    @property
+    def down(self) -> str | None:
+        """Why the store gave up on its database (the crawl is closing), or None."""
+
+    @property
+    def committed(self) -> int:
+        """Writes committed so far (the metrics' counter)."""
+
+    def close(self) -> None:
+        """Commit the pending writes and close the store."""
 
 
 class OriginLeases(Protocol):
