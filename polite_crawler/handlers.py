@@ -108,6 +108,7 @@ if TYPE_CHECKING:
     from twisted.internet.interfaces import IAddress, IStreamClientEndpoint
     from twisted.web._newclient import HTTP11ClientProtocol
 
+    from polite_crawler.interfaces import FrontierService
     from polite_crawler.policy.addresses import AddressPolicy
     from polite_crawler.resolver import PolicyResolver
 
@@ -616,7 +617,7 @@ class GuardedHTTPDownloadHandler(HTTP11DownloadHandler):
         A request handed out ahead of its time waits for it first (hold_until_due),
         ``not_before`` as :meth:`download_request` took it."""
         await hold_until_due(self.crawler, request, not_before)
-        frontier = polite_context(self.crawler).frontier
+        frontier: FrontierService | None = polite_context(self.crawler).frontier
         if frontier is not None and not frontier.may_send(request):
             raise LeaseLapsedError(f"{request.url}: the frontier no longer holds its origin")
         return await super().download_request(request)

@@ -23,13 +23,13 @@ from scrapy.utils.asyncio import create_looping_call
 
 from polite_crawler.context import polite_context
 from polite_crawler.defaults import polite_settings
-from polite_crawler.frontier.core import frontier_snapshot
+from polite_crawler.frontier.core import Frontier, frontier_snapshot
 
 if TYPE_CHECKING:
     from scrapy import Spider
     from scrapy.crawler import Crawler
 
-    from polite_crawler.frontier.core import Frontier
+    from polite_crawler.interfaces import FrontierService
 
 logger = logging.getLogger(__name__)
 
@@ -108,8 +108,9 @@ class Progress:
             self._loop.stop()
 
     def snapshot(self) -> dict[str, float] | None:
-        frontier = getattr(self.ctx.frontier, "frontier", None)
-        if frontier is None:
+        scheduler: FrontierService | None = self.ctx.frontier
+        frontier = scheduler.frontier if scheduler is not None else None
+        if not isinstance(frontier, Frontier):  # closed (None), or not the core's
             return None
         now = self.ctx.clock()
         snap = frontier_snapshot(frontier, now)

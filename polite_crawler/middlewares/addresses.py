@@ -36,6 +36,8 @@ if TYPE_CHECKING:
     from scrapy import Request, Spider
     from scrapy.crawler import Crawler
 
+    from polite_crawler.interfaces import FrontierService
+
 logger = logging.getLogger(__name__)
 
 _ATTR = "_polite_address_policy"
@@ -112,9 +114,10 @@ def record_refusal(crawler: Crawler, request: Request, refusal: AddressRefused) 
             rest=request.meta.get("polite_rest"),
         )
     origin = request.meta.get("polite_origin")
-    if origin and ctx.frontier is not None and refusal.reason not in PER_URL_REASONS:
+    frontier: FrontierService | None = ctx.frontier
+    if origin and frontier is not None and refusal.reason not in PER_URL_REASONS:
         # The origin's address is refused: nothing from it can be fetched this run.
-        ctx.frontier.stop(origin, f"refused:{refusal.reason}")
+        frontier.stop(origin, f"refused:{refusal.reason}")
 
 
 # Reasons that are about the URL's form, not about where its host is.

@@ -47,12 +47,13 @@ from polite_crawler.policy.blocks import Block, describe, is_refusal, record_ref
 from polite_crawler.policy.verdicts import parse_retry_after
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
 
     from scrapy import Request, Spider
     from scrapy.crawler import Crawler
     from scrapy.http import Response
 
-    from polite_crawler.interfaces import BlockStore
+    from polite_crawler.interfaces import BlockStore, FrontierService, FrontierView
 
 logger = logging.getLogger(__name__)
 
@@ -80,7 +81,7 @@ class BlockMemory:
         self.said: set[str] = set()
         self.recovered: set[str] = set()  # answered again after the block ran out
         self._reading = False
-        self._frontier: Any = None
+        self._frontier: FrontierView | None = None
         self._restored: set[str] = set()
         self._stops_seen = 0
         self._down = False
@@ -165,14 +166,14 @@ class BlockMemory:
                 continue
         self.recovered.clear()
 
-    def _stops(self) -> dict[str, str]:
+    def _stops(self) -> Mapping[str, str]:
         """The frontier's stops; the last frontier seen is kept (the scheduler closes
         before ``spider_closed``, its stops are still read then)."""
-        frontier = getattr(self.ctx.frontier, "frontier", None)
+        scheduler: FrontierService | None = self.ctx.frontier
+        frontier = scheduler.frontier if scheduler is not None else None
         if frontier is not None:
             self._frontier = frontier
-        stopped: dict[str, str] = getattr(self._frontier, "stopped", None) or {}
-        return stopped
+        return self._frontier.stopped if self._frontier is not None else {}
 
     def _record_stops(self) -> None:
         stopped = self._stops()
@@ -204,7 +205,7 @@ class BlockMemory:
                            {"origin": origin, "e": exc})
             return
         self.blocks[origin] = block
-        self._inc("polite/blocks/recorded")
+        self.inc("polite/blocks/recorded")
         logger.info("Remembered: %(line)s (scrapy unblock %(origin)s lifts it)",
                     {"line": describe(block, now), "origin": origin})
 
@@ -221,7 +222,8 @@ class BlockMemory:
                 and not self.blocks[origin].active(self.clock()):
             self.recovered.add(origin)  # unless the gate reads it as a challenge (sync)
 
-    def _inc(self, key: str) -> None:
+    def inc(self, key: str) -> None:
+        """Count ``key`` in the crawl's stats (the refusal middleware counts here too)."""
         if self.crawler.stats is not None:
             self.crawler.stats.inc_value(key)
 
@@ -254,10 +256,10 @@ class BlockMiddleware:
         block = self.memory.blocked(origin)
         if block is None:
             return
-        self.memory._inc("polite/blocks/dropped")
-        scheduler = self.ctx.frontier
+        self.memory.inc("polite/blocks/dropped")
+        scheduler: FrontierService | None = self.ctx.frontier
         if scheduler is not None:
-            frontier = getattr(scheduler, "frontier", None)
+            frontier = scheduler.frontier
             if frontier is None or origin not in frontier.stopped:
                 scheduler.stop(origin, STOP_REASON)
             if scheduler.owns(request):

@@ -42,7 +42,7 @@ from twisted.internet.threads import deferToThread
 from polite_crawler.backend import backend_of
 from polite_crawler.context import polite_context
 from polite_crawler.defaults import polite_settings
-from polite_crawler.frontier.store import process_owner
+from polite_crawler.frontier.store import QueueStore, process_owner
 from polite_crawler.policy.urls import origin_of
 from polite_crawler.store.optout import OptOutList
 from polite_crawler.store.paths import origins_db_path
@@ -53,6 +53,7 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from scrapy.http import Response
 
+    from polite_crawler.interfaces import FrontierService, FrontierView
     from polite_crawler.store.redis_optout import RedisOptOutList
 
 logger = logging.getLogger(__name__)
@@ -114,9 +115,10 @@ class OptOutMiddleware:
 
     # --- lifecycle -------------------------------------------------------------
     def spider_opened(self, spider: Spider) -> None:
-        frontier = getattr(self.ctx.frontier, "frontier", None)
-        queue = getattr(frontier, "queue", None)
-        path = getattr(queue, "path", None)
+        frontier = self._frontier()
+        # This job's queue file, registered for forget (the embedded queue alone has one).
+        queue = frontier.queue if frontier is not None else None
+        path = queue.path if isinstance(queue, QueueStore) else None
         keep_days = polite_settings(self.crawler.settings).getfloat("POLITE_ACCESS_LOG_KEEP_DAYS")
         keep = (keep_days if keep_days > 0 else 36500) * 86400
         self.spider_name = spider.name
@@ -183,7 +185,7 @@ class OptOutMiddleware:
 
     def _busy(self) -> bool:
         """Whether a refused origin has a request in flight in this job's frontier."""
-        frontier = getattr(self.ctx.frontier, "frontier", None)
+        frontier = self._frontier()
         if frontier is None:
             return False
         return any(o in self.refused for o in frontier.in_flight_origins())
@@ -200,8 +202,9 @@ class OptOutMiddleware:
 
     # --- the list in Redis ---------------------------------------------------------
     def _worker(self) -> str:
-        shared = getattr(self.ctx.frontier, "shared", None)
-        return str(getattr(shared, "worker", "") or "")
+        scheduler: FrontierService | None = self.ctx.frontier
+        shared = scheduler.shared if scheduler is not None else None
+        return str(shared.worker) if shared is not None else ""
 
     def _ack_due(self) -> tuple[int, float]:
         """The acknowledgement to send: the list's version once nothing of a refused
@@ -282,11 +285,16 @@ class OptOutMiddleware:
             return
         self._answered(result, ack, worker, now)
 
+    def _frontier(self) -> FrontierView | None:
+        """This job's frontier core while the crawl is open."""
+        scheduler: FrontierService | None = self.ctx.frontier
+        return scheduler.frontier if scheduler is not None else None
+
     def _stop(self, origin: str) -> None:
-        scheduler = self.ctx.frontier
+        scheduler: FrontierService | None = self.ctx.frontier
         if scheduler is None:
             return
-        frontier = getattr(scheduler, "frontier", None)
+        frontier = scheduler.frontier
         if frontier is not None and origin in frontier.stopped:
             return
         scheduler.stop(origin, STOP_REASON)
@@ -311,7 +319,7 @@ class OptOutMiddleware:
         if origin not in self.refused:
             return
         self._inc("polite/optout/dropped")
-        scheduler = self.ctx.frontier
+        scheduler: FrontierService | None = self.ctx.frontier
         self._stop(origin)
         if scheduler is not None and scheduler.owns(request):
             scheduler.release(request)  # never sent: the origin is free, no rest

@@ -71,6 +71,7 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from scrapy.http import Response
 
+    from polite_crawler.interfaces import RobotsService
     from polite_crawler.policy.links import PageLinks
 
 logger = logging.getLogger(__name__)
@@ -120,7 +121,7 @@ class PageRulesMiddleware(BaseSpiderMiddleware):
         metas: list[tuple[str, str]] = []
         if isinstance(response, HtmlResponse):
             metas = self._page(response).metas
-        robots = self.ctx.robots
+        robots: RobotsService | None = self.ctx.robots
         from_robots: ContentSignals = NO_SIGNALS
         if robots is not None:
             from_robots = robots.signals(response.url)

@@ -67,6 +67,7 @@ from polite_crawler.defaults import polite_settings
 from polite_crawler.handlers import GuardedHTTPDownloadHandler, hold_until_due
 from polite_crawler.middlewares.addresses import address_policy
 from polite_crawler.middlewares.identity import identity_from_settings
+from polite_crawler.middlewares.signing import SigningMiddleware
 from polite_crawler.policy.codings import ACCEPT_ENCODING, decode_capped, split_encodings
 from polite_crawler.policy.render import (
     SubrequestRules,
@@ -80,6 +81,8 @@ from polite_crawler.render.middleware import AUTO, shell_cache
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
+
+    from polite_crawler.interfaces import RobotsService
 
 logger = logging.getLogger(__name__)
 
@@ -204,7 +207,8 @@ class RenderDownloadHandler(ScrapyPlaywrightDownloadHandler):  # type: ignore[mi
         self.abort_request = None
         self._renders: dict[str, _Render] = {}
         self._last_browser: Any = None
-        self._signing: Any = None  # the signing middleware, False when there is none
+        # The signing middleware, False when there is none (None: not looked for yet).
+        self._signing: SigningMiddleware | bool | None = None
         self._start_lock = asyncio.Lock()
 
     async def _maybe_launch_in_thread(self) -> None:
@@ -474,7 +478,7 @@ class RenderDownloadHandler(ScrapyPlaywrightDownloadHandler):  # type: ignore[mi
         await route.fulfill(status=status, headers=_str_headers(headers), body=body)
 
     def _crawl_rules(self, url: str) -> str | None:
-        robots = self.ctx.robots
+        robots: RobotsService | None = self.ctx.robots
         if robots is not None and not robots.allowed(url):
             return "robots"
         if self.policy.check_url(url) is not None:
@@ -539,23 +543,23 @@ class RenderDownloadHandler(ScrapyPlaywrightDownloadHandler):  # type: ignore[mi
             headers.pop(name, None)
         return body, headers
 
-    def _signer(self) -> Any:
+    def _signer(self) -> SigningMiddleware | None:
         """The crawl's signing middleware (Web Bot Auth), when it is installed."""
         if self._signing is None:
             engine = self.crawler.engine
-            found: Any = False
+            found: SigningMiddleware | bool = False
             if engine is not None:
                 for mw in engine.downloader.middleware.middlewares:
-                    if type(mw).__name__ == "SigningMiddleware":
+                    if isinstance(mw, SigningMiddleware):
                         found = mw
             self._signing = found
-        return self._signing or None
+        return self._signing if isinstance(self._signing, SigningMiddleware) else None
 
     # --- after each render -----------------------------------------------------------
     def _log_subrequests(self, render: _Render) -> None:
         log = self.ctx.access_log
         for sub in render.subs:
-            if log is not None and hasattr(log, "record"):
+            if log is not None:
                 log.record(None, sent=round(sub.sent, 6), done=round(sub.done, 6),
                            origin=render.request.meta.get("polite_origin"), method=sub.method,
                            url=sub.url, status=sub.status, bytes=sub.size,

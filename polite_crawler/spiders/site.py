@@ -68,6 +68,7 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from twisted.python.failure import Failure
 
+    from polite_crawler.interfaces import FrontierService, RobotsService
     from polite_crawler.policy.links import PageLinks
 
 logger = logging.getLogger(__name__)
@@ -153,11 +154,11 @@ class SiteSpider(scrapy.Spider):
         if stats is not None and n:
             stats.inc_value(key, n)
 
-    def _robots_book(self) -> Any:
+    def _robots_book(self) -> RobotsService | None:
         if not hasattr(self, "crawler"):
             return None
-        book = polite_context(self.crawler).robots
-        return book if book is not None and hasattr(book, "sitemaps") else None
+        book: RobotsService | None = polite_context(self.crawler).robots
+        return book
 
     def polite_keep_origin(self, origin: str) -> bool:
         """Whether this spider holds links of the origin until its sitemaps are read
@@ -165,12 +166,13 @@ class SiteSpider(scrapy.Spider):
         disc = self._discovery.get(origin)
         return disc is not None and not disc.done and (disc.started or bool(disc.held))
 
-    def _bulk(self) -> Any:
-        """The frontier scheduler, when pages can go to it in bulk (else None)."""
+    def _bulk(self) -> FrontierService | None:
+        """The frontier scheduler, when pages can go to it in bulk (else None: another
+        scheduler sets no frontier on the context)."""
         if not hasattr(self, "crawler"):
             return None
-        frontier = polite_context(self.crawler).frontier
-        return frontier if hasattr(frontier, "enqueue_urls") else None
+        frontier: FrontierService | None = polite_context(self.crawler).frontier
+        return frontier
 
     def _mark_seen(self, canonical: str) -> None:
         frontier = self._bulk()
@@ -413,7 +415,7 @@ class SiteSpider(scrapy.Spider):
         # The held links are in the frontier now (in bulk: ``out`` is empty then): the
         # pages they came from may leave the queue (FrontierDoneMiddleware held them).
         frontier = self._bulk()
-        if frontier is not None and hasattr(frontier, "release_held"):
+        if frontier is not None:
             frontier.release_held(origin)
         return out
 
