@@ -64,6 +64,13 @@ def command_redis_timeout(settings: BaseSettings) -> float:
                COMMAND_REDIS_TIMEOUT)
 
 
+def redis_lease_ttl(settings: BaseSettings) -> float:
+    """Seconds a cluster worker's lease lasts: POLITE_REDIS_LEASE_TTL, at least 1 s. The
+    driver renews its leases by it, and a worker is judged alive by it (the metrics'
+    workers-alive figure), so both read it here."""
+    return max(_settings(settings).getfloat("POLITE_REDIS_LEASE_TTL"), 1.0)
+
+
 def page_backend_factory(uri: str, sqlite_path: str) -> Callable[[], SQLPageBackend]:
     """A factory of page-store connections for ``uri`` (a ``POLITE_STORE`` value; empty:
     SQLite at ``sqlite_path``)."""

@@ -353,8 +353,21 @@ class PageStoreView(Protocol):
     def committed(self) -> int:
         """Writes committed so far (the metrics' counter)."""
 
+    @property
+    def waiting(self) -> int:
+        """Jobs queued for the store's thread and not taken yet (the metrics' gauge)."""
+
     def close(self) -> None:
         """Commit the pending writes and close the store."""
+
+
+@dataclass(frozen=True)
+class DriverHooks:
+    """What a :class:`FrontierDriver` may call back on the scheduler that opened it,
+    on the reactor thread: the scheduler's members stay its own."""
+
+    count: Callable[[str, int], None]  # add n to a stats key of the crawl
+    rearm: Callable[[], None]  # the frontier changed: wake the engine at its next eligible time
 
 
 class OriginLeases(Protocol):

@@ -372,6 +372,11 @@ class PageStore:
     def committed(self) -> int:
         return self._committed
 
+    @property
+    def waiting(self) -> int:
+        """Jobs queued for the store thread and not taken yet (approximate: any thread)."""
+        return self._jobs.qsize()
+
     # --- synchronous lookups (committed data; any thread) ----------------------------------
     def lookup(self, canonical_url: str, *, body: bool = False,
                follow: Sequence[str] | None = None) -> PageRecord | None:
