@@ -292,6 +292,11 @@ class RobotsService(Protocol):
     ``polite_context(crawler).robots``) as the components ask it, on the reactor
     thread (RFC 9309: nothing of an origin is fetched before its answer is ready)."""
 
+    @property
+    def remote(self) -> bool:
+        """Whether an entry not held here is read across the network (then by the
+        frontier's batch, never on the reactor)."""
+
     def robots_url(self, origin: str) -> str:
         """The origin's robots.txt URL."""
 
@@ -408,6 +413,9 @@ class RobotsStore(Protocol):
 
     errors: tuple[type[Exception], ...]  # what a read or write raises when the store fails
     reload_after: float  # seconds an entry read is trusted before reading it again
+    # Read across the network (a round trip): the frontier's batch reads the entries of
+    # the origins it takes instead of the reactor (RobotsBook.preload).
+    remote: bool
 
     def load(self, origin: str) -> RobotsState | None:
         """The origin's entry (body, status, outage counters), or None."""

@@ -111,6 +111,7 @@ class SQLiteRobotsStore:
     # How long an entry the book holds is trusted before it asks for a fetch (another job
     # on the state directory may have fetched it meanwhile).
     reload_after = _RELOAD_AFTER
+    remote = False  # a local file: read where it is needed
 
     def __init__(self, db: Path | str | sqlite3.Connection) -> None:
         self._own_conn = not isinstance(db, sqlite3.Connection)
@@ -187,6 +188,12 @@ class RobotsBook:
         self.store.close()
 
     # --- the frontier's questions ------------------------------------------
+
+    @property
+    def remote(self) -> bool:
+        """Whether the store is read across the network (Redis): then an entry not held
+        here is read by the frontier's batch, not on the reactor."""
+        return self.store.remote
 
     @staticmethod
     def robots_url(origin: str) -> str:
