@@ -15,9 +15,9 @@ full round measures the latency at concurrency ``limit``.
 ``limit`` starts at 1 and grows by one only while the server's latency stays flat as
 our concurrency grows: after ``probe_n`` answers to requests sent while ``limit`` of
 ours were open at once, with demand waiting (sites of the server held back by the
-bound), whose mean is within ``flat`` of the baseline (the median of the first
-``baseline_n`` answers at concurrency 1). A mean above that at the probed concurrency
-means the server queues our requests: the limit goes back down one and is not probed
+bound), each within ``flat`` of the baseline (the median of the first
+``baseline_n`` answers at concurrency 1). One answer above that at the probed
+concurrency means the server queues our requests: the limit goes back down one and is not probed
 again for ``cooldown`` seconds (doubled after each such probe, up to ``cooldown_max``).
 When the latency rises whatever the concurrency (the
 window's median above ``rise`` times the baseline and ``min_rise`` above it), the
@@ -163,10 +163,13 @@ def answered(state: ServerState, params: ServerParams, *, duration: float, end: 
     if concurrency < state.limit:
         return 0
     state.probe.append(duration)
-    if len(state.probe) < params.probe_n:
+    # One answer at the full concurrency above the flat band is enough: a request that
+    # waited for a worker, even part of a service time, says the machine queues ours
+    # (a mean would let a request that joined the round late pass as flat).
+    queued = duration > params.flat * base + params.flat_rise
+    if not queued and len(state.probe) < params.probe_n:
         return 0
-    mean = statistics.fmean(state.probe)
-    if mean > params.flat * base + params.flat_rise:
+    if queued:
         # Our requests queue at this concurrency: one less, and not tried again soon
         # (each failed probe doubles the wait: a probe queues a few of our requests).
         state.no_probe_until = end + min(params.cooldown * 2.0 ** state.probes_failed,
