@@ -9,7 +9,7 @@ nothing of this kind themselves, so every component sees the same state.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -18,8 +18,10 @@ if TYPE_CHECKING:
 
     from polite_crawler.interfaces import (
         AccessLogSink,
+        FrontierService,
         MetricsSink,
         PageStoreView,
+        RobotsService,
     )
 
 _ATTR = "_polite_context"
@@ -33,10 +35,8 @@ class PoliteContext:
         self.clock = clock
         # Set by the components that own them when the crawl opens, each behind the
         # interface declared in polite_crawler.interfaces (None: not installed or not open).
-        # FrontierService | None and RobotsService | None once the gate and the
-        # scheduler read them as such (they are typed where they are read meanwhile).
-        self.frontier: Any = None  # the frontier scheduler (interfaces.FrontierService)
-        self.robots: Any = None  # the robots.txt middleware's RobotsBook (RobotsService)
+        self.frontier: FrontierService | None = None  # the frontier scheduler
+        self.robots: RobotsService | None = None  # the robots.txt middleware's RobotsBook
         self.pages: PageStoreView | None = None  # backend.page_store, opened on first use
         self.access_log: AccessLogSink | None = None  # extensions.accesslog
         # extensions.metrics' Recorder when POLITE_METRICS_PORT is set

@@ -52,14 +52,9 @@ def _members(proto: type[Any]) -> set[str]:
 MEMBERS = {**{slot: _members(p) for slot, p in SLOTS.items()},
            VIEW: _members(interfaces.FrontierView)}
 
-# Modules the frontier package's helpers are still reshaping: each fails this check
-# until its prepared change lands (then the strict xfail turns into a failure to remove).
-PENDING = {
-    "polite_crawler.extensions.metrics": "getattr chains on ctx.frontier and ctx.pages "
-    "(the prepared metrics patch declares its reads)",
-    "polite_crawler.frontier.done": "hasattr(frontier, 'hold') on the declared service "
-    "(the prepared done patch)",
-}
+# Modules still reading a slot beyond its interface (a strict xfail each, so the day one
+# is mended the test says so).
+PENDING: dict[str, str] = {}
 
 
 def _consumer_modules() -> Iterator[tuple[str, Path]]:
@@ -205,11 +200,8 @@ def test_a_component_calls_only_what_the_context_declares(path: Path) -> None:
     assert _problems(path) == []
 
 
-# Typed Any until the gate (its ``frontier`` property's type) and the scheduler (a None
-# robots.txt book at a robots.txt dispatch) read them as declared: the prepared context
-# patch types them, with the gate and scheduler patches.
-PENDING_SLOTS = {"frontier": "the gate and the scheduler patches first",
-                 "robots": "the scheduler patch first"}
+# Slots still typed Any (a strict xfail each).
+PENDING_SLOTS: dict[str, str] = {}
 
 
 @pytest.mark.parametrize("slot", [
@@ -264,8 +256,6 @@ def test_the_core_serves_the_declared_view(tmp_path: Path) -> None:
 
 
 @pytest_twisted.ensureDeferred
-@pytest.mark.xfail(strict=True, reason="metrics reads getattr(ctx.frontier, 'ttl', 15.0): "
-                   "the scheduler has no ttl (the prepared metrics patch reads the lease TTL)")
 async def test_the_live_workers_figure_uses_the_lease_ttl(tmp_path: Path,
                                                           redis_url: str) -> None:
     """On a cluster, the metrics' crawl-wide figures (workers alive) judge a worker by

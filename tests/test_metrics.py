@@ -37,7 +37,10 @@ class _Spider(Spider):
 
 
 class _Frontier:
-    """What the scheduler offers the extension: its core frontier (a real one)."""
+    """What the scheduler offers the extension: its core frontier (a real one), and no
+    cluster (interfaces.FrontierService.shared)."""
+
+    shared = None
 
     def __init__(self, frontier: Any) -> None:
         self.frontier = frontier

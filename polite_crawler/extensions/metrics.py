@@ -37,14 +37,17 @@ from twisted.internet.error import CannotListenError
 from twisted.web.resource import Resource
 from twisted.web.server import Request
 
+from polite_crawler.backend import redis_lease_ttl
 from polite_crawler.context import polite_context
-from polite_crawler.frontier.core import frontier_snapshot, server_snapshot
+from polite_crawler.frontier.core import Frontier, frontier_snapshot, server_snapshot
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
     from scrapy import Spider
     from scrapy.crawler import Crawler
+
+    from polite_crawler.interfaces import FrontierView
 
 logger = logging.getLogger(__name__)
 
@@ -344,9 +347,10 @@ class Metrics:
         self.port = self.listening.getHost().port
         logger.info("Metrics: http://%(host)s:%(port)d/metrics",
                     {"host": self.host, "port": self.port})
-        shared = getattr(self.ctx.frontier, "shared", None)
+        shared = self._shared()
         if shared is not None:
-            ttl = float(getattr(self.ctx.frontier, "ttl", 15.0))
+            # A worker is alive for as long as its lease lasts, the driver's own TTL.
+            ttl = redis_lease_ttl(self.crawler.settings)
             self.cluster = ClusterFigures(shared, ttl, self.ctx.clock)
             from scrapy.utils.asyncio import create_looping_call
 
@@ -355,7 +359,7 @@ class Metrics:
 
     def _refresh_cluster(self) -> Any:
         if self._refreshing or self.cluster is None \
-                or getattr(self.ctx.frontier, "frontier", None) is None:  # closed
+                or self._core() is None:  # closed
             return None
         from twisted.internet.threads import deferToThread
 
@@ -411,8 +415,8 @@ class Metrics:
     def labels(self) -> tuple[str, str]:
         settings = self.crawler.settings
         crawl = settings.get("POLITE_CRAWL") or getattr(self.crawler.spider, "name", "") or "crawl"
-        shared = getattr(self.ctx.frontier, "shared", None)
-        worker = getattr(shared, "worker", None) or self._host_pid
+        shared = self._shared()
+        worker = (shared.worker if shared is not None else None) or self._host_pid
         return str(crawl), str(worker)
 
     def collect(self) -> Iterator[Any]:
@@ -444,7 +448,7 @@ class Metrics:
         for status, n in sorted(rec.retry_after.items()):
             fam.add_metric([*ids, status], n)
         yield fam
-        redis = getattr(self.ctx.frontier, "shared", None) is not None
+        redis = self._shared() is not None
         for name, (key, doc, unit) in STAT_COUNTERS.items():
             if redis or not name.startswith("polite_redis_"):  # the Redis frontier's own
                 value = float(stats.get(key, 0) or 0)
@@ -509,8 +513,8 @@ class Metrics:
     def _frontier_families(self, ids: list[str], base: list[str]) -> Iterator[Any]:
         from prometheus_client.core import GaugeMetricFamily
 
-        frontier = getattr(self.ctx.frontier, "frontier", None)
-        if frontier is None:  # not open yet, or closed
+        frontier = self._core()
+        if not isinstance(frontier, Frontier):  # not open yet, or closed
             return
         snap = frontier_snapshot(frontier, self.ctx.clock())
         g = GaugeMetricFamily("polite_origins", "Origins with work by state (in_flight, "
@@ -554,22 +558,39 @@ class Metrics:
         store = self.ctx.pages
         if store is None:
             return
-        jobs = getattr(store, "_jobs", None)
         g = GaugeMetricFamily("polite_page_store_queue_length", "Page store jobs waiting for "
                               "the store thread", labels=base)
-        g.add_metric(ids, float(jobs.qsize()) if jobs is not None else 0.0)
+        g.add_metric(ids, float(store.waiting))
         yield g
         c = CounterMetricFamily("polite_page_store_commits", "Page store writes committed",
                                 labels=base)
         c.add_metric(ids, float(store.committed))
         yield c
 
+    def _shared(self) -> Any:
+        """The cluster's shared state (RedisShared), None on the embedded backend."""
+        scheduler = self.ctx.frontier
+        return scheduler.shared if scheduler is not None else None
+
+    def _core(self) -> FrontierView | None:
+        """The frontier's core while the crawl is open."""
+        scheduler = self.ctx.frontier
+        return scheduler.frontier if scheduler is not None else None
+
+    def _lease_valid_until(self) -> float | None:
+        """This worker's lease as last confirmed, less the margin (a cluster only)."""
+        core = self._core()
+        if self._shared() is None or not isinstance(core, Frontier):
+            return None
+        from polite_crawler.frontier.redis_frontier import LocalLeases
+
+        leases = core.origin_store
+        return leases.valid_until if isinstance(leases, LocalLeases) else None
+
     def _redis_families(self, ids: list[str], base: list[str]) -> Iterator[Any]:
         from prometheus_client.core import GaugeMetricFamily
 
-        frontier = getattr(self.ctx.frontier, "frontier", None)
-        leases = getattr(frontier, "origin_store", None)
-        valid_until = getattr(leases, "valid_until", None)
+        valid_until = self._lease_valid_until()
         if valid_until is not None:
             g = GaugeMetricFamily("polite_redis_lease_remaining_seconds", "Seconds left on "
                                   "this worker's lease as last confirmed, less the margin "

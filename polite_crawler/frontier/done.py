@@ -58,7 +58,7 @@ class FrontierDoneMiddleware:
         # the row stays until the spider releases the origin.
         origin = request.meta.get("polite_origin")
         keep = getattr(self.crawler.spider, "polite_keep_origin", None)
-        if origin and callable(keep) and hasattr(frontier, "hold") and keep(origin):
+        if origin and callable(keep) and keep(origin):
             frontier.hold(request, origin)
         else:
             frontier.done(request)

@@ -26,7 +26,7 @@ from scrapy.exceptions import DontCloseSpider
 from scrapy.utils.asyncio import create_looping_call
 from twisted.internet.threads import deferToThread
 
-from polite_crawler.backend import backend_of
+from polite_crawler.backend import backend_of, redis_lease_ttl
 from polite_crawler.frontier.dupefilter import url_fingerprint
 from polite_crawler.frontier.redis_frontier import (
     Outcome,
@@ -61,7 +61,7 @@ class ClusterDriver:
         s = scheduler.crawler.settings
         self.url = backend_of(s).frontier_url
         self.crawl_name = s.get("POLITE_CRAWL", "") or "default"
-        self.ttl = max(s.getfloat("POLITE_REDIS_LEASE_TTL", 15.0), 1.0)
+        self.ttl = redis_lease_ttl(s)
         self.interval = min(max(s.getfloat("POLITE_REDIS_SYNC_INTERVAL", 0.5), 0.02),
                             self.ttl / 4)
         self.clock_skew = max(s.getfloat("POLITE_CLOCK_SKEW", 1.0), 0.0)
@@ -80,7 +80,7 @@ class ClusterDriver:
         sync = self.sync = RedisFrontier(
             shared, sched.config, clock=sched.clock, ttl=self.ttl, interval=self.interval,
             exchange_timeout=self.exchange_timeout, clock_skew=self.clock_skew,
-            rng=sched.rng, robots=lambda: sched.ctx.robots, count=sched._count,
+            rng=sched.rng, robots=lambda: sched.ctx.robots, count=sched.hooks.count,
             address_of=sched.addresses.address,
         )
         sync.origin_store.valid_until = now + self.ttl - sync.margin
@@ -148,14 +148,15 @@ class ClusterDriver:
         self._busy = False
         # The batch's round trip as the reactor sees it (sent to applied), summed in
         # microseconds: over polite/redis/batches, the mean latency of this worker's batches.
-        self.scheduler._count("polite/redis/batch_us", round((time.monotonic() - sent) * 1e6))
+        self.scheduler.hooks.count("polite/redis/batch_us",
+                                   round((time.monotonic() - sent) * 1e6))
         if self.sync is not None:
             self.sync.apply(outcome)
-            self.scheduler._arm()
+            self.scheduler.hooks.rearm()
 
     def _failed(self, failure: Any, plan: Plan) -> None:
         self._busy = False
-        self.scheduler._count("polite/redis/batch_failed", 1)
+        self.scheduler.hooks.count("polite/redis/batch_failed", 1)
         logger.error("A Redis frontier batch failed (the next one carries it again; no "
                      "dispatch once this worker's lease runs out): %(e)s",
                      {"e": failure.getErrorMessage()})
@@ -176,7 +177,7 @@ class ClusterDriver:
             if not sync.shared.seeded():
                 sync.shared.mark_seeded()
         except Exception as exc:  # Redis down: the crawl is not known to be over; stay
-            self.scheduler._count("polite/redis/batch_failed", 1)
+            self.scheduler.hooks.count("polite/redis/batch_failed", 1)
             logger.warning("Redis does not answer the idle check (%(e)s); waiting",
                            {"e": exc})
             raise DontCloseSpider from exc

@@ -66,6 +66,7 @@ from polite_crawler.frontier.store import (
     QueueStore,
     process_owner,
 )
+from polite_crawler.interfaces import DriverHooks
 from polite_crawler.policy.network import is_test_host, parse_networks
 from polite_crawler.policy.rest import Rest, RestParams
 from polite_crawler.policy.urls import origin_of
@@ -166,6 +167,8 @@ class FrontierScheduler:
         self._timer_at = math.inf
         self._loop: AsyncioLoopingCall | LoopingCall | None = None
         self.driver: FrontierDriver | None = None
+        # What the driver may call back here (its stats and the engine's wake-up).
+        self.hooks = DriverHooks(count=self._count, rearm=self._arm)
         # Which server each host is (the frontier's server bound, policy.servers).
         self.addresses = AddressBook(crawler, self.clock, self._address_known)
         self.ctx.frontier = self
@@ -356,7 +359,7 @@ class FrontierScheduler:
         robots = self.ctx.robots
         if reason is not None or robots is None:
             return reason, None
-        if getattr(getattr(robots, "store", None), "remote", False) and not robots.cached(origin):
+        if robots.remote and not robots.cached(origin):
             # Not read here (a round trip on the reactor): the owner's take batch reads
             # it, and the dispatch judges the URL.
             return reason, None
@@ -503,6 +506,7 @@ class FrontierScheduler:
             request.meta["polite_row"] = d.row.id
         elif d.kind == ROBOTS:
             robots = self.ctx.robots
+            assert robots is not None, "a robots.txt dispatch without the robots.txt middleware"
             request = Request(
                 robots.robots_url(d.origin),
                 callback=NO_CALLBACK,
@@ -702,7 +706,7 @@ class EmbeddedDriver:
         owners = OriginStore(path, owner, queue.run_id, table=OWNER_TABLE)
         f = self.frontier = Frontier(
             queue, origins, s.config, clock=s.clock, rng=s.rng,
-            robots=lambda: s.ctx.robots, count=s._count, hosts=hosts,
+            robots=lambda: s.ctx.robots, count=s.hooks.count, hosts=hosts,
             address_of=s.addresses.address, owners=owners,
         )
         requeued = f.restore()

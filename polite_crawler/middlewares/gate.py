@@ -48,8 +48,10 @@ import time
 from typing import TYPE_CHECKING
 
 from scrapy.exceptions import IgnoreRequest, NotConfigured
+from scrapy.utils.misc import load_object
 
 from polite_crawler.context import polite_context
+from polite_crawler.frontier.scheduler import FrontierScheduler
 from polite_crawler.handlers import LeaseLapsedError
 from polite_crawler.policy.verdicts import (
     Action,
@@ -70,7 +72,7 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from scrapy.http import Response
 
-    from polite_crawler.frontier.scheduler import FrontierScheduler
+    from polite_crawler.interfaces import FrontierService
 
 logger = logging.getLogger(__name__)
 
@@ -89,8 +91,8 @@ class GateMiddleware:
         self._params = {
             test: VerdictParams.from_settings(settings, test_origin=test) for test in (False, True)
         }
-        scheduler = settings.get("SCHEDULER")
-        if "FrontierScheduler" not in str(scheduler):
+        scheduler = load_object(settings["SCHEDULER"])
+        if not (isinstance(scheduler, type) and issubclass(scheduler, FrontierScheduler)):
             raise NotConfigured("the gate works with polite_crawler's FrontierScheduler only")
 
     @classmethod
@@ -98,11 +100,11 @@ class GateMiddleware:
         return cls(crawler)
 
     @property
-    def frontier(self) -> FrontierScheduler:
+    def frontier(self) -> FrontierService:
         frontier = self.ctx.frontier
         if frontier is None:
             raise IgnoreRequest("no frontier: nothing is sent around it")
-        return frontier  # type: ignore[no-any-return]
+        return frontier
 
     def _inc(self, key: str) -> None:
         if self.crawler.stats is not None:
@@ -193,8 +195,8 @@ class GateMiddleware:
         return self._params[test]
 
     def _stopped(self, origin: str) -> bool:
-        frontier = self.frontier.frontier
-        return frontier is not None and origin in frontier.stopped
+        core = self.frontier.frontier  # the core as read (interfaces.FrontierView)
+        return core is not None and origin in core.stopped
 
     def _stop(self, origin: str, reason: str) -> None:
         self.frontier.stop(origin, reason)
@@ -229,7 +231,8 @@ class GateMiddleware:
             if 0.0 < lag < end - start:
                 rest_from = end - lag
         timed_from = rest_from - float(transfer) if transfer is not None else start
-        state = frontier.frontier.state(origin) if frontier.frontier is not None else None
+        core = frontier.frontier  # the core as read (interfaces.FrontierView)
+        state = core.state(origin) if core is not None else None
         factor = state.latency_factor if state is not None else 1.0
         rest = frontier.settle(request, start=timed_from, end=rest_from, failure=failure,
                                observe=observe and verdict.success)
