@@ -41,6 +41,7 @@ from twisted.internet.interfaces import IHostnameResolver, IHostResolution
 from twisted.internet.threads import deferToThreadPool
 from zope.interface import implementer
 
+from polite_crawler.defaults import polite_settings
 from polite_crawler.policy.addresses import AddressPolicy
 
 if TYPE_CHECKING:
@@ -117,7 +118,7 @@ class PolicyResolver:
     # --- Scrapy's resolver interface -------------------------------------------------
     @classmethod
     def from_crawler(cls, crawler: Crawler, reactor: Any) -> PolicyResolver:
-        settings = crawler.settings
+        settings = polite_settings(crawler.settings)
         policy = AddressPolicy(allow_networks=settings.getlist("POLITE_ALLOW_NETWORKS"))
         lookup = settings.get("POLITE_DNS_LOOKUP") or system_lookup
         if isinstance(lookup, str):

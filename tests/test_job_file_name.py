@@ -10,8 +10,6 @@ import polite_crawler
 from polite_crawler.store import jobfiles
 
 ROOT = Path(polite_crawler.__file__).parent
-# The scheduler still declares a copy of its own (being split by other work).
-STILL_COPYING = ("frontier/scheduler.py",)
 
 
 def _where(name: str) -> tuple[list[str], list[str]]:
@@ -29,7 +27,7 @@ def _where(name: str) -> tuple[list[str], list[str]]:
 
 def test_the_queue_file_is_named_once() -> None:
     declared, imported = _where("QUEUE_DB")
-    assert [m for m in declared if m not in STILL_COPYING] == ["store/jobfiles.py"]
+    assert declared == ["store/jobfiles.py"]
     assert [line for line in imported
             if not line.endswith("<- polite_crawler.store.jobfiles")] == []
     assert jobfiles.QUEUE_DB == "polite_frontier.sqlite3"

@@ -335,22 +335,31 @@ def plots(sites: dict[str, Site], chosen: list[str]) -> dict[str, str]:
         ax.invert_yaxis()
         out["timeline"] = _svg(fig)
 
+    savings = _savings_plot(plt, sites)
+    if savings is not None:
+        out["savings"] = savings
+    return out
+
+
+def _savings_plot(plt: Any, sites: dict[str, Site]) -> str | None:
+    """Bytes received and bytes conditional requests spared, per site (None: no site
+    was asked anything)."""
     revisits = [s for s in sorted(sites.values(), key=lambda s: -(s.bytes + s.saved))
                 if s.requests][:12]
-    if revisits:
-        fig, ax = plt.subplots(figsize=(8, 0.45 * len(revisits) + 1.2))
-        names = [s.origin for s in revisits]
-        ax.barh(names, [s.bytes / 1024 for s in revisits], color="#1c7ed6",
-                label="received")
-        ax.barh(names, [s.saved / 1024 for s in revisits],
-                left=[s.bytes / 1024 for s in revisits], color="#74b816",
-                label="spared by a 304 (the stored copy's size)")
-        ax.set_xlabel("KiB")
-        ax.set_title("Revisit savings: bytes received and bytes conditional requests spared")
-        ax.invert_yaxis()
-        ax.legend(fontsize=7, loc="lower right")
-        out["savings"] = _svg(fig)
-    return out
+    if not revisits:
+        return None
+    fig, ax = plt.subplots(figsize=(8, 0.45 * len(revisits) + 1.2))
+    names = [s.origin for s in revisits]
+    ax.barh(names, [s.bytes / 1024 for s in revisits], color="#1c7ed6",
+            label="received")
+    ax.barh(names, [s.saved / 1024 for s in revisits],
+            left=[s.bytes / 1024 for s in revisits], color="#74b816",
+            label="spared by a 304 (the stored copy's size)")
+    ax.set_xlabel("KiB")
+    ax.set_title("Revisit savings: bytes received and bytes conditional requests spared")
+    ax.invert_yaxis()
+    ax.legend(fontsize=7, loc="lower right")
+    return _svg(fig)
 
 
 # --- the page ------------------------------------------------------------------------------

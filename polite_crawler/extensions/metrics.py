@@ -39,6 +39,7 @@ from twisted.web.server import Request
 
 from polite_crawler.backend import redis_lease_ttl
 from polite_crawler.context import polite_context
+from polite_crawler.defaults import polite_settings
 from polite_crawler.frontier.core import Frontier, frontier_snapshot, server_snapshot
 
 if TYPE_CHECKING:
@@ -267,7 +268,7 @@ class Metrics:
     """The extension: the endpoint, the recorder, and the families built at scrape time."""
 
     def __init__(self, crawler: Crawler) -> None:
-        settings = crawler.settings
+        settings = polite_settings(crawler.settings)
         port = settings.get("POLITE_METRICS_PORT")
         if port in (None, ""):
             raise NotConfigured("POLITE_METRICS_PORT is not set")
@@ -284,10 +285,15 @@ class Metrics:
             raise RuntimeError("POLITE_METRICS_PORT is set but prometheus-client is missing: "
                                "pip install 'polite-crawler[metrics]'") from None
         self.crawler = crawler
+        self.settings = settings
         self.ctx = polite_context(crawler)
-        self.host = settings.get("POLITE_METRICS_HOST") or "127.0.0.1"
-        self.cluster_interval = max(settings.getfloat("POLITE_METRICS_CLUSTER_INTERVAL", 15.0),
-                                    0.1)
+        self.host = settings.get("POLITE_METRICS_HOST")
+        if not self.host:
+            # An empty address would listen on every interface: the endpoint is opened
+            # beyond loopback only by naming the address.
+            raise ValueError("POLITE_METRICS_HOST is empty: name the address to listen on "
+                             "(127.0.0.1: this machine only)")
+        self.cluster_interval = max(settings.getfloat("POLITE_METRICS_CLUSTER_INTERVAL"), 0.1)
         self.recorder = Recorder()
         self.ctx.metrics = self.recorder
         self.scrapes = 0  # scrapes served (tests, the bench)
@@ -413,8 +419,8 @@ class Metrics:
 
     # --- the families (prometheus_client's collector interface) -------------------------
     def labels(self) -> tuple[str, str]:
-        settings = self.crawler.settings
-        crawl = settings.get("POLITE_CRAWL") or getattr(self.crawler.spider, "name", "") or "crawl"
+        crawl = (self.settings.get("POLITE_CRAWL") or getattr(self.crawler.spider, "name", "")
+                 or "crawl")
         shared = self._shared()
         worker = (shared.worker if shared is not None else None) or self._host_pid
         return str(crawl), str(worker)
@@ -453,6 +459,38 @@ class Metrics:
             if redis or not name.startswith("polite_redis_"):  # the Redis frontier's own
                 value = float(stats.get(key, 0) or 0)
                 yield counter(name, doc, value / 1e6 if key.endswith("_us") else value, unit)
+        yield from self._stats_families(ids, base, stats)
+        for name, doc, hist, unit in (
+                ("polite_rest_seconds", "Rests given: the seconds an origin rests after an "
+                 "exchange", rec.rests, "seconds"),
+                ("polite_latency_watch_factor", "The latency watch's factor on the rest, "
+                 "after each exchange (1: no slowdown seen)", rec.factors, ""),
+                ("polite_page_store_write_seconds", "Page store writes: seconds from the "
+                 "pipeline's request to the store thread's answer", rec.writes, "seconds")):
+            h = HistogramMetricFamily(name, doc, labels=base, unit=unit)
+            h.add_metric(ids, hist.cumulative(), hist.total)
+            yield h
+        cpu = time.process_time()
+        yield counter("polite_cpu_seconds", "CPU seconds of the worker process (all threads)",
+                      cpu, "seconds")
+        yield counter("polite_metrics_scrape_cpu_seconds", "CPU seconds this endpoint spent "
+                      "serving scrapes (the reactor thread, request to response)",
+                      self.scrape_cpu, "seconds")
+        sent = sum(rec.requests.values())
+        g = GaugeMetricFamily("polite_cpu_seconds_per_request", "CPU seconds per exchange "
+                              "settled, since the crawl began", labels=base)
+        g.add_metric(ids, cpu / sent if sent else 0.0)
+        yield g
+        yield from self._frontier_families(ids, base)
+        yield from self._store_families(ids, base)
+        yield from self._redis_families(ids, base)
+
+    def _stats_families(self, ids: list[str], base: list[str],
+                        stats: dict[str, Any]) -> Iterator[Any]:
+        """The families summed from the crawl's stats by key prefix: the labelled
+        counters, robots.txt fetches by outcome, URLs refused at admission."""
+        from prometheus_client.core import CounterMetricFamily
+
         labelled = {name: dict.fromkeys(seed, 0.0)
                     for name, (_p, _l, _d, seed) in STAT_LABELLED.items()}
         robots = dict.fromkeys(ROBOTS_OUTCOMES.values(), 0.0)
@@ -485,30 +523,6 @@ class Metrics:
         for reason, count in refused.items():
             fam.add_metric([*ids, reason], count)
         yield fam
-        for name, doc, hist, unit in (
-                ("polite_rest_seconds", "Rests given: the seconds an origin rests after an "
-                 "exchange", rec.rests, "seconds"),
-                ("polite_latency_watch_factor", "The latency watch's factor on the rest, "
-                 "after each exchange (1: no slowdown seen)", rec.factors, ""),
-                ("polite_page_store_write_seconds", "Page store writes: seconds from the "
-                 "pipeline's request to the store thread's answer", rec.writes, "seconds")):
-            h = HistogramMetricFamily(name, doc, labels=base, unit=unit)
-            h.add_metric(ids, hist.cumulative(), hist.total)
-            yield h
-        cpu = time.process_time()
-        yield counter("polite_cpu_seconds", "CPU seconds of the worker process (all threads)",
-                      cpu, "seconds")
-        yield counter("polite_metrics_scrape_cpu_seconds", "CPU seconds this endpoint spent "
-                      "serving scrapes (the reactor thread, request to response)",
-                      self.scrape_cpu, "seconds")
-        sent = sum(rec.requests.values())
-        g = GaugeMetricFamily("polite_cpu_seconds_per_request", "CPU seconds per exchange "
-                              "settled, since the crawl began", labels=base)
-        g.add_metric(ids, cpu / sent if sent else 0.0)
-        yield g
-        yield from self._frontier_families(ids, base)
-        yield from self._store_families(ids, base)
-        yield from self._redis_families(ids, base)
 
     def _frontier_families(self, ids: list[str], base: list[str]) -> Iterator[Any]:
         from prometheus_client.core import GaugeMetricFamily

@@ -3,10 +3,11 @@
 The queue holds canonical URLs (a row's ``url``, its ``origin`` and the
 serialised request) and the seen set holds fingerprints of canonical URLs
 (:func:`polite_crawler.frontier.dupefilter.canonical_fingerprint`). When the
-canonical form changes (issue 15: version 2; version 3: international hosts by
-UTS #46 non-transitional processing), :func:`migrate_frontier` rewrites
-the queue in the new form (with the request meta that names a canonical URL or an
-origin: ``polite_sitemap_scope``, ``polite_conditional``, ``polite_robots_origin``),
+canonical form changes (version 2: the link kept as written where RFC 3986 allows
+it; version 3: international hosts by UTS #46 non-transitional processing),
+:func:`migrate_frontier` rewrites the queue in the new form (with the request meta
+that names a canonical URL or an origin: ``polite_sitemap_scope``,
+``polite_conditional``, ``polite_robots_origin``),
 merges queued requests that now have one URL, re-keys stopped origins, and
 adds to the seen set the fingerprints of every form a seen URL's link may now
 take (from version 1:

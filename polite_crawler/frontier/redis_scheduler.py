@@ -27,6 +27,7 @@ from scrapy.utils.asyncio import create_looping_call
 from twisted.internet.threads import deferToThread
 
 from polite_crawler.backend import backend_of, redis_lease_ttl
+from polite_crawler.defaults import polite_settings
 from polite_crawler.frontier.dupefilter import url_fingerprint
 from polite_crawler.frontier.redis_frontier import (
     Outcome,
@@ -58,13 +59,13 @@ class ClusterDriver:
 
     def __init__(self, scheduler: FrontierScheduler) -> None:
         self.scheduler = scheduler
-        s = scheduler.crawler.settings
+        s = polite_settings(scheduler.crawler.settings)
         self.url = backend_of(s).frontier_url
-        self.crawl_name = s.get("POLITE_CRAWL", "") or "default"
+        self.crawl_name = s.get("POLITE_CRAWL") or "default"
         self.ttl = redis_lease_ttl(s)
-        self.interval = min(max(s.getfloat("POLITE_REDIS_SYNC_INTERVAL", 0.5), 0.02),
+        self.interval = min(max(s.getfloat("POLITE_REDIS_SYNC_INTERVAL"), 0.02),
                             self.ttl / 4)
-        self.clock_skew = max(s.getfloat("POLITE_CLOCK_SKEW", 1.0), 0.0)
+        self.clock_skew = max(s.getfloat("POLITE_CLOCK_SKEW"), 0.0)
         # The download handler ends every exchange within the download timeout.
         self.exchange_timeout = s.getfloat("DOWNLOAD_TIMEOUT", 180.0) + 1.0
         self.seeder = False

@@ -44,6 +44,7 @@ from scrapy.utils.misc import load_object
 
 from polite_crawler.backend import backend_of
 from polite_crawler.context import polite_context
+from polite_crawler.defaults import polite_settings
 from polite_crawler.frontier.addresses import AddressBook
 from polite_crawler.frontier.core import (
     CONTENT,
@@ -70,6 +71,7 @@ from polite_crawler.interfaces import DriverHooks
 from polite_crawler.policy.network import is_test_host, parse_networks
 from polite_crawler.policy.rest import Rest, RestParams
 from polite_crawler.policy.urls import origin_of
+from polite_crawler.store.jobfiles import QUEUE_DB
 from polite_crawler.store.paths import origins_db_path, state_dir
 
 if TYPE_CHECKING:
@@ -85,8 +87,6 @@ if TYPE_CHECKING:
     from polite_crawler.policy.verdicts import FailureState
 
 logger = logging.getLogger(__name__)
-
-QUEUE_DB = "polite_frontier.sqlite3"
 
 # Meta flag of a request held back before the network (FrontierScheduler.hold_back).
 HELD = "polite_held"
@@ -119,15 +119,15 @@ _REFUSED = {
 
 def rest_params(settings: BaseSettings) -> RestParams:
     return RestParams(
-        rest_page=settings.getfloat("POLITE_REST_PAGE", 3.0),
-        rest_api=settings.getfloat("POLITE_REST_API", 1.0),
-        duration_factor=settings.getfloat("POLITE_REST_DURATION_FACTOR", 5.0),
-        duration_max=settings.getfloat("POLITE_REST_DURATION_MAX", 30.0),
-        crawl_delay_max=settings.getfloat("POLITE_CRAWL_DELAY_MAX", 60.0),
-        jitter=max(settings.getfloat("POLITE_JITTER", 1.0), 0.0),
-        baseline_n=max(settings.getint("POLITE_LATENCY_BASELINE_N", 5), 1),
-        window_n=max(settings.getint("POLITE_LATENCY_WINDOW_N", 20), 1),
-        latency_min_rise=max(settings.getfloat("POLITE_LATENCY_MIN_RISE", 0.05), 0.0),
+        rest_page=settings.getfloat("POLITE_REST_PAGE"),
+        rest_api=settings.getfloat("POLITE_REST_API"),
+        duration_factor=settings.getfloat("POLITE_REST_DURATION_FACTOR"),
+        duration_max=settings.getfloat("POLITE_REST_DURATION_MAX"),
+        crawl_delay_max=settings.getfloat("POLITE_CRAWL_DELAY_MAX"),
+        jitter=max(settings.getfloat("POLITE_JITTER"), 0.0),
+        baseline_n=max(settings.getint("POLITE_LATENCY_BASELINE_N"), 1),
+        window_n=max(settings.getint("POLITE_LATENCY_WINDOW_N"), 1),
+        latency_min_rise=max(settings.getfloat("POLITE_LATENCY_MIN_RISE"), 0.0),
     )
 
 
@@ -136,7 +136,7 @@ class FrontierScheduler:
 
     def __init__(self, crawler: Crawler) -> None:
         self.crawler = crawler
-        settings = crawler.settings
+        settings = polite_settings(crawler.settings)
         self.ctx = polite_context(crawler)
         self.clock = self.ctx.clock
         self.test_networks = parse_networks(settings.getlist("POLITE_TEST_NETWORKS"))
@@ -144,13 +144,13 @@ class FrontierScheduler:
         self.config = FrontierConfig(
             params=rest_params(settings),
             test_networks=self.test_networks,
-            budget=settings.getint("POLITE_HOST_BUDGET", 10_000),
-            lease_ttl=max(settings.getfloat("POLITE_LEASE_TTL", 60.0), 1.0),
+            budget=settings.getint("POLITE_HOST_BUDGET"),
+            lease_ttl=max(settings.getfloat("POLITE_LEASE_TTL"), 1.0),
             in_flight_timeout=max(2 * timeout + 60.0, 120.0),
-            dispatch_lead=min(max(settings.getfloat("POLITE_DISPATCH_LEAD", 0.25), 0.0), 2.0),
+            dispatch_lead=min(max(settings.getfloat("POLITE_DISPATCH_LEAD"), 0.0), 2.0),
             owner_concurrency=max(settings.getint("POLITE_OWNER_CONCURRENCY"), 0),
         )
-        self.checkpoint_interval = max(settings.getfloat("POLITE_CHECKPOINT_INTERVAL", 2.0), 0.05)
+        self.checkpoint_interval = max(settings.getfloat("POLITE_CHECKPOINT_INTERVAL"), 0.05)
         self.rng = random.Random()
         self.frontier: Frontier | None = None
         self.dupefilter: CanonicalDupeFilter | None = None

@@ -106,7 +106,8 @@ class OriginState:
     last_duration: float = 0.0
     last_rest: float = 0.0
     crawl_delay: float | None = None
-    # Latency watch (seed 003): baseline = median of the first responses; the window
+    # Latency watch ("you are the load": a server slower under our requests is told so by
+    # its own latency): baseline = median of the first responses; the window
     # holds the latest ones; the factor doubles when the window's median exceeds twice
     # the baseline ("you are the load") by more than the minimum rise, and halves
     # (down to 1) when a full window's median is back near the baseline; either way
