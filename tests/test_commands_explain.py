@@ -1,9 +1,19 @@
-"""``scrapy explain``: a URL, a robots.txt offline, an answer's verdict (issue 18)."""
+"""``scrapy explain``: a URL, a robots.txt offline, an answer's verdict; the host, server
+and owner a URL belongs to and the bound that decides its next request."""
 
 from __future__ import annotations
 
+import subprocess
+import time
+from typing import Any
+
+from demo.web.server import Site, page
 from polite_crawler.commands.explain import canonical_changes, robots_decision
-from tests.commands_util import scrapy, scrapy_json
+from tests.commands_util import ROOT, crawl_cmd, env, scrapy, scrapy_json
+from tests.redis_server import (  # noqa: F401  (fixtures)
+    redis_server_session,
+    redis_url,
+)
 from tests.robots_numbers import ROBOTS_NUMBERS
 from tests.test_commands_forget import A, make_state
 
@@ -45,7 +55,7 @@ def test_robots_decision_names_the_group_and_the_line():
 
 
 def test_robots_decision_quotes_the_line_of_a_group_that_lists_us():
-    # Issue 24: "User-agent: OtherBot, PoliteCrawler" is our group; the deciding line is
+    # "User-agent: OtherBot, PoliteCrawler" is our group; the deciding line is
     # found among its rules whatever the item's place in the list.
     body = (b"User-agent: *\nAllow: /\n\nUser-agent: OtherBot, PoliteCrawler/1.0\n"
             b"Crawl-delay: 3\nDisallow: /\n")
@@ -224,3 +234,153 @@ def test_explain_answers_as_the_crawl_with_its_settings_and_url_fetches(tmp_path
     dup = scrapy_json("explain", f"{A}/print/x", "--state-dir", str(state))["store"]
     assert dup["stored"] is False
     assert dup["alias_of"] == {"page": f"{A}/x", "reason": "duplicate"}
+
+
+# --- host, server, owner and the bound that decides ----------------------------------------
+
+SHARED = "127.0.0.3"  # one machine serving every name below
+NAMES = ("a.test", "www.b.test", "cdn.b.test")
+LOOKUP = "tests.test_commands_explain.shared_lookup"
+
+
+def shared_lookup(name: str, port: int) -> list[str]:
+    """The crawl's injected lookup (POLITE_DNS_LOOKUP): every test name is one machine."""
+    return [SHARED] if name in NAMES or name == "h.test" else []
+
+
+def _site() -> Site:
+    words = " ".join(f"w{k}" for k in range(150))
+    return Site({"/robots.txt": "User-agent: *\nAllow: /\n",
+                 "/": page("home", words, ["/p1"]), "/p1": page("p1", words + " p1", [])})
+
+
+def test_explain_names_host_server_and_owner_after_a_crawl(web_factory, tmp_path):
+    """Three names on one loopback machine, two of them one owner's, crawled for real:
+    explain names each URL's host, the address its name resolves to through the crawl's
+    lookup, and its owner with the budget its hosts share (as the crawl stored it)."""
+    web = web_factory({SHARED: _site()})
+    state = tmp_path / "state"
+    urls = [f"http://{n}:{web.port}/" for n in NAMES]
+    cmd = crawl_cmd(urls, state, tmp_path / "job", POLITE_DNS_LOOKUP=LOOKUP,
+                    POLITE_BOT_URL="https://bot.example/", LOG_FILE=tmp_path / "crawl.log")
+    done = subprocess.run(cmd, cwd=ROOT, env=env(), timeout=300, check=False)
+    assert done.returncode == 0, (tmp_path / "crawl.log").read_text()
+    args = ("--state-dir", str(state), "-s", f"POLITE_DNS_LOOKUP={LOOKUP}")
+    d = scrapy_json("explain", f"http://cdn.b.test:{web.port}/p1", *args)
+    assert d["host"]["name"] == "cdn.b.test" and d["host"]["known"] is True
+    assert d["server"]["address"] == SHARED and d["server"]["resolved"] is True
+    assert "POLITE_DNS_LOOKUP" in d["server"]["how"]
+    assert "memory" in d["server"]["state"]  # its limit and rounds are not stored
+    assert d["owner"]["domain"] == "b.test"
+    # The owner's count is its hosts' together (each origin keeps its own too).
+    import sqlite3
+
+    from polite_crawler.policy.rest import OriginState
+
+    conn = sqlite3.connect(state / "polite-origins.sqlite3")
+    used = {o: OriginState.from_json(raw).budget_used
+            for o, raw in conn.execute("SELECT origin, state FROM polite_origin")}
+    conn.close()
+    b_pages = sum(n for o, n in used.items() if o.split("//")[1].split(":")[0] in NAMES[1:])
+    assert b_pages >= 4 and used[f"http://www.b.test:{web.port}"] < b_pages
+    assert d["owner"]["budget"] == {"used_today": b_pages, "limit": 10000}
+    assert d["next_request"]["bound"] in {"none", "origin_rest", "host_rest", "origin_wait"}
+    a = scrapy_json("explain", f"http://a.test:{web.port}/", *args)
+    assert a["server"]["address"] == SHARED and a["owner"]["domain"] == "a.test"
+    assert a["owner"]["budget"]["used_today"] == used[f"http://a.test:{web.port}"]
+    text = scrapy("explain", f"http://www.b.test:{web.port}/", *args).stdout
+    assert f"server {SHARED} (www.b.test resolves to it through POLITE_DNS_LOOKUP" in text
+    assert f"owner b.test (registrable domain, shared by its hosts):\n  budget: {b_pages} of " \
+        "10000 pages today (UTC) across its hosts" in text
+    assert "next request: " in text
+
+
+def _host_rows(state: Any, now: float) -> None:
+    """The rows a crawl keeps of host h.test (its rest ends in 10 minutes: another of its
+    origins was fetched) and of owner h.test (7 pages today), written by the stores."""
+    from polite_crawler.frontier.store import HOST_TABLE, ORIGIN_TABLE, OWNER_TABLE, OriginStore
+    from polite_crawler.policy.rest import OriginState, utc_day
+
+    db = state / "polite-origins.sqlite3"
+    hosts = OriginStore(db, "test:1:x", "run", table=HOST_TABLE)
+    hosts.save(OriginState("h.test", next_allowed=now + 600), now)
+    hosts.close()
+    owners = OriginStore(db, "test:1:x", "run", table=OWNER_TABLE)
+    owners.save(OriginState("h.test", budget_day=utc_day(now), budget_used=7), now)
+    owners.close()
+    origins = OriginStore(db, "test:1:x", "run", table=ORIGIN_TABLE)
+    origins.save(OriginState("http://h.test:8080", next_allowed=now + 900), now)
+    origins.close()
+
+
+def test_explain_names_the_bound_from_the_host_and_owner_rows(tmp_path):
+    from polite_crawler.frontier.store import HOST_TABLE, OriginStore, process_owner
+    from polite_crawler.policy.rest import OriginState
+
+    state = tmp_path / "state"
+    state.mkdir()
+    now = time.time()
+    _host_rows(state, now)
+    args = ("--state-dir", str(state), "-s", f"POLITE_DNS_LOOKUP={LOOKUP}")
+    # https://h.test has no row of its own: its host's rest (set by http://h.test:8080,
+    # the same name on another scheme and port) holds it.
+    d = scrapy_json("explain", "https://h.test/a", *args)
+    assert d["host"]["name"] == "h.test" and d["host"]["busy"] is False
+    assert abs(d["host"]["next_allowed"] - (now + 600)) < 1
+    nr = d["next_request"]
+    assert nr["bound"] == "host_rest" and abs(nr["at"] - (now + 600)) < 1
+    assert nr["may_start_now"] is False
+    assert d["server"]["address"] == SHARED
+    assert d["owner"] == {"domain": "h.test", "budget": {"used_today": 7, "limit": 10000},
+                          "budget_spent": False, "concurrency": 2, "per_worker": False}
+    # The origin's own rest is longer: it decides.
+    d = scrapy_json("explain", "http://h.test:8080/a", *args)
+    assert d["next_request"]["bound"] == "origin_rest"
+    assert abs(d["next_request"]["at"] - (now + 900)) < 1
+    # The owner's budget shared by its hosts, spent at this limit.
+    d = scrapy_json("explain", "https://h.test/a", *args, "-s", "POLITE_HOST_BUDGET=7")
+    assert d["owner"]["budget_spent"] is True
+    text = scrapy("explain", "https://h.test/a", *args, "-s", "POLITE_HOST_BUDGET=7").stdout
+    assert "spent: nothing more of its hosts today" in text
+    assert "next request: host_rest: the host's rest after its last request" in text
+    # A request of the host is out (its row leased by a live process): host_busy.
+    hosts = OriginStore(state / "polite-origins.sqlite3", process_owner(), "run",
+                        table=HOST_TABLE)
+    hosts.save(OriginState("h.test"), now)
+    assert hosts.try_lease("h.test", now, 600.0, 1.0).taken
+    d = scrapy_json("explain", "https://h.test/a", *args)
+    hosts.close()
+    assert d["host"]["busy"] is True and d["host"]["lease"]["owner"]
+    assert d["next_request"]["bound"] == "host_busy"
+    # An IP literal is its own server; a name that does not resolve is a server of its own.
+    d = scrapy_json("explain", "http://127.0.0.1:1/", *args)
+    assert d["server"]["address"] == "127.0.0.1" and d["owner"]["domain"] == "127.0.0.1"
+    d = scrapy_json("explain", "http://nowhere.test/", *args)
+    assert d["server"] == {"address": "name:nowhere.test", "resolved": False,
+                           "how": f"POLITE_DNS_LOOKUP ({LOOKUP})",
+                           "state": d["server"]["state"]}
+    assert d["host"]["known"] is False and d["next_request"]["bound"] == "none"
+
+
+def test_explain_reads_the_host_group_on_a_cluster(redis_url):  # noqa: F811
+    """On a cluster the host's group (polite:g:{host}) names the worker that holds the
+    host and, once given back, the end of its rest; the owner's count is per worker."""
+    from polite_crawler.frontier.redis_shared import RedisShared
+
+    now = time.time()
+    shared = RedisShared(redis_url, "site", "w1")
+    shared.register(now, 60.0)
+    origin = "http://h.test:8080"
+    assert [t.origin for t in shared.take([origin])] == [origin]
+    args = ("-s", f"POLITE_FRONTIER={redis_url}", "-s", f"POLITE_DNS_LOOKUP={LOOKUP}")
+    d = scrapy_json("explain", "https://h.test/a", *args)
+    assert d["host"]["worker"] == "w1" and d["host"]["origins"] == [origin]
+    assert d["server"]["address"] == SHARED
+    assert d["owner"]["budget"]["used_today"] is None and d["owner"]["per_worker"] is True
+    text = scrapy("explain", "https://h.test/a", *args).stdout
+    assert "held by worker w1" in text and "counted by each worker in its memory" in text
+    shared.release_groups({origin: now + 600})
+    d = scrapy_json("explain", "https://h.test/a", *args)
+    shared.close()
+    assert d["host"]["worker"] is None and abs(d["host"]["next_allowed"] - (now + 600)) < 1
+    assert d["next_request"]["bound"] == "host_rest"

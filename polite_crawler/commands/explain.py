@@ -9,7 +9,13 @@ form and which rule changed it; the robots.txt decision (the group that applied 
 the line that decided, or why no file applies); page rules and content signals known
 for it; the trap rule that would drop it; its origin's
 state (next allowed time, the rest and the term that binds, backoff, breaker, stop,
-budget); what the store holds of it (last fetch, status, validators, next revisit
+budget); its host (the name across schemes and ports: the end of its rest, a request
+of it out), its server (the address the name resolves to through the crawl's resolver
+and POLITE_DNS_LOOKUP; its bound lives in a running crawl's memory only, and explain
+says so) and its owner (the registrable domain: the daily budget its hosts share,
+POLITE_OWNER_CONCURRENCY), and which bound decides its next request
+(:func:`polite_crawler.policy.bounds.next_request`); what the store holds of it (last
+fetch, status, validators, next revisit
 and the rule behind that date), decided as the conditional-request middleware
 decides it: the page (or the page it redirected to), else the URL's own fetch state
 (``url_fetches``: a sitemap, a feed, an alias), with the crawl's ``POLITE_RECRAWL``.
@@ -39,8 +45,21 @@ from polite_crawler.commands._base import (
     when,
     with_defaults,
 )
+from polite_crawler.policy.bounds import (
+    ADDRESS_UNKNOWN,
+    HOST_BUSY,
+    HOST_REST,
+    NONE,
+    ORIGIN_REST,
+    ORIGIN_WAIT,
+    SERVER_FULL,
+    SERVER_REST,
+    SERVER_WAIT,
+    next_request,
+)
 from polite_crawler.policy.network import is_test_host, parse_networks
-from polite_crawler.policy.rest import compute_rest, floor_params, utc_day
+from polite_crawler.policy.owners import owner_of
+from polite_crawler.policy.rest import OriginState, compute_rest, floor_params, utc_day
 from polite_crawler.policy.revisit import GROW, SHRINK, Decision, Known, decide
 from polite_crawler.policy.robots import (
     ContentSignals,
@@ -54,6 +73,7 @@ from polite_crawler.policy.urls import (
     TRACKING_PREFIXES,
     URLError,
     canonicalize,
+    host_of_origin,
     origin_of,
 )
 from polite_crawler.policy.verdicts import (
@@ -280,6 +300,190 @@ def origin_state(reader: StateReader, origin: str, settings: BaseSettings,
     return out
 
 
+# --- host, server, owner: the bounds above the origin ---------------------------------------
+
+# What each bound of policy.bounds.next_request means, in the operator's words.
+_BOUNDS = {
+    NONE: "nothing the stored state holds keeps it back: it may go now",
+    ORIGIN_REST: "the origin's own rest (the base rest, 5x its last answer, its Crawl-delay)",
+    ORIGIN_WAIT: "a Retry-After or backoff the site asked for",
+    HOST_BUSY: "another request of the host name is out (any scheme or port)",
+    HOST_REST: "the host's rest after its last request (on any of its origins)",
+    ADDRESS_UNKNOWN: "the name's address is being looked up",
+    SERVER_FULL: "the server's round is full (its concurrency limit)",
+    SERVER_REST: "the server's rest after its last round",
+    SERVER_WAIT: "a failure of the machine (503, timeout, refused) holds every site on it",
+}
+
+# A server's bound lives in a running crawl's memory only: what explain says instead.
+_SERVER_MEMORY = ("its bound (a concurrency that starts at 1 and grows only while its "
+                  "latency stays flat, the rest after each round, a wait after a 503, a "
+                  "timeout or a refused connection) lives in a running crawl's memory "
+                  "only, so explain does not see it")
+
+
+def _lookup(settings: BaseSettings) -> tuple[Any, str]:
+    """The crawl's name lookup (POLITE_DNS_LOOKUP, else the system's) and its name."""
+    from scrapy.utils.misc import load_object
+
+    from polite_crawler.resolver import system_lookup
+
+    given = settings.get("POLITE_DNS_LOOKUP")
+    if not given:
+        return system_lookup, "the system's resolver (getaddrinfo)"
+    found = load_object(given) if isinstance(given, str) else given
+    return found, f"POLITE_DNS_LOOKUP ({given if isinstance(given, str) else 'injected'})"
+
+
+def server_of(settings: BaseSettings, host: str) -> dict[str, Any]:
+    """The server ``host`` is: the address its name connects to, as the crawl's resolver
+    answers it (:class:`polite_crawler.resolver.PolicyResolver` with the crawl's lookup
+    and POLITE_ALLOW_NETWORKS: the first address the policy passes, else the first of
+    the answer); a name that does not resolve is a server of its own (``name:<host>``)."""
+    import ipaddress
+
+    from polite_crawler.policy.addresses import AddressPolicy
+    from polite_crawler.resolver import PolicyResolver
+
+    try:
+        literal = str(ipaddress.ip_address(host.strip("[]")))
+    except ValueError:
+        literal = None
+    if literal is not None:
+        return {"address": literal, "resolved": True, "how": "an IP literal: its own address",
+                "state": _SERVER_MEMORY}
+    lookup, how = _lookup(settings)
+    try:
+        answer = [str(a) for a in lookup(host, 0)]
+    except (OSError, UnicodeError) as exc:
+        raise CommandError(f"looking {host} up failed: {exc}") from exc
+    if not answer:
+        return {"address": f"name:{host}", "resolved": False, "how": how,
+                "state": f"{host} does not resolve: a server of its own, and its requests "
+                         "fail at the connection"}
+    resolver = PolicyResolver(None, AddressPolicy(
+        allow_networks=settings.getlist("POLITE_ALLOW_NETWORKS")), lookup, cache_size=0)
+    allowed = resolver.filter(host, answer, 0)
+    return {"address": (allowed or answer)[0], "resolved": True, "how": how,
+            "answer": answer, "state": _SERVER_MEMORY}
+
+
+def _group_rows(settings: BaseSettings, state: Path | None, host: str, owner: str,
+                ) -> tuple[dict[str, Any] | None, OriginState | None]:
+    """The host's shared row and the owner's budget row, read only: on the embedded
+    backend ``polite_host`` and ``polite_owner`` of the origin store; on a cluster the
+    host's group hash in Redis (``polite:g:{host}``; the owner's count is each
+    worker's own, None)."""
+    from polite_crawler.backend import backend_of, command_redis_timeout
+
+    backend = backend_of(settings)
+    if backend.cluster:
+        from polite_crawler.store.redis_keys import group_key, redis_client, redis_errors
+
+        client = redis_client(backend.frontier_url, command_redis_timeout(settings))
+        try:
+            raw = client.hgetall(group_key(host))
+        except redis_errors() as exc:
+            raise CommandError(f"cannot read the host's group in Redis "
+                               f"{backend.frontier_url}: {exc}") from exc
+        finally:
+            client.close()
+        fields = {bytes(k).decode(): bytes(v).decode() for k, v in raw.items()}
+        if not fields:
+            return None, None
+        return {"kind": "group", "owner": fields.get("owner") or None,
+                "until": float(fields.get("until") or 0.0),
+                "members": sorted(k[2:] for k in fields if k.startswith("m:")),
+                "waiting": sorted(k[2:] for k in fields if k.startswith("w:"))}, None
+    return _host_row_sqlite(state, host, owner)
+
+
+def _host_row_sqlite(state: Path | None, host: str, owner: str,
+                     ) -> tuple[dict[str, Any] | None, OriginState | None]:
+    import sqlite3
+
+    from polite_crawler.frontier.store import HOST_TABLE, OWNER_TABLE
+    from polite_crawler.store.paths import ORIGINS_DB
+
+    if state is None or not (state / ORIGINS_DB).is_file():
+        return None, None
+    try:
+        conn = sqlite3.connect(f"file:{state / ORIGINS_DB}?mode=ro", uri=True, timeout=5.0)
+    except sqlite3.Error as exc:
+        raise CommandError(f"cannot read {state / ORIGINS_DB}: {exc}") from exc
+    try:
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        row = conn.execute(f"SELECT state, lease_owner, lease_until FROM {HOST_TABLE} "
+                           "WHERE origin=?", (host,)).fetchone() \
+            if HOST_TABLE in tables else None
+        budget = conn.execute(f"SELECT state FROM {OWNER_TABLE} WHERE origin=?",
+                              (owner,)).fetchone() if OWNER_TABLE in tables else None
+    except sqlite3.Error as exc:
+        raise CommandError(f"cannot read {state / ORIGINS_DB}: {exc}") from exc
+    finally:
+        conn.close()
+    found = None
+    if row is not None:
+        hs = OriginState.from_json(row[0])
+        found = {"kind": "row", "next_allowed": hs.next_allowed,
+                 "lease_owner": row[1] or None, "lease_until": row[2] if row[1] else None}
+    return found, OriginState.from_json(budget[0]) if budget is not None else None
+
+
+def bounds_state(settings: BaseSettings, state: Path | None, origin: str,
+                 reader: StateReader, now: float) -> dict[str, Any]:
+    """The URL's host, server and owner, and which bound decides its next request
+    (:func:`polite_crawler.policy.bounds.next_request`) from what is stored: the
+    origin's row, its host's (its rest's end; a lease: a request of the host is out)
+    and, on the embedded backend, its owner's budget. The server's bound is a running
+    crawl's memory only: the decision leaves it out and says so."""
+    from polite_crawler.backend import backend_of
+
+    host = host_of_origin(origin)
+    owner = owner_of(host)
+    row = reader.origin_state(origin)
+    ostate = row[0] if row is not None else OriginState(origin)
+    origin_out = row is not None and row[1] is not None and (row[2] or 0.0) > now
+    group, budget_row = _group_rows(settings, state, host, owner)
+    host_next, host_busy = 0.0, origin_out
+    host_out: dict[str, Any] = {"name": host, "known": group is not None}
+    if group is not None and group["kind"] == "row":
+        host_next = group["next_allowed"]
+        leased = group["lease_owner"] is not None and (group["lease_until"] or 0.0) > now
+        host_busy = host_busy or leased
+        host_out.update(next_allowed=host_next, busy=host_busy,
+                        lease={"owner": group["lease_owner"], "until": group["lease_until"]}
+                        if leased else None)
+    elif group is not None:
+        host_next = group["until"]
+        host_out.update(next_allowed=host_next, busy=None, worker=group["owner"],
+                        origins=group["members"], waiting=group["waiting"])
+    server = server_of(settings, host)
+    decided = next_request(origin, now, origin_state=ostate, host_next=host_next,
+                           host_busy=host_busy)
+    limit = settings.getint("POLITE_HOST_BUDGET")
+    cap = settings.getint("POLITE_OWNER_CONCURRENCY")
+    cluster = backend_of(settings).cluster
+    used = None
+    if budget_row is not None:
+        used = budget_row.budget_used if budget_row.budget_day == utc_day(now) else 0
+    elif not cluster:
+        used = 0
+    spent = used is not None and limit > 0 and used >= limit
+    owner_out = {"domain": owner, "budget": {"used_today": used, "limit": limit},
+                 "budget_spent": spent, "concurrency": cap,
+                 "per_worker": cluster}
+    return {
+        "host": host_out,
+        "server": server,
+        "owner": owner_out,
+        "next_request": {"bound": decided.bound, "at": decided.at,
+                         "may_start_now": decided.bound == NONE and not spent,
+                         "why": _BOUNDS[decided.bound],
+                         "server_bound_seen": False},
+    }
+
+
 # --- the page store ------------------------------------------------------------------------
 
 def store_record(reader: StateReader, settings: BaseSettings, canon: str,
@@ -353,7 +557,9 @@ class Command(ScrapyCommand):
             "scrapy explain URL: the canonical form and the rules that changed it, the "
             "robots.txt decision (group, deciding line), page rules and content signals, "
             "the trap rule that would drop it, its origin's state (next allowed time, the "
-            "rest and its binding term, backoff, breaker, stop, budget) and what the store "
+            "rest and its binding term, backoff, breaker, stop, budget), its host, server "
+            "(the address its name resolves to) and owner (registrable domain) and the bound "
+            "that decides its next request, and what the store "
             "holds (last fetch, validators, next revisit and why). --robots FILE URL tests a "
             "robots.txt offline; --status CODE --header 'Retry-After: 120' prints the verdict "
             "on such an answer and the wait it sets.")
@@ -430,6 +636,7 @@ def explain_url(settings: BaseSettings, url: str, opts: argparse.Namespace) -> d
         optout = {"reason": entry.reason, "since": entry.added_at} if entry else None
         robots = robots_from_store(reader, origin, canon, settings, now)
         origin_info = origin_state(reader, origin, settings, now)
+        bounds = bounds_state(settings, state, origin, reader, now)
         stored = store_record(reader, settings, canon, now)
     page: dict[str, Any] = {"robots_signals": robots.get("signals", {})}
     if stored.get("stored"):
@@ -441,7 +648,7 @@ def explain_url(settings: BaseSettings, url: str, opts: argparse.Namespace) -> d
             "robots": robots,
             "page": page,
             "trap": {"rule": trap, "depth": opts.depth, "limits": vars(limits)},
-            "origin_state": origin_info, "store": stored, "now": now}
+            "origin_state": origin_info, **bounds, "store": stored, "now": now}
 
 
 def origin_block(settings: BaseSettings, state: Path | None, origin: str,
@@ -638,6 +845,7 @@ def url_text(d: dict[str, Any]) -> str:
         if o["lease"]:
             lines.append(f"  in flight: leased by {o['lease']['owner']} until "
                          f"{when(o['lease']['until'])}")
+    lines += bounds_lines(d)
     s = d["store"]
     lines.append("store:")
     if not s["stored"]:
@@ -657,3 +865,42 @@ def url_text(d: dict[str, Any]) -> str:
                      + (" (POLITE_RECRAWL=all: due or not)" if s["recrawl_all"] else ""))
         lines.append(f"    {s['next_visit']['rule']}")
     return "\n".join(lines)
+
+
+def bounds_lines(d: dict[str, Any]) -> list[str]:
+    """The host, server and owner of the URL, and the bound that decides its next request."""
+    h, sv, ow, nr = d["host"], d["server"], d["owner"], d["next_request"]
+    lines = [f"host {h['name']} (its name, across schemes and ports: one request at a time "
+             "and the whole rest):"]
+    if not h["known"]:
+        lines.append("  no stored state yet")
+    elif "lease" in h:
+        lines.append(f"  rest ends {when(h['next_allowed'])}"
+                     + (f"; a request of it is out (leased by {h['lease']['owner']} until "
+                        f"{when(h['lease']['until'])})" if h["lease"] else ""))
+    else:
+        lines.append(f"  rest ends {when(h['next_allowed'])} as its last worker left it"
+                     + (f"; held by worker {h['worker']} (its request in flight and its "
+                        "rest now are in that worker's memory)" if h["worker"] else ""))
+    lines.append(f"server {sv['address']} ({h['name']} resolves to it through {sv['how']}):"
+                 if sv["resolved"] and not sv["how"].startswith("an IP") else
+                 f"server {sv['address']} ({sv['how']}):" if sv["resolved"] else
+                 f"server {sv['address']} (through {sv['how']}):")
+    lines.append(f"  {sv['state']}")
+    bu = ow["budget"]
+    lines.append(f"owner {ow['domain']} (registrable domain, shared by its hosts):")
+    if bu["used_today"] is None:
+        lines.append(f"  budget: {bu['limit']} pages a day (POLITE_HOST_BUDGET), counted by "
+                     "each worker in its memory: not stored")
+    else:
+        lines.append(f"  budget: {bu['used_today']} of {bu['limit']} pages today (UTC) across "
+                     "its hosts (POLITE_HOST_BUDGET)"
+                     + ("; spent: nothing more of its hosts today" if ow["budget_spent"]
+                        else ""))
+    lines.append(f"  at most {ow['concurrency']} requests at once across its hosts "
+                 "(POLITE_OWNER_CONCURRENCY)" + (", per worker" if ow["per_worker"] else ""))
+    start = "now" if nr["at"] is None or nr["bound"] == NONE else when(nr["at"])
+    lines.append(f"next request: {nr['bound']}: {nr['why']}"
+                 + ("" if nr["bound"] in (NONE, HOST_BUSY) else f"; may start {start}"))
+    lines.append("  (the server's bound is not stored: a running crawl may hold it longer)")
+    return lines
