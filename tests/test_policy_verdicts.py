@@ -7,6 +7,7 @@ import email.utils
 import random
 import socket
 import ssl
+from dataclasses import replace
 from datetime import UTC, datetime
 
 import pytest
@@ -14,8 +15,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import polite_crawler.policy.verdicts as verdicts_module
+from polite_crawler.defaults import POLITE_DEFAULTS
 from polite_crawler.policy.verdicts import (
-    DEFAULT_PARAMS,
     STOP_BREAKER,
     STOP_PARKED,
     Action,
@@ -35,6 +36,18 @@ from polite_crawler.policy.verdicts import (
 )
 
 NOW = 1_700_000_000.0
+
+
+class _Settings(dict):
+    def getfloat(self, name: str, default: float = 0.0) -> float:
+        return float(self.get(name, default))
+
+    def getint(self, name: str, default: int = 0) -> int:
+        return int(self.get(name, default))
+
+
+# The verdicts' knobs at the declared defaults, as a crawl without other settings reads them.
+DEFAULT_PARAMS = VerdictParams.from_settings(_Settings(POLITE_DEFAULTS))
 
 
 def _rng() -> random.Random:
@@ -93,12 +106,18 @@ def test_429_and_503_carry_retry_after() -> None:
 
 
 def test_long_retry_after_parks() -> None:
-    v = classify_response(429, {"retry-after": str(2 * 24 * 3600)}, b"", NOW)
+    v = classify_response(429, {"retry-after": str(2 * 24 * 3600)}, b"", NOW,
+                          params=DEFAULT_PARAMS)
     assert v.park
-    short = classify_response(429, {"retry-after": "3600"}, b"", NOW)
+    short = classify_response(429, {"retry-after": "3600"}, b"", NOW, params=DEFAULT_PARAMS)
     assert not short.park
+    # Without the crawl's params the park is judged when the verdict is applied.
+    unjudged = classify_response(429, {"retry-after": str(2 * 24 * 3600)}, b"", NOW)
+    assert not unjudged.park
+    assert apply_verdict(FailureState(), unjudged, NOW, DEFAULT_PARAMS, _rng()).stopped \
+        == apply_verdict(FailureState(), v, NOW, DEFAULT_PARAMS, _rng()).stopped
     assert classify_response(
-        429, {"retry-after": "3600"}, b"", NOW, params=VerdictParams(park_after=60)
+        429, {"retry-after": "3600"}, b"", NOW, params=replace(DEFAULT_PARAMS, park_after=60)
     ).park
 
 
@@ -274,7 +293,7 @@ def test_breaker_after_five_failures_and_reset_by_success() -> None:
 
 
 def test_breaker_count_is_a_setting() -> None:
-    params = VerdictParams(breaker_failures=2)
+    params = replace(DEFAULT_PARAMS, breaker_failures=2)
     err = classify_response(502, {}, b"", NOW)
     s = apply_verdict(FailureState(), err, NOW, params, _rng())
     assert s.stopped is None
@@ -313,18 +332,10 @@ def test_park() -> None:
 
 
 def test_wait_scale_for_tests() -> None:
-    params = VerdictParams(wait_scale=0.01)
+    params = replace(DEFAULT_PARAMS, wait_scale=0.01)
     s = apply_verdict(FailureState(), classify_response(429, {"retry-after": "7"}, b"", NOW),
                       NOW, params, _rng())
     assert s.wait_until == pytest.approx(NOW + 0.07)
-
-
-class _Settings(dict):
-    def getfloat(self, name: str, default: float = 0.0) -> float:
-        return float(self.get(name, default))
-
-    def getint(self, name: str, default: int = 0) -> int:
-        return int(self.get(name, default))
 
 
 def test_params_from_settings_scale_only_for_test_origins() -> None:
@@ -337,11 +348,26 @@ def test_params_from_settings_scale_only_for_test_origins() -> None:
     assert VerdictParams.from_settings(_Settings()).wait_scale == 1.0
 
 
+def test_params_read_the_declared_defaults_without_the_add_on() -> None:
+    """The crawl's settings without the add-on (polite_settings) give the declared
+    defaults; no test scale set, waits are not scaled, even on a test origin."""
+    from scrapy.settings import Settings
+
+    from polite_crawler.defaults import polite_settings
+
+    params = VerdictParams.from_settings(polite_settings(Settings()), test_origin=True)
+    assert (params.backoff_max, params.breaker_failures, params.park_after,
+            params.backoff_base, params.retry_times, params.wait_scale) == (
+        POLITE_DEFAULTS["POLITE_BACKOFF_MAX"], POLITE_DEFAULTS["POLITE_BREAKER_FAILURES"],
+        POLITE_DEFAULTS["POLITE_RETRY_AFTER_PARK"], POLITE_DEFAULTS["POLITE_BACKOFF_BASE"],
+        POLITE_DEFAULTS["POLITE_RETRY_TIMES"], 1.0)
+
+
 def test_may_retry() -> None:
     assert may_retry(0, DEFAULT_PARAMS)
     assert may_retry(2, DEFAULT_PARAMS)
     assert not may_retry(3, DEFAULT_PARAMS)
-    assert not may_retry(0, VerdictParams(retry_times=0))
+    assert not may_retry(0, replace(DEFAULT_PARAMS, retry_times=0))
 
 
 def test_408_retried_with_backoff() -> None:

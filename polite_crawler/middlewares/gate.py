@@ -51,6 +51,7 @@ from scrapy.exceptions import IgnoreRequest, NotConfigured
 from scrapy.utils.misc import load_object
 
 from polite_crawler.context import polite_context
+from polite_crawler.defaults import polite_settings
 from polite_crawler.frontier.scheduler import FrontierScheduler
 from polite_crawler.handlers import LeaseLapsedError
 from polite_crawler.policy.verdicts import (
@@ -87,7 +88,7 @@ class GateMiddleware:
         self.ctx = polite_context(crawler)
         self.clock = self.ctx.clock
         self.rng = random.Random()
-        settings = crawler.settings
+        settings = polite_settings(crawler.settings)
         self._params = {
             test: VerdictParams.from_settings(settings, test_origin=test) for test in (False, True)
         }

@@ -1,13 +1,13 @@
 """What each response means for its origin.
 
-INTERFACE, agreed between the frontier (issue 3) and the verdicts (issue 5):
-the gate middleware calls ``classify_response`` / ``classify_exception`` for
-every exchange and ``apply_verdict`` to fold the verdict into the origin's
+INTERFACE between the frontier and the verdicts: the gate middleware calls
+``classify_response`` / ``classify_exception`` for every exchange and
+``apply_verdict`` to fold the verdict into the origin's
 :class:`FailureState`; the frontier's rest includes ``FailureState.wait_until``
 (not capped: a Retry-After above POLITE_BACKOFF_MAX is honoured in full, never
 shortened).
 
-The rules (seeds 002 and 003):
+The rules (the project's politeness rules, and RFC 9110 for Retry-After):
 
 * 429 and 503 wait for Retry-After (delta-seconds or HTTP-date, RFC 9110
   section 10.2.3); a value in the past, negative, zero or garbage counts as
@@ -95,45 +95,51 @@ class FailureState:
 
 
 class _Settings(Protocol):
-    def getfloat(self, name: str, default: float = ...) -> float: ...
-    def getint(self, name: str, default: int = ...) -> int: ...
+    def get(self, name: str) -> Any: ...
+    def getfloat(self, name: str) -> float: ...
+    def getint(self, name: str) -> int: ...
 
 
 @dataclass(frozen=True)
 class VerdictParams:
-    backoff_max: float = 300.0
-    breaker_failures: int = 5
-    park_after: float = 24 * 3600.0
-    backoff_base: float = 4.0  # first backoff is uniform in [base, 2 x base)
+    """The verdicts' knobs: the POLITE_* settings below (declared once, with their
+    defaults, in :mod:`polite_crawler.defaults`), read by :meth:`from_settings`, and
+    the fixed rules."""
+
+    backoff_max: float  # POLITE_BACKOFF_MAX
+    breaker_failures: int  # POLITE_BREAKER_FAILURES
+    park_after: float  # POLITE_RETRY_AFTER_PARK
+    backoff_base: float  # POLITE_BACKOFF_BASE: first backoff is uniform in [base, 2 x base)
+    retry_times: int  # POLITE_RETRY_TIMES: retries per request
     rate_limit_hits: int = 3  # 429s in a run that halve the steady rate
     rate_limit_factor: float = 2.0
-    retry_times: int = 3  # retries per request
     # Multiplies every wait (Retry-After and backoff). Below 1 only for tests on
     # loopback / POLITE_TEST_NETWORKS origins: :meth:`from_settings` forces 1.0 elsewhere.
     wait_scale: float = 1.0
 
     @classmethod
     def from_settings(cls, settings: _Settings, *, test_origin: bool = False) -> VerdictParams:
-        """Read the POLITE_* knobs (any object with Scrapy's ``getfloat``/``getint``).
+        """Read the POLITE_* knobs bare from ``settings`` holding every declared
+        default (:func:`polite_crawler.defaults.polite_settings` gives them; any object
+        with Scrapy's ``get``/``getfloat``/``getint``).
 
-        ``test_origin``: the origin is loopback or in POLITE_TEST_NETWORKS, where
-        POLITE_TEST_WAIT_SCALE may shrink waits; for any other origin a scale
-        below 1 is ignored (the server's wait is never shortened).
+        ``test_origin``: the origin is loopback or in POLITE_TEST_NETWORKS, where the
+        tests' own POLITE_TEST_WAIT_SCALE, when they set it, may shrink waits (it is no
+        crawl setting: absent, waits are as the rules say); for any other origin a
+        scale below 1 is ignored (the server's wait is never shortened).
         """
-        scale = settings.getfloat("POLITE_TEST_WAIT_SCALE", 1.0)
+        given = settings.get("POLITE_TEST_WAIT_SCALE")
+        scale = 1.0 if given is None else float(given)
         if scale <= 0 or (scale < 1.0 and not test_origin):
             scale = 1.0
         return cls(
-            backoff_max=settings.getfloat("POLITE_BACKOFF_MAX", 300.0),
-            breaker_failures=max(1, settings.getint("POLITE_BREAKER_FAILURES", 5)),
-            park_after=settings.getfloat("POLITE_RETRY_AFTER_PARK", 24 * 3600.0),
-            backoff_base=settings.getfloat("POLITE_BACKOFF_BASE", 4.0),
-            retry_times=max(0, settings.getint("POLITE_RETRY_TIMES", 3)),
+            backoff_max=settings.getfloat("POLITE_BACKOFF_MAX"),
+            breaker_failures=max(1, settings.getint("POLITE_BREAKER_FAILURES")),
+            park_after=settings.getfloat("POLITE_RETRY_AFTER_PARK"),
+            backoff_base=settings.getfloat("POLITE_BACKOFF_BASE"),
+            retry_times=max(0, settings.getint("POLITE_RETRY_TIMES")),
             wait_scale=scale,
         )
-
-
-DEFAULT_PARAMS = VerdictParams()
 
 _DELTA_SECONDS = re.compile(r"^\+?\d+(?:\.\d*)?$")
 
@@ -217,9 +223,11 @@ def classify_response(
     body_head: bytes,
     now: float,
     *,
-    params: VerdictParams = DEFAULT_PARAMS,
+    params: VerdictParams | None = None,
 ) -> Verdict:
-    """Verdict for a response; ``headers`` lower-case names; ``body_head`` the body as
+    """Verdict for a response; ``headers`` lower-case names; ``params`` the crawl's
+    (None: whether a Retry-After parks the origin is left to :func:`apply_verdict`,
+    which judges it again with the crawl's params); ``body_head`` the body as
     received, whole or cut no shorter than :data:`.challenges.BODY_HEAD_BYTES`: its
     first that many bytes, decoded, are searched for challenge markers, and the cut
     is made here, once, for every caller (the gate, the render handler, ``explain``).
@@ -246,11 +254,11 @@ def classify_response(
     if 300 <= status < 400:
         return Verdict(Action.OK, reason)
     wait = parse_retry_after(headers.get("retry-after"), now)
-    park = wait is not None and wait > params.park_after
+    park = params is not None and wait is not None and wait > params.park_after
     if status == 429:
         return Verdict(Action.RETRY_LATER, reason, wait=wait, rate_limited=True, park=park)
     if status == 503:
-        # Seed 002: "Five failures in sequence stop a host": a host that only
+        # The politeness rules: "five failures in sequence stop a host": a host that only
         # answers 503 is down, and it stops like any failing host.
         return Verdict(Action.RETRY_LATER, reason, wait=wait, failure=True, park=park)
     if status == 408:
