@@ -5,7 +5,8 @@ with ``-s EXTENSIONS``): it starts tracemalloc when the crawl is built (one fram
 trace), takes a snapshot every BENCH_TRACE_INTERVAL seconds and keeps the one with the
 most traced memory; when the crawl closes it writes that snapshot's allocations grouped
 by source line to BENCH_TRACE_OUT (JSON: ``{"total": bytes, "lines": {"file:line":
-bytes}}``).
+bytes}}``), and the same of a snapshot taken as it closes (``end_total``, ``end_lines``:
+what the crawl keeps once nothing is in flight).
 
 ``main`` runs :mod:`bench.descriptors` twice at the same request rate (N and 2 N sites,
 rests R and 2 R) with the extension on, and prints the source lines whose memory grew the
@@ -60,13 +61,20 @@ class TraceMemory:
     def closed(self) -> None:
         if self.loop is not None and self.loop.running:
             self.loop.stop()
-        lines: dict[str, int] = {}
-        if self.best is not None:
-            for stat in self.best.statistics("lineno"):
-                frame = stat.traceback[0]
-                lines[f"{frame.filename}:{frame.lineno}"] = stat.size
-        self.out.write_text(json.dumps({"total": self.best_total, "lines": lines}))
+        end = tracemalloc.take_snapshot()  # what the crawl keeps once nothing is in flight
+        self.out.write_text(json.dumps({
+            "total": self.best_total, "lines": _by_line(self.best),
+            "end_total": tracemalloc.get_traced_memory()[0], "end_lines": _by_line(end)}))
         tracemalloc.stop()
+
+
+def _by_line(snapshot: tracemalloc.Snapshot | None) -> dict[str, int]:
+    lines: dict[str, int] = {}
+    if snapshot is not None:
+        for stat in snapshot.statistics("lineno"):
+            frame = stat.traceback[0]
+            lines[f"{frame.filename}:{frame.lineno}"] = stat.size
+    return lines
 
 
 def main(argv: list[str]) -> int:
@@ -86,14 +94,16 @@ def main(argv: list[str]) -> int:
                           "-s", f"BENCH_TRACE_OUT={out}"])
         traces[n] = json.loads(out.read_text())
     small, big = traces[a.sites], traces[2 * a.sites]
-    per_site = (big["total"] - small["total"]) / a.sites
-    print(f"\ntraced memory at the peak: N={a.sites}: {small['total'] / 2**20:.1f} MB, "
-          f"N={2 * a.sites}: {big['total'] / 2**20:.1f} MB; {per_site / 1024:.1f} KB a site")
-    grew = sorted(((big["lines"].get(k, 0) - small["lines"].get(k, 0), k)
-                   for k in set(big["lines"]) | set(small["lines"])), reverse=True)
-    print(f"{'KB a site':>10}  source line")
-    for size, line in grew[:a.top]:
-        print(f"{size / a.sites / 1024:>10.2f}  {line}")
+    for when, total, lines in (("at the peak", "total", "lines"),
+                               ("at the end (kept)", "end_total", "end_lines")):
+        per_site = (big[total] - small[total]) / a.sites
+        print(f"\ntraced memory {when}: N={a.sites}: {small[total] / 2**20:.1f} MB, "
+              f"N={2 * a.sites}: {big[total] / 2**20:.1f} MB; {per_site / 1024:.1f} KB a site")
+        grew = sorted(((big[lines].get(k, 0) - small[lines].get(k, 0), k)
+                       for k in set(big[lines]) | set(small[lines])), reverse=True)
+        print(f"{'KB a site':>10}  source line")
+        for size, line in grew[:a.top]:
+            print(f"{size / a.sites / 1024:>10.2f}  {line}")
     return 0
 
 
