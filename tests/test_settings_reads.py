@@ -30,12 +30,7 @@ ROOT = Path(polite_crawler.__file__).parent
 # Modules other work is converting now (paths under polite_crawler/; a trailing "/"
 # takes a whole package). They are checked once converted. This list only shrinks:
 # never add a module to it, take one off when it passes.
-NOT_YET_CONVERTED: tuple[str, ...] = (
-    # the frontier and its politeness per server
-    "frontier/core.py",
-    "frontier/redis_frontier.py",
-    "frontier/redis_shared.py",
-)
+NOT_YET_CONVERTED: tuple[str, ...] = ()
 
 # Modules whose settings are checked whatever the list above says (the stores, and
 # the components that open them): no POLITE_* read with a fallback of its own, not
@@ -51,7 +46,15 @@ SETTINGS_CHECKED: tuple[str, ...] = (
 )
 
 # Functions allowed over MAX_LINES, "module:qualified name" -> why. At most three.
-LONG_FUNCTIONS: dict[str, str] = {}
+LONG_FUNCTIONS: dict[str, str] = {
+    "frontier/redis_frontier.py:RedisFrontier.plan":
+        "one batch's decision for each owned origin: the decisions share the batch's "
+        "running excess over the share, its deferred state writes and its wake-ups, "
+        "which each part of a split would pass around",
+    "frontier/redis_shared.py:RedisShared.batch":
+        "one pipeline round trip: the replies are read back by position, in the order "
+        "the commands were queued, so the writing and the reading stay side by side",
+}
 MAX_LINES = 80
 
 # Where POLITE_DEFAULTS may be named: its declaration, and the add-on that loads it.

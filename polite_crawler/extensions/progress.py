@@ -41,17 +41,8 @@ def robots_waits(frontier: Frontier, now: float) -> int:
     book = frontier.robots_book()
     if book is None:
         return 0
-    n = 0
-    for origin, rec in frontier._origins.items():  # read only, as frontier_snapshot reads it
-        if origin in frontier.stopped or rec.in_flight is not None \
-                or not (rec.queued or rec.transient):
-            continue
-        state = rec.state
-        if state.failure.wait_until > now or state.next_allowed > now:
-            continue  # counted as waiting on the server or resting
-        if not book.ready(origin) and book.retry_at(origin) > now:
-            n += 1
-    return n
+    return sum(1 for origin in frontier.ready_origins(now)
+               if not book.ready(origin) and book.retry_at(origin) > now)
 
 
 def progress_line(snap: dict[str, float], rate: float | None) -> str:

@@ -77,7 +77,7 @@ from polite_crawler.policy.servers import (
 from polite_crawler.policy.urls import host_of_origin
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator
 
     from polite_crawler.interfaces import OriginLeases, URLQueue
     from polite_crawler.policy.verdicts import FailureState
@@ -493,37 +493,54 @@ class Frontier:
             self._reheap(origin, rec, retry, ahead=False, after=now)
             return None
         else:
-            rec.robots_fetches = 0  # robots.txt is usable: the fetch streak ends
-            if budget_left(rec.state, self.config.budget, now) <= 0 or (
-                    owner is not None and budget_left(owner.state, self.config.budget,
-                                                      now) <= 0):
-                self._drop_all(origin, rec, "budget_exhausted")
-                logger.info("Daily budget of %(origin)s is spent; its queue is dropped",
-                            {"origin": origin})
+            row = self._content_row(origin, rec, owner, robots, now)
+            if row is None:
                 return None
-            while True:
-                row = self.queue.head(origin)
-                if row is None:
-                    self.pending -= rec.queued
-                    rec.queued = 0
-                    return None
-                if robots is not None and not robots.allowed(row.url):
-                    self.queue.delete(row.id)
-                    rec.queued -= 1
-                    self.pending -= 1
-                    self.count("polite/robots/disallowed", 1)
-                    logger.debug("Forbidden by robots.txt: %(url)s", {"url": row.url})
-                    continue
-                break
-        # The host's lease first (processes sharing the state DB), then the origin's.
+        if not self._lease(origin, rec, kind, now, send_at):
+            return None
+        return self._hand_out(origin, rec, kind, row, server=server, owner=owner, now=now,
+                              send_at=send_at)
+
+    def _content_row(self, origin: str, rec: _Origin, owner: _Owner | None, robots: Any,
+                     now: float) -> Row | None:
+        """The origin's next row its robots.txt allows, within the daily budgets of
+        the origin and its owner (None: nothing to send; a spent budget drops the
+        queue, a disallowed row is deleted)."""
+        rec.robots_fetches = 0  # robots.txt is usable: the fetch streak ends
+        if budget_left(rec.state, self.config.budget, now) <= 0 or (
+                owner is not None and budget_left(owner.state, self.config.budget,
+                                                  now) <= 0):
+            self._drop_all(origin, rec, "budget_exhausted")
+            logger.info("Daily budget of %(origin)s is spent; its queue is dropped",
+                        {"origin": origin})
+            return None
+        while True:
+            row = self.queue.head(origin)
+            if row is None:
+                self.pending -= rec.queued
+                rec.queued = 0
+                return None
+            if robots is not None and not robots.allowed(row.url):
+                self.queue.delete(row.id)
+                rec.queued -= 1
+                self.pending -= 1
+                self.count("polite/robots/disallowed", 1)
+                logger.debug("Forbidden by robots.txt: %(url)s", {"url": row.url})
+                continue
+            return row
+
+    def _lease(self, origin: str, rec: _Origin, kind: str, now: float,
+               send_at: float) -> bool:
+        """Take the host's lease, then the origin's (processes sharing the state DB);
+        refused, the origin is placed again at the time the answer gives."""
         host_lease = None
         if self.host_store is not None:
             host_lease = self.host_store.try_lease(
-                host.state.origin, now, self.config.lease_ttl, rec.params.base(False),
-                state=host.state, send_at=send_at,
+                rec.host.state.origin, now, self.config.lease_ttl, rec.params.base(False),
+                state=rec.host.state, send_at=send_at,
             )
-            host.state = host_lease.state
-            host.leased = host_lease.taken
+            rec.host.state = host_lease.state
+            rec.host.leased = host_lease.taken
         if host_lease is not None and not host_lease.taken:
             lease = host_lease
         else:
@@ -533,7 +550,7 @@ class Frontier:
             )
             rec.state = lease.state
             if not lease.taken:
-                self._unlease_host(host, now)
+                self._unlease_host(rec.host, now)
         if not lease.taken:
             if kind == ROBOTS:
                 rec.robots_fetches -= 1
@@ -545,9 +562,15 @@ class Frontier:
             # asked again at its time.
             ahead = lease.answer is LeaseAnswer.RESTING
             self._reheap(origin, rec, retry, ahead=ahead, after=now)
-            return None
+            return False
+        return True
+
+    def _hand_out(self, origin: str, rec: _Origin, kind: str, row: Row | None, *,
+                  server: _Server | None, owner: _Owner | None, now: float,
+                  send_at: float) -> Dispatch:
+        """The leases taken: the request goes out, counted where it is bounded."""
         token = next(self._tokens)
-        host.in_flight = origin
+        rec.host.in_flight = origin
         if server is not None:
             rec.sent_at = sent(server.state, server.in_flight)
             server.in_flight += 1
@@ -940,6 +963,20 @@ class Frontier:
         """A request of the origin is out, or a transient one waits: it must not go elsewhere."""
         rec = self._origins.get(origin)
         return rec is not None and (rec.in_flight is not None or bool(rec.transient))
+
+    def ready_origins(self, now: float) -> Iterator[str]:
+        """Origins the frontier's own rules would let send at ``now``: not stopped, nothing
+        in flight, a row or a transient request waiting, neither waiting on the server (a
+        backoff, a Retry-After) nor resting (read only, as :func:`frontier_snapshot` reads
+        them)."""
+        for origin, rec in self._origins.items():
+            if origin in self.stopped or rec.in_flight is not None \
+                    or not (rec.queued or rec.transient):
+                continue
+            state = rec.state
+            if state.failure.wait_until > now or state.next_allowed > now:
+                continue
+            yield origin
 
     def origins_with_transient(self) -> list[str]:
         """Origins with a transient request waiting (a redirected robots.txt fetch)."""

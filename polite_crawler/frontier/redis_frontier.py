@@ -786,57 +786,64 @@ class RedisFrontier:
                 own.empty_since = 0.0
                 self.frontier.set_queued(origin, len(own.buffer) + own.remote)
         for res in out.results:
-            own = q.own.get(res.origin)
-            if own is None or res.status == 3:
-                continue
-            if res.status == 4:
-                # Claimed with their push: highest priority first, then first in.
-                got = sorted(res.rows, key=lambda raw: -int(raw[:raw.index(b" ")]))
-                own.buffer.extend(q.claimed(res.origin, raw) for raw in got)
-                own.empty_since = 0.0
-                self.frontier.set_queued(res.origin, len(own.buffer) + own.remote)
-                continue
-            if res.status == 0:
-                self.count("polite/redis/origin_lost", 1)
-                logger.warning("%(origin)s: another worker owns it now", {"origin": res.origin})
-                self._forget(res.origin)
-                continue
-            if res.status == 2:
-                self.count("polite/redis/origin_given_back", 1)
-                self._forget(res.origin)
-                continue
-            if res.gone:
-                # Done by the last owner after it lost the origin: not fetched again.
-                gone = set(res.gone)
-                keep: deque[Row] = deque()
-                for row in own.buffer:
-                    if q.rows.get(row.id, ("", b"", b""))[1] in gone:
-                        q.rows.pop(row.id, None)
-                        own.ids.discard(row.id)
-                        self.count("polite/redis/done_elsewhere", 1)
-                    else:
-                        keep.append(row)
-                own.buffer = keep
-            for raw in res.rows:
-                own.buffer.append(q.claimed(res.origin, raw))
-            if res.queued < 0:
-                continue  # no rows asked for: the counts were not read
-            own.remote = res.queued
-            # A batch whose reply was lost may have claimed rows this worker never saw:
-            # giving the origin back (when idle) puts them back in the queue.
-            own.orphans = res.claimed_total > len(own.ids)
-            empty = res.queued == 0 and res.claimed_total == 0 and res.origin not in still
-            if not empty:
-                own.empty_since = 0.0
-            elif not own.empty_since:
-                own.empty_since = plan.now
-            self.frontier.set_queued(res.origin, len(own.buffer) + own.remote)
+            self._apply_result(res, plan.now, still)
         for t in out.taken:
             self._adopt(t, plan.now)
         if out.robots:
             book = self.frontier.robots_book()
             if book is not None:
                 book.preload(out.robots, trust=max(2 * self.interval, 1.0))
+
+    def _apply_result(self, res: SyncResult, now: float, still: set[str]) -> None:
+        """One owned origin's answer from the batch: rows claimed, the origin lost or
+        given back, rows done elsewhere dropped, the counts in Redis learnt (``still``:
+        the origins Redis still counts active)."""
+        q = self.queue
+        own = q.own.get(res.origin)
+        if own is None or res.status == 3:
+            return
+        if res.status == 4:
+            # Claimed with their push: highest priority first, then first in.
+            got = sorted(res.rows, key=lambda raw: -int(raw[:raw.index(b" ")]))
+            own.buffer.extend(q.claimed(res.origin, raw) for raw in got)
+            own.empty_since = 0.0
+            self.frontier.set_queued(res.origin, len(own.buffer) + own.remote)
+            return
+        if res.status == 0:
+            self.count("polite/redis/origin_lost", 1)
+            logger.warning("%(origin)s: another worker owns it now", {"origin": res.origin})
+            self._forget(res.origin)
+            return
+        if res.status == 2:
+            self.count("polite/redis/origin_given_back", 1)
+            self._forget(res.origin)
+            return
+        if res.gone:
+            # Done by the last owner after it lost the origin: not fetched again.
+            gone = set(res.gone)
+            keep: deque[Row] = deque()
+            for row in own.buffer:
+                if q.rows.get(row.id, ("", b"", b""))[1] in gone:
+                    q.rows.pop(row.id, None)
+                    own.ids.discard(row.id)
+                    self.count("polite/redis/done_elsewhere", 1)
+                else:
+                    keep.append(row)
+            own.buffer = keep
+        for raw in res.rows:
+            own.buffer.append(q.claimed(res.origin, raw))
+        if res.queued < 0:
+            return  # no rows asked for: the counts were not read
+        own.remote = res.queued
+        # A batch whose reply was lost may have claimed rows this worker never saw:
+        # giving the origin back (when idle) puts them back in the queue.
+        own.orphans = res.claimed_total > len(own.ids)
+        empty = res.queued == 0 and res.claimed_total == 0 and res.origin not in still
+        if not empty:
+            own.empty_since = 0.0
+        elif not own.empty_since:
+            own.empty_since = now
+        self.frontier.set_queued(res.origin, len(own.buffer) + own.remote)
 
     def _robots_remote(self) -> bool:
         """Whether the robots.txt book keeps its entries in Redis (read in the batch)."""

@@ -14,12 +14,13 @@ from dataclasses import asdict
 from typing import Any
 
 from polite_crawler.policy.blocks import Block
-from polite_crawler.store.redis_keys import PREFIX, TIMEOUT, redis_client, redis_errors
-
-
-def blocks_key(prefix: str = PREFIX) -> str:
-    """The one hash of every block (not an origin's key: read whole, it is small)."""
-    return f"{prefix}:blocks"
+from polite_crawler.store.redis_keys import (
+    PREFIX,
+    TIMEOUT,
+    blocks_key,
+    redis_client,
+    redis_errors,
+)
 
 
 def _decode(origin: str, raw: Any) -> Block | None:
@@ -58,4 +59,4 @@ class RedisBlockStore:
         self.r.close()
 
 
-__all__ = ["RedisBlockStore", "blocks_key"]
+__all__ = ["RedisBlockStore"]

@@ -2,7 +2,8 @@
 
 The frontier (:mod:`polite_crawler.frontier.redis_shared`), the robots.txt cache
 (:mod:`polite_crawler.store.redis_robots`), the opt-out list
-(:mod:`polite_crawler.store.redis_optout`) and the operator's commands (through
+(:mod:`polite_crawler.store.redis_optout`), the remembered refusals
+(:mod:`polite_crawler.store.redis_blocks`) and the operator's commands (through
 :mod:`polite_crawler.store.reader`) all name keys through these functions; this module
 imports nothing of the project, so none of them imports another for a key's name.
 
@@ -138,6 +139,12 @@ def optout_key(part: str, prefix: str = PREFIX) -> str:
     """``P:{optout}:<part>``: ``list``, ``version``, ``log``, ``jobs``, ``acks``, or
     ``alive:<job>`` (a job's heartbeat)."""
     return f"{prefix}:{{optout}}:{part}"
+
+
+def blocks_key(prefix: str = PREFIX) -> str:
+    """The one hash of every remembered refusal (field: the origin; not an origin's
+    key: read whole, it is small)."""
+    return f"{prefix}:blocks"
 
 
 def origin_of_key(key: bytes | str) -> str:
