@@ -890,8 +890,8 @@ def bounds_lines(d: dict[str, Any]) -> list[str]:
     bu = ow["budget"]
     lines.append(f"owner {ow['domain']} (registrable domain, shared by its hosts):")
     if bu["used_today"] is None:
-        lines.append(f"  budget: {bu['limit']} pages a day (POLITE_HOST_BUDGET), counted by "
-                     "each worker in its memory: not stored")
+        lines.append("  budget: not applied on a cluster yet; each origin's own "
+                     f"{bu['limit']} pages a day (POLITE_HOST_BUDGET) holds")
     else:
         lines.append(f"  budget: {bu['used_today']} of {bu['limit']} pages today (UTC) across "
                      "its hosts (POLITE_HOST_BUDGET)"

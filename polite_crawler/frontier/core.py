@@ -199,6 +199,7 @@ class Frontier:
         hosts: OriginLeases | None = None,
         address_of: Callable[[str], str | None] | None = None,
         owners: OriginLeases | None = None,
+        owner_budget: bool = True,
     ) -> None:
         self.queue = queue
         self.origin_store = origins
@@ -214,6 +215,11 @@ class Frontier:
         # Owner rows (their budget) shared by processes (the embedded backend), written
         # at each checkpoint; None: this process's count alone.
         self.owner_store = owners
+        # Whether the owner's daily budget applies (False on a cluster: it needs a
+        # count every worker shares, which Redis does not hold yet, and one worker's
+        # own count, kept through a takeover whose last second Redis lost, was spent
+        # a page early; there each origin's budget, in Redis, is the only one).
+        self._owner_budget = owner_budget
         self._owners: dict[str, _Owner] = {}
         self._owners_dirty: set[str] = set()
         self.config = config
@@ -375,7 +381,8 @@ class Frontier:
         now = self.clock()
         if budget_left(rec.state, self.config.budget, now) <= 0:
             return "budget_exhausted"
-        if rec.owner is not None and budget_left(rec.owner.state, self.config.budget, now) <= 0:
+        if (self._owner_budget and rec.owner is not None
+                and budget_left(rec.owner.state, self.config.budget, now) <= 0):
             return "budget_exhausted"  # the owner's: shared by its hosts
         return None
 
@@ -508,8 +515,8 @@ class Frontier:
         queue, a disallowed row is deleted)."""
         rec.robots_fetches = 0  # robots.txt is usable: the fetch streak ends
         if budget_left(rec.state, self.config.budget, now) <= 0 or (
-                owner is not None and budget_left(owner.state, self.config.budget,
-                                                  now) <= 0):
+                self._owner_budget and owner is not None
+                and budget_left(owner.state, self.config.budget, now) <= 0):
             self._drop_all(origin, rec, "budget_exhausted")
             logger.info("Daily budget of %(origin)s is spent; its queue is dropped",
                         {"origin": origin})

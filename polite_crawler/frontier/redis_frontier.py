@@ -452,7 +452,8 @@ class RedisFrontier:
         self.origin_store = LocalLeases(self.queue.own)
         self.queue.holds = self.holds
         self.origin_store.retry = interval
-        self.frontier = Frontier(self.queue, self.origin_store, config, clock=clock, **kwargs)
+        self.frontier = Frontier(self.queue, self.origin_store, config, clock=clock,
+                                 owner_budget=False, **kwargs)
         self.clock = clock
         self.shared = shared
         self.ttl = ttl
