@@ -420,8 +420,11 @@ def test_an_origin_whose_take_a_restart_lost_waits_the_restart_plus_the_timeout(
     ca.t += 0.2 + REST
     assert a.frontier.pop() is not None  # /2 goes out: A's request is on the wire
     r = redis_server.client()
-    # What the lost second held: A's take (the origin free again, as before it).
+    # What the lost second held: A's take (the origin free again, as before it), and
+    # the take of its host's group made in the same batch (the group free again).
     r.hdel(origin_key(ORIGIN), "owner")
+    r.hset(a.shared.gkey(ORIGIN), "owner", "")
+    r.hdel(a.shared.gkey(ORIGIN), f"m:{ORIGIN}")
     r.sadd(a.shared.free_key, ORIGIN)
     before = time.time()  # Redis starts after this
     redis_server.restart()
