@@ -144,6 +144,10 @@ def test_a_fresh_startproject_with_the_add_on(tmp_path: Path, web_factory: Any) 
     web: TestWeb = web_factory({A: small_site()})
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     env.pop("POLITE_STATE_DIR", None)
+    # The new project's own settings: an earlier test's get_project_settings() leaves
+    # this project's module in the environment, and a child scrapy would read it.
+    env.pop("SCRAPY_SETTINGS_MODULE", None)
+    env.pop("SCRAPY_PROJECT", None)
     subprocess.run([sys.executable, "-m", "scrapy", "startproject", "acme"], cwd=tmp_path,
                    env=env, check=True, capture_output=True, timeout=120)
     project = tmp_path / "acme"
