@@ -41,7 +41,7 @@ POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 
 # One scheduler for both backends; each backend is a driver it runs.
 SCHEDULER = "polite_crawler.frontier.scheduler.FrontierScheduler"
-EMBEDDED_DRIVER = "polite_crawler.frontier.scheduler.EmbeddedDriver"
+EMBEDDED_DRIVER = "polite_crawler.frontier.embedded.EmbeddedDriver"
 CLUSTER_DRIVER = "polite_crawler.frontier.redis_scheduler.ClusterDriver"
 
 # Seconds an operator's command waits for Redis at least: it is not on a crawl's event

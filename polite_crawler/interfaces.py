@@ -144,7 +144,7 @@ class URLQueue(Protocol):
 
 class FrontierDriver(Protocol):
     """How the frontier scheduler opens, runs and closes its backend
-    (:class:`polite_crawler.frontier.scheduler.EmbeddedDriver`,
+    (:class:`polite_crawler.frontier.embedded.EmbeddedDriver`,
     :class:`polite_crawler.frontier.redis_scheduler.ClusterDriver`); the scheduler's
     rules (admission, URL rows, the gate's side, waking the engine) are the same."""
 

@@ -24,7 +24,8 @@ from demo.web.server import Site, page
 from polite_crawler.backend import backend_of
 from polite_crawler.context import polite_context
 from polite_crawler.frontier.admission import canonical_origin
-from polite_crawler.frontier.scheduler import URL_ROW, FrontierScheduler
+from polite_crawler.frontier.scheduler import FrontierScheduler
+from polite_crawler.frontier.url_rows import URL_ROW
 from polite_crawler.middlewares.trapmemory import TRAIL, TrapMemoryMiddleware
 from polite_crawler.middlewares.traps import DEPTH, TrapMiddleware
 from polite_crawler.policy.rest import charge_budget
@@ -356,7 +357,7 @@ def test_url_row_meta_of_its_own_and_its_template_after_a_restart(tmp_path) -> N
     f = s.scheduler.frontier
     assert f is not None
     f.queue.commit()
-    s.scheduler._template_by_id.clear()  # as a restarted process: read from the file
+    s.scheduler.url_rows._by_id.clear()  # as a restarted process: read from the file
     got = {}
     for _ in range(2):
         request = s.scheduler.next_request()

@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scrapy.utils.test import get_crawler
 
-from polite_crawler.frontier import scheduler as scheduler_module
+from polite_crawler.frontier import seen as seen_module
 from polite_crawler.frontier.admission import (
     BAD_URL,
     Judged,
@@ -26,7 +26,8 @@ from polite_crawler.frontier.admission import (
     canonical_origin,
     safe_origin,
 )
-from polite_crawler.frontier.scheduler import SEEN_URLS_KEPT, FrontierScheduler
+from polite_crawler.frontier.scheduler import FrontierScheduler
+from polite_crawler.frontier.seen import SEEN_URLS_KEPT
 from polite_crawler.policy import traps
 from polite_crawler.policy.traps import (
     LOW_YIELD,
@@ -180,9 +181,10 @@ class _Job:
     def open(self) -> None:
         self.scheduler = FrontierScheduler.from_crawler(self.crawler)
         self.scheduler.open(self.spider)
-        assert (self.scheduler._seen_urls is not None) is True  # the embedded queue
+        seen = self.scheduler.seen
+        assert seen is not None and (seen.known is not None) is True  # the embedded queue
         if not self.keep:
-            self.scheduler._seen_urls = None  # every URL asked of the seen set
+            seen.known = None  # every URL asked of the seen set
 
     def restart(self) -> None:
         self.scheduler.close("shutdown")
@@ -214,8 +216,8 @@ def test_seen_urls_kept_answer_as_the_seen_set(kept: int, ops: list[tuple[str, A
     # The same batches (repeats inside one too), restarts on the same JOBDIR, origins
     # stopped and their rows dropped (scrapy forget's way in a live job), URLs marked
     # seen (rel=canonical): the same counts, stats and rows as asking the seen set.
-    saved = scheduler_module.SEEN_URLS_KEPT
-    scheduler_module.SEEN_URLS_KEPT = kept  # a small memory: forgotten all at once often
+    saved = seen_module.SEEN_URLS_KEPT
+    seen_module.SEEN_URLS_KEPT = kept  # a small memory: forgotten all at once often
     with tempfile.TemporaryDirectory() as tmp:
         jobs = [_Job(Path(tmp) / "kept", True), _Job(Path(tmp) / "asked", False)]
         try:
@@ -237,7 +239,7 @@ def test_seen_urls_kept_answer_as_the_seen_set(kept: int, ops: list[tuple[str, A
                 assert len(set(answers)) <= 1, (op, arg, answers)
             assert jobs[0].state() == jobs[1].state()
         finally:
-            scheduler_module.SEEN_URLS_KEPT = saved
+            seen_module.SEEN_URLS_KEPT = saved
             for job in jobs:
                 job.scheduler.close("finished")
 
@@ -249,7 +251,7 @@ def test_a_url_answered_seen_is_not_asked_again(tmp_path: Path) -> None:
         assert job.queue([f"{O1}/a", f"{O1}/c"]) == 1
         f = job.scheduler.frontier
         assert f is not None
-        assert job.scheduler._seen_urls == {f"{O1}/a"}
+        assert job.scheduler.seen is not None and job.scheduler.seen.known == {f"{O1}/a"}
         # Out of the seen set behind the scheduler's back (no live job does this: forget
         # edits the queue of a job that is not running, and never its seen set): the
         # memory answers, the file is not asked.

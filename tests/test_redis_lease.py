@@ -287,8 +287,8 @@ def test_without_the_setting_the_embedded_frontier_stays():
     from scrapy.utils.test import get_crawler
 
     from polite_crawler.backend import backend_of
+    from polite_crawler.frontier.embedded import EmbeddedDriver
     from polite_crawler.frontier.redis_scheduler import ClusterDriver
-    from polite_crawler.frontier.scheduler import EmbeddedDriver
     from tests.crawl import project_settings_dict
 
     plain = get_crawler(settings_dict=project_settings_dict())

@@ -15,7 +15,8 @@ from scrapy.utils.reactor import CallLaterOnce
 from demo.web.server import Req, Resp, Site, overlaps, page, short_rests
 from polite_crawler.extensions.accesslog import read_access_log
 from polite_crawler.frontier.core import DISPATCH_MARGIN
-from polite_crawler.frontier.scheduler import FrontierScheduler, wake_engine
+from polite_crawler.frontier.scheduler import FrontierScheduler
+from polite_crawler.frontier.wake import wake_engine
 from polite_crawler.spiders.site import SiteSpider
 from tests.crawl import run_crawl
 
@@ -63,7 +64,7 @@ class HookSpider(SiteSpider):
 async def test_engine_wake_hook_has_not_moved(web_factory, tmp_path) -> None:
     # The scheduler wakes the engine through a private hook; Scrapy is pinned to 2.19.
     # If this fails after an upgrade, find the new way to make the engine call
-    # next_request at once, and fix polite_crawler.frontier.scheduler.wake_engine.
+    # next_request at once, and fix polite_crawler.frontier.wake.wake_engine.
     assert scrapy.__version__.startswith("2.19.")
     web = web_factory({"127.0.0.1": chain_site(1)})
     result = await run_crawl(HookSpider, settings(tmp_path), url=web.url("127.0.0.1"))

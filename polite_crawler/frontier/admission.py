@@ -12,7 +12,7 @@ questions, in the same order, counted under the same stats:
    (``low_yield``), then, for a page (not a discovery fetch), the URL length, a
    canonical form (``bad_url``), the depth, the query-parameter count and a
    repeated path segment. Counted ``polite/traps/<reason>``.
-2. The frontier's own checks (``FrontierScheduler`` ``_admit``): the seen set
+2. The frontier's own checks (:class:`FrontierChecks`): the seen set
    (``polite/frontier/duplicate``), an origin stopped this run
    (``polite/frontier/stopped``), the daily budget
    (``polite/frontier/budget_exhausted``), and robots.txt where the origin's copy
@@ -25,19 +25,33 @@ the same outcome and the same stats.
 
 from __future__ import annotations
 
+import logging
+from collections import Counter
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from polite_crawler.policy.traps import DEPTH, LOW_YIELD, URL_LENGTH, TrapLimits, url_trap
 from polite_crawler.policy.urls import URLError, canonicalize, origin_of
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
+    from polite_crawler.context import PoliteContext
+    from polite_crawler.frontier.core import Frontier
+    from polite_crawler.frontier.seen import SeenSet
     from polite_crawler.policy.traps import YieldMonitor
 
+logger = logging.getLogger(__name__)
+
 BAD_URL = "bad_url"
+# A refusal of the frontier's checks -> its stats key (the same on both ways in).
+REFUSED = {
+    "duplicate": "polite/frontier/duplicate",
+    "stopped": "polite/frontier/stopped",
+    "budget_exhausted": "polite/frontier/budget_exhausted",
+    "disallowed": "polite/robots/disallowed",
+}
 # URLs whose reading (canonical form, origin, page rules but the depth) a UrlRules keeps:
 # a site's navigation links come again on every page of it.
 READINGS_KEPT = 8192
@@ -201,3 +215,87 @@ def canonical_origin(canonical: str) -> str:
     if "@" in canonical[start:end]:
         return origin_of(canonical)
     return canonical[:end]
+
+
+class FrontierChecks:
+    """The frontier's own checks (step 2 of the module docstring), counted.
+
+    ``seen``: the crawl's seen set; ``ctx``: the crawl's context, whose robots.txt
+    book is read as each batch is judged; ``count``: adds to a stats key. Each check
+    is of the frontier (the core) it is given.
+    """
+
+    def __init__(self, seen: SeenSet, ctx: PoliteContext,
+                 count: Callable[[str, int], None]) -> None:
+        self.seen = seen
+        self.ctx = ctx
+        self.count = count
+
+    def admit(self, f: Frontier,
+              candidates: list[tuple[str, str, bytes | None]]) -> list[str | None]:
+        """The checks for ``(origin, url, fingerprint)``: a refusal or None each.
+
+        One function for a Request and for a batch of URL rows: the seen set (no
+        fingerprint: not checked), the origin's stop, its budget, and its robots.txt
+        when the copy is known already. Refusals are counted.
+        """
+        fps = [fp for _o, _u, fp in candidates if fp is not None]
+        fresh = self.seen.add(f.queue, fps)
+        if len(fps) < len(candidates):  # a Request with dont_filter: not in the seen set
+            it = iter(fresh)
+            fresh = [fp is None or next(it) for _o, _u, fp in candidates]
+        return self.admit_many(f, [o for o, _u, _fp in candidates],
+                               [u for _o, u, _fp in candidates], fresh)
+
+    def admit_many(self, f: Frontier, origins: list[str], urls: list[str],
+                   fresh: list[bool]) -> list[str | None]:
+        """:meth:`admit` of URLs whose seen-set answers are in: ``fresh`` (False: seen)."""
+        # origin -> (f.admit(origin), its robots.txt rules or None when they let every
+        # URL through now), worked out once a batch, for an origin with a new URL only
+        checks: dict[str, tuple[str | None, Any]] = {}
+        out: list[str | None] = []
+        refused: Counter[str] = Counter()
+        last_origin = "\0"
+        reason: str | None = None
+        rules: Any = None
+        found: tuple[str | None, Any] | None
+        for origin, url, new in zip(origins, urls, fresh, strict=True):
+            if not new:
+                out.append("duplicate")
+                refused["duplicate"] += 1
+                continue
+            if origin != last_origin:
+                found = checks.get(origin)
+                if found is None:
+                    found = checks[origin] = self._origin_checks(f, origin)
+                last_origin, (reason, rules) = origin, found
+            if reason is not None:
+                refused[reason] += 1
+                out.append(reason)
+            elif rules is not None and not rules.allowed(url):
+                refused["disallowed"] += 1
+                out.append("disallowed")
+            else:
+                out.append(None)
+        for why, n in refused.items():
+            self.count(REFUSED[why], n)
+        if refused["disallowed"] and logger.isEnabledFor(logging.DEBUG):
+            for url, verdict in zip(urls, out, strict=True):
+                if verdict == "disallowed":
+                    logger.debug("Forbidden by robots.txt: %(url)s", {"url": url})
+        return out
+
+    def _origin_checks(self, f: Frontier, origin: str) -> tuple[str | None, Any]:
+        """``(f.admit(origin), rules)``: ``rules`` is the origin's robots.txt copy in use
+        now, None where none is (not known yet, a 4xx allow-all, not read here) or where
+        it lets every URL through."""
+        reason = f.admit(origin)
+        robots = self.ctx.robots
+        if reason is not None or robots is None:
+            return reason, None
+        if robots.remote and not robots.cached(origin):
+            # Not read here (a round trip on the reactor): the owner's take batch reads
+            # it, and the dispatch judges the URL.
+            return reason, None
+        rules = robots.rules(origin) if robots.ready(origin) else None
+        return reason, None if rules is None or rules.allows_all else rules

@@ -146,7 +146,7 @@ def _migrate(conn: sqlite3.Connection, known_urls: Iterable[str],
     for row_id, prio, url, data in rows:
         d: dict[str, Any] | None = None
         if data[:1] in (b"", b"u"):
-            # A URL row (frontier.scheduler.URL_ROW: its URL is this column, its meta
+            # A URL row (frontier.url_rows.URL_ROW: its URL is this column, its meta
             # names no URL) or a request kept in memory only: a GET of the column's URL.
             key = ("GET", b"")
         else:
