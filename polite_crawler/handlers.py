@@ -33,11 +33,15 @@ HTTP/1.1 handler with these changes:
   Where the kernel has no ``TCP_INFO`` both keys are absent and the gate times the
   exchange itself.
 * **Connections follow requests in flight, not sites.** A kept-alive connection
-  waits in the pool for its host's next request only when that may come within
-  POLITE_KEEPALIVE_IDLE (the base rest for the request's kind is shorter:
-  :func:`polite_crawler.policy.descriptors.keep_for`), is closed at once otherwise and
-  after that long idle, and at most POLITE_KEEPALIVE_MAX wait, all hosts together
-  (fewer when the descriptor budget is short: ``extensions.descriptors``).
+  waits in the pool for its origin's next request only when that may come within
+  POLITE_KEEPALIVE_IDLE, and is closed at once otherwise: first as the response ends,
+  when the base rest for the request's kind is already longer
+  (:func:`polite_crawler.policy.descriptors.keep_for`), then as the gate settles the
+  exchange, when the frontier's next time for the origin (a Crawl-delay, a backoff, a
+  Retry-After, a rest grown with the host's latency) is further away
+  (:class:`KeptConnections`). It is closed after that long idle, and at most
+  POLITE_KEEPALIVE_MAX wait, all hosts together (fewer when the descriptor budget is
+  short: ``extensions.descriptors``).
 * **Running out of descriptors is the crawl's error, not the site's.** A connection
   that cannot be made for EMFILE/ENFILE raises :class:`DescriptorsExhaustedError` (the
   gate puts the request back, as a request not started) and closes the crawl
@@ -336,6 +340,10 @@ class _GuardedPool(HTTPConnectionPool):
                  count: Callable[[str], None] = lambda key: None) -> None:
         super().__init__(reactor, persistent)  # type: ignore[no-untyped-call]
         self._idle: dict[Any, Any] = {}  # idle connection -> its key, oldest first
+        # The idle connection an origin's last exchange left (see rested), both ways;
+        # an entry lives only as long as its connection is idle.
+        self._by_origin: dict[str, Any] = {}
+        self._origin_of: dict[Any, str] = {}
         # Stats: connections made (polite/connections/opened) and idle ones closed
         # (polite/connections/closed/<why>: rest, idle, cap).
         self.count = count
@@ -352,6 +360,7 @@ class _GuardedPool(HTTPConnectionPool):
                 del self._connections[key]
             self._timeouts.pop(connection).cancel()
             self._idle.pop(connection, None)
+            self._forget_origin(connection)
             if connection.state == "QUIESCENT":
                 return defer.succeed(connection)
         return self._newConnection(key, endpoint)
@@ -384,6 +393,7 @@ class _GuardedPool(HTTPConnectionPool):
         if why:
             self.count(f"polite/connections/closed/{why}")
         key = self._idle.pop(connection, key)
+        self._forget_origin(connection)
         timer = self._timeouts.pop(connection, None)
         if timer is not None and timer.active():
             timer.cancel()
@@ -395,11 +405,30 @@ class _GuardedPool(HTTPConnectionPool):
                 del self._connections[key]
         connection.transport.loseConnection()
 
-    def settle(self, connection: Any, keep: float) -> None:
+    def settle(self, connection: Any, keep: float, origin: str = "") -> None:
         """After an exchange: the idle ``connection`` is closed now unless it is to be
-        kept (``keep`` > 0, :func:`polite_crawler.policy.descriptors.keep_for`)."""
-        if keep <= 0 and connection in self._idle:
+        kept (``keep`` > 0, :func:`polite_crawler.policy.descriptors.keep_for`); a kept
+        one is remembered as ``origin``'s, for :meth:`rested`."""
+        if connection not in self._idle:
+            return
+        if keep <= 0:
             self._drop(connection, "rest")
+        elif origin:
+            self._forget_origin(connection)
+            self._by_origin[origin] = connection
+            self._origin_of[connection] = origin
+
+    def rested(self, origin: str) -> None:
+        """``origin``'s next request is further away than the keep-alive time: the idle
+        connection its last exchange left is closed now."""
+        connection = self._by_origin.get(origin)
+        if connection is not None:
+            self._drop(connection, "rest")
+
+    def _forget_origin(self, connection: Any) -> None:
+        origin = self._origin_of.pop(connection, None)
+        if origin is not None and self._by_origin.get(origin) is connection:
+            del self._by_origin[origin]
 
     def _newConnection(
         self, key: Any, endpoint: IStreamClientEndpoint
@@ -445,6 +474,42 @@ class _GuardedPool(HTTPConnectionPool):
 def _find(exc: BaseException | None, cls: type[BaseException]) -> Any:
     """The first ``cls`` inside an exception's causes and Twisted's wrapped reasons."""
     return next((item for item in walk_causes(exc) if isinstance(item, cls)), None)
+
+
+_KEPT_ATTR = "_polite_kept_connections"
+
+
+class KeptConnections:
+    """The crawl's kept-alive connections as the gate sees them: after it settles an
+    exchange, the frontier knows when the origin's next request may go (its rest, a
+    Crawl-delay, a backoff or Retry-After wait, the latency factor), and a connection
+    that would wait longer than POLITE_KEEPALIVE_IDLE for it is closed at once
+    (``polite/connections/closed/rest``): it would hold a descriptor through the rest,
+    and a server closes it anyway after its own keep-alive time (Apache's 5 s).
+
+    One a crawl (:func:`kept_connections`); each guarded handler (one a scheme) adds its
+    pool. A call costs a comparison, and a dictionary lookup a pool when the wait is the
+    longer."""
+
+    def __init__(self, keep_idle: float) -> None:
+        self.keep_idle = keep_idle
+        self.pools: list[_GuardedPool] = []
+
+    def next_request_in(self, origin: str, wait: float) -> None:
+        """``origin``'s next request may go in ``wait`` seconds at the soonest."""
+        if wait > self.keep_idle:
+            for pool in self.pools:
+                pool.rested(origin)
+
+
+def kept_connections(crawler: Crawler) -> KeptConnections:
+    """The crawl's :class:`KeptConnections` (made on first use, kept on the crawler)."""
+    kept: KeptConnections | None = getattr(crawler, _KEPT_ATTR, None)
+    if kept is None:
+        kept = KeptConnections(polite_settings(crawler.settings).getfloat(
+            "POLITE_KEEPALIVE_IDLE"))
+        setattr(crawler, _KEPT_ATTR, kept)
+    return kept
 
 
 def take_not_before(request: Request) -> float:
@@ -517,6 +582,9 @@ class GuardedHTTPDownloadHandler(HTTP11DownloadHandler):
                            True: settings.getfloat("POLITE_REST_API")}
         pool.cachedConnectionTimeout = self.keep_idle
         pool.max_idle = descriptor_plan(crawler).idle
+        # The gate closes an idle connection whose origin's next request, as the
+        # frontier settled it, is further away than that (KeptConnections).
+        kept_connections(crawler).pools.append(pool)
         # Twisted re-sends an idempotent request that failed on a reused keep-alive
         # connection, at once and unseen by the gate: a second request with no rest.
         pool.retryAutomatically = False
@@ -568,9 +636,12 @@ class GuardedHTTPDownloadHandler(HTTP11DownloadHandler):
                     request.meta["polite_transfer"] = proto.transfer
                     request.meta["polite_received"] = proto.received
                 # Its host rests at least the base rest before the next request: a
-                # connection kept through a longer rest only holds a descriptor.
+                # connection kept through a longer rest only holds a descriptor. A
+                # longer rest than the base one is known once the gate has settled
+                # the exchange (KeptConnections).
                 self.pool.settle(proto, keep_for(
-                    self.rest_floor[bool(request.meta.get("polite_api"))], self.keep_idle))
+                    self.rest_floor[bool(request.meta.get("polite_api"))], self.keep_idle),
+                    request.meta.get("polite_origin", ""))
             return response
         except AddressRefusedError as exc:
             record_refusal(self.crawler, request, exc)
@@ -636,5 +707,7 @@ __all__ = [
     "GuardedHTTPDownloadHandler",
     "HeadersTimeoutError",
     "HeadersTooLargeError",
+    "KeptConnections",
     "LeaseLapsedError",
+    "kept_connections",
 ]

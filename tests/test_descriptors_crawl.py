@@ -110,6 +110,9 @@ def test_descriptors_taken_mid_crawl_close_it_with_the_reason_and_no_page_lost(
     assert stats.get("finish_reason") == "descriptors_exhausted"
     assert log.count("ran out of file descriptors") == 1
     assert "Traceback" not in log
+    # The requests not sent are told as such, not as a cluster's lapsed lease.
+    assert stats.get("polite/descriptors/not_sent", 0) >= 1
+    assert "valid lease" not in log and "polite/redis/held_at_gate" not in stats
     fetched = {e.host + e.path for e in web.entries() if e.path != "/robots.txt"
                and e.status == 200}
     assert len(fetched) < 3 * len(names)  # the crawl did stop

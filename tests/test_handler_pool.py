@@ -9,6 +9,7 @@ the two things the pool touches (their state and their transport's close)."""
 from __future__ import annotations
 
 import errno
+import math
 from typing import Any
 
 import pytest
@@ -125,3 +126,44 @@ def test_one_idle_connection_a_host_the_older_closed() -> None:
     assert first.transport.closed and not second.transport.closed
     assert pool._connections == {_key(1): [second]}
     assert list(pool._timeouts) == [second]
+
+
+def test_a_connection_is_closed_at_once_when_its_origins_next_request_is_further_away(
+) -> None:
+    """The gate settles the exchange and tells when the origin's next request may go
+    (KeptConnections): beyond the keep-alive time, its idle connection is closed now;
+    another origin's, and one whose next request comes sooner, are kept."""
+    from polite_crawler.handlers import KeptConnections
+
+    pool, clock, counted = _pool(keep=4.0)
+    kept = KeptConnections(4.0)
+    kept.pools.append(pool)
+    a, b, c = _Connection(), _Connection(), _Connection()
+    for i, (conn, origin) in enumerate([(a, "http://a"), (b, "http://b"), (c, "http://c")]):
+        pool._putConnection(_key(i), conn)
+        pool.settle(conn, keep_for(1.0, 4.0), origin)  # the base rest is short: kept
+    kept.next_request_in("http://a", 1.0)  # a short rest: kept
+    kept.next_request_in("http://b", 12.0)  # Crawl-delay, a backoff: closed now
+    kept.next_request_in("http://c", math.inf)  # stopped: closed now
+    kept.next_request_in("http://unknown", 30.0)  # no idle connection: nothing
+    assert [x.transport.closed for x in (a, b, c)] == [False, True, True]
+    assert counted == ["polite/connections/closed/rest"] * 2
+    assert list(pool._connections) == [_key(0)]
+    assert pool._by_origin == {"http://a": a} and pool._origin_of == {a: "http://a"}
+    clock.advance(4.1)  # and a's, unused, after the keep-alive time
+    assert a.transport.closed and pool._by_origin == {} and pool._origin_of == {}
+
+
+def test_a_connection_handed_out_again_is_no_longer_its_last_origins() -> None:
+    from polite_crawler.handlers import KeptConnections
+
+    pool, _clock, counted = _pool(keep=4.0)
+    kept = KeptConnections(4.0)
+    kept.pools.append(pool)
+    conn = _Connection()
+    pool._putConnection(_key(1), conn)
+    pool.settle(conn, 4.0, "http://a")
+    pool.getConnection(_key(1), None)  # type: ignore[arg-type]  # the next request took it
+    kept.next_request_in("http://a", 10.0)  # an older exchange's news: not this one's
+    assert not conn.transport.closed and counted == []
+    assert pool._by_origin == {} and pool._origin_of == {}

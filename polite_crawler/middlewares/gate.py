@@ -35,6 +35,19 @@ goes back to the origin's queue, the origin is freed with no rest and nothing is
 counted ``polite/redis/held_at_gate`` (``.../handler`` for the handler's check), one INFO
 line each, and an access-log line with ``sent`` null and verdict ``held:lease_lapsed``.
 
+A request the handler could not send because the process ran out of file descriptors
+(``handlers.DescriptorsExhaustedError``) is not a lapsed lease and not the site's
+failure: it is held back the same way (row back to the queue, origin freed with no
+rest), counted ``polite/descriptors/not_sent``, one DEBUG line saying so (the crawl's
+one ERROR line is the descriptor budget's), and an access-log line with verdict ``held:descriptors_exhausted``; the crawl closes
+(``descriptors_exhausted``, ``extensions.descriptors``).
+
+After settling an exchange the gate tells the download handlers when the origin's next
+request may go (the frontier's time for it: the rest, a Crawl-delay, a backoff or
+Retry-After wait; never, for a stopped origin): an idle kept-alive connection that would
+wait longer than POLITE_KEEPALIVE_IDLE for it is closed at once
+(``handlers.KeptConnections``).
+
 For the access log and other components the gate leaves on the request's meta:
 ``polite_start`` and ``polite_end`` (epoch seconds), ``polite_duration`` (gate to gate),
 ``polite_verdict`` (the verdict's label) and ``polite_rest`` (seconds).
@@ -43,6 +56,7 @@ For the access log and other components the gate leaves on the request's meta:
 from __future__ import annotations
 
 import logging
+import math
 import random
 import time
 from typing import TYPE_CHECKING
@@ -53,7 +67,7 @@ from scrapy.utils.misc import load_object
 from polite_crawler.context import polite_context
 from polite_crawler.defaults import polite_settings
 from polite_crawler.frontier.scheduler import FrontierScheduler
-from polite_crawler.handlers import LeaseLapsedError
+from polite_crawler.handlers import DescriptorsExhaustedError, LeaseLapsedError, kept_connections
 from polite_crawler.policy.verdicts import (
     Action,
     Verdict,
@@ -95,6 +109,9 @@ class GateMiddleware:
         scheduler = load_object(settings["SCHEDULER"])
         if not (isinstance(scheduler, type) and issubclass(scheduler, FrontierScheduler)):
             raise NotConfigured("the gate works with polite_crawler's FrontierScheduler only")
+        # Idle kept-alive connections, closed when the origin's next request is further
+        # away than the keep-alive time (handlers.KeptConnections).
+        self._kept = kept_connections(crawler)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> GateMiddleware:
@@ -151,6 +168,8 @@ class GateMiddleware:
         return response
 
     def process_exception(self, request: Request, exception: Exception) -> Request | None:
+        if isinstance(exception, DescriptorsExhaustedError) and self.frontier.owns(request):
+            return self._not_sent(request)
         if isinstance(exception, LeaseLapsedError) and self.frontier.owns(request):
             return self._hold(request, "handler")
         if not request.meta.get("polite_dispatched"):
@@ -187,6 +206,24 @@ class GateMiddleware:
                     {"request": request, "where": where, "origin": origin})
         if self.ctx.access_log is not None:
             self.ctx.access_log.record(request=request, verdict="held:lease_lapsed",
+                                       sent=None, duration=None)
+        return self.frontier.hold_back(request)
+
+    def _not_sent(self, request: Request) -> Request:
+        """Not sent: the process ran out of file descriptors making the request's
+        connection (``handlers.DescriptorsExhaustedError``). Not the site's failure and
+        not a lapsed lease: the crawl closes (``descriptors_exhausted``, the descriptor
+        budget's extension), the request's row goes back to its origin's queue for the
+        next run and the origin is freed with no rest."""
+        self._inc("polite/descriptors/not_sent")
+        # One line a request, at DEBUG: up to CONCURRENT_REQUESTS of them fail at once,
+        # and the descriptor budget's extension says it once, at ERROR.
+        logger.debug("Not sent %(request)s: the process has no file descriptor left for "
+                     "its connection; the crawl closes (descriptors_exhausted) and the "
+                     "request goes back to %(origin)s's queue",
+                     {"request": request, "origin": request.meta.get("polite_origin", "")})
+        if self.ctx.access_log is not None:
+            self.ctx.access_log.record(request=request, verdict="held:descriptors_exhausted",
                                        sent=None, duration=None)
         return self.frontier.hold_back(request)
 
@@ -237,6 +274,11 @@ class GateMiddleware:
         factor = state.latency_factor if state is not None else 1.0
         rest = frontier.settle(request, start=timed_from, end=rest_from, failure=failure,
                                observe=observe and verdict.success)
+        if state is not None:
+            # The origin's next request, as the frontier now knows it: its idle
+            # connection is closed at once when that is beyond the keep-alive time.
+            self._kept.next_request_in(
+                origin, math.inf if failure.stopped is not None else state.eligible_at() - end)
         if state is not None and state.latency_factor < factor:
             self._inc("polite/frontier/latency_eased")
             logger.info("%(origin)s answers as fast as when the crawl began again: its rest "
