@@ -73,6 +73,7 @@ from polite_crawler.policy.servers import (
     next_send,
     released,
     sent,
+    shared_limit,
 )
 from polite_crawler.policy.urls import host_of_origin
 
@@ -159,11 +160,19 @@ class _Owner:
 
 @dataclass
 class _Server:
-    """One address's bound (policy.servers) and the origins its full round holds."""
+    """One address's bound (policy.servers) and the origins its full round holds.
+
+    On a cluster the address's limit is shared by the workers (docs/CLUSTER.md,
+    "Servers"): ``granted`` is how many places of it this worker holds (its rounds are
+    no larger), ``contended`` that another worker waits for places (this one gives its
+    own back when its round is over). None: this process's bound alone."""
 
     state: ServerState
     in_flight: int = 0
     waiting: dict[str, None] = field(default_factory=dict)  # in the order they came
+    granted: int | None = None
+    contended: bool = False
+    origins: set[str] = field(default_factory=set)  # origins of its hosts seen here
 
 
 @dataclass
@@ -199,7 +208,7 @@ class Frontier:
         hosts: OriginLeases | None = None,
         address_of: Callable[[str], str | None] | None = None,
         owners: OriginLeases | None = None,
-        owner_budget: bool = True,
+        shared_servers: bool = False,
     ) -> None:
         self.queue = queue
         self.origin_store = origins
@@ -211,15 +220,18 @@ class Frontier:
         # None: no server bound (tests of the host rules alone).
         self.address_of = address_of
         self._servers: dict[str, _Server] = {}
+        # Whether the servers' limits are shared with other processes (a cluster): a
+        # server's places are then granted (server_granted), none before the first
+        # grant, and the addresses whose grant should be asked again are collected
+        # here (server_asks) for the backend's next batch.
+        self.shared_servers = shared_servers
+        self.server_asks: set[str] = set()
         self._unresolved: dict[str, set[str]] = {}  # host name -> origins waiting for it
         # Owner rows (their budget) shared by processes (the embedded backend), written
-        # at each checkpoint; None: this process's count alone.
+        # at each checkpoint; None: this process's count alone (on a cluster a worker
+        # holds every host of an owner, and takes its count with its group:
+        # take_owner_budget).
         self.owner_store = owners
-        # Whether the owner's daily budget applies (False on a cluster: it needs a
-        # count every worker shares, which Redis does not hold yet, and one worker's
-        # own count, kept through a takeover whose last second Redis lost, was spent
-        # a page early; there each origin's budget, in Redis, is the only one).
-        self._owner_budget = owner_budget
         self._owners: dict[str, _Owner] = {}
         self._owners_dirty: set[str] = set()
         self.config = config
@@ -381,7 +393,7 @@ class Frontier:
         now = self.clock()
         if budget_left(rec.state, self.config.budget, now) <= 0:
             return "budget_exhausted"
-        if (self._owner_budget and rec.owner is not None
+        if (rec.owner is not None
                 and budget_left(rec.owner.state, self.config.budget, now) <= 0):
             return "budget_exhausted"  # the owner's: shared by its hosts
         return None
@@ -460,13 +472,15 @@ class Frontier:
             server = self._server_of(origin, rec)
             if server is None:
                 return None  # its address is asked for: placed when it is known
-            found_at = next_send(server.state, server.in_flight)
+            found_at = next_send(server.state, server.in_flight, server.granted)
             if found_at is None:
                 # The server's round is full: placed again when a place frees.
                 held_back(server.state)
                 server.waiting[origin] = None
                 rec.heap_seq = None
                 self.count("polite/frontier/server_busy", 1)
+                if server.granted is not None and server.granted < server.state.limit:
+                    self.server_asks.add(server.state.address)  # more places wanted
                 return None
             server_at = found_at
         robots = self._robots()
@@ -515,7 +529,7 @@ class Frontier:
         queue, a disallowed row is deleted)."""
         rec.robots_fetches = 0  # robots.txt is usable: the fetch streak ends
         if budget_left(rec.state, self.config.budget, now) <= 0 or (
-                self._owner_budget and owner is not None
+                owner is not None
                 and budget_left(owner.state, self.config.budget, now) <= 0):
             self._drop_all(origin, rec, "budget_exhausted")
             logger.info("Daily budget of %(origin)s is spent; its queue is dropped",
@@ -694,10 +708,16 @@ class Frontier:
                 and failure.rate_limit_hits == old.rate_limit_hits)
             wait = max(failure.wait_until - end, 0.0) if failure is not None else 0.0
             server.in_flight -= 1
-            answered(server.state, self.config.servers, duration=max(end - start, 0.0),
-                     end=end, concurrency=rec.sent_at, in_flight=server.in_flight,
-                     failure=machine, wait=wait, observe=observe)
+            changed = answered(server.state, self.config.servers,
+                               duration=max(end - start, 0.0), end=end,
+                               concurrency=rec.sent_at, in_flight=server.in_flight,
+                               failure=machine, wait=wait, observe=observe)
             rec.sent_at = 0
+            if server.granted is not None and (changed or machine or (
+                    server.contended and server.in_flight == 0)):
+                # The shared limit moved, the machine failed (every worker's sites
+                # wait), or the round is over while another worker waits for places.
+                self.server_asks.add(server.state.address)
         if failure is not None:
             rec.state.failure = failure
         robots = self._robots()
@@ -748,10 +768,19 @@ class Frontier:
             server.in_flight = max(server.in_flight - 1, 0)
             released(server.state, server.in_flight)
             rec.sent_at = 0
+            if server.granted is not None and server.contended and server.in_flight == 0:
+                self.server_asks.add(server.state.address)
+        self._place_waiting(server, rec)
+
+    def _place_waiting(self, server: _Server, rec: _Origin | None = None) -> None:
+        """Origins the server's full round held are placed again, as many as there is
+        room for."""
         waiting = server.waiting
-        if not waiting or next_send(server.state, server.in_flight) is None:
+        if not waiting or next_send(server.state, server.in_flight, server.granted) is None:
             return
-        for _ in range(max(server.state.limit - server.in_flight, 1)):
+        room = server.state.limit if server.granted is None else min(server.state.limit,
+                                                                     server.granted)
+        for _ in range(max(room - server.in_flight, 1)):
             if not waiting:
                 break
             other = next(iter(waiting))
@@ -790,11 +819,15 @@ class Frontier:
             return None
         server = rec.server
         if server is None or server.state.address != address:
+            if server is not None:
+                server.origins.discard(origin)
             server = self._servers.get(address)
             if server is None:
                 server = self._servers[address] = _Server(
-                    ServerState(address, since=self.clock()))
+                    ServerState(address, since=self.clock()),
+                    granted=0 if self.shared_servers else None)
             rec.server = server
+            server.origins.add(origin)
         return server
 
     def address_known(self, name: str) -> None:
@@ -813,6 +846,65 @@ class Frontier:
     def servers(self) -> dict[str, ServerState]:
         """Every server's bound, by address (read only: metrics, report)."""
         return {a: s.state for a, s in self._servers.items()}
+
+    # --- a server's limit shared with other processes (a cluster's batches) ----------
+    def server_demand(self, address: str) -> ServerDemand | None:
+        """What this process holds of the server's places and wants of them now (None:
+        no such server, or its limit is not shared)."""
+        server = self._servers.get(address)
+        if server is None or server.granted is None:
+            return None
+        st = server.state
+        working = 0
+        for origin in server.origins:
+            rec = self._origins.get(origin)
+            if rec is not None and rec.server is server and origin not in self.stopped and (
+                    rec.queued or rec.transient or rec.in_flight is not None):
+                working += 1
+        want = min(st.limit, working)
+        return ServerDemand(address, server.granted, server.in_flight, want, st.limit,
+                            st.next_allowed, st.wait_until,
+                            server.in_flight == 0 and st.round_n == 0, server.contended)
+
+    def shared_servers_held(self) -> list[str]:
+        """The addresses this process holds places of."""
+        return [a for a, s in self._servers.items() if s.granted]
+
+    def server_granted(self, address: str, granted: int, *, limit: int, until: float,
+                       wait: float, contended: bool) -> None:
+        """The shared store's answer for the server: ``granted`` places are this
+        process's now, of a shared ``limit``; ``until``: the rest another process left
+        with the places it gave back (waited before a place newly granted is used);
+        ``wait``: a failure of the machine every process waits out; ``contended``:
+        another process waits for places."""
+        server = self._servers.get(address)
+        if server is None or server.granted is None:
+            return
+        st = server.state
+        if granted > server.granted:
+            st.next_allowed = max(st.next_allowed, until)
+        st.wait_until = max(st.wait_until, wait)
+        shared_limit(st, limit)
+        server.granted = granted
+        server.contended = contended
+        self._place_waiting(server)
+
+    def server_contended(self, address: str) -> None:
+        """Another process waits for places of the server: this one gives its own back
+        when its round is over (asked at once when it is over already)."""
+        server = self._servers.get(address)
+        if server is None or not server.granted:
+            return
+        server.contended = True
+        if server.in_flight == 0:
+            self.server_asks.add(address)
+
+    def servers_lost(self) -> None:
+        """Every place this process held is gone (its cluster lease ran out)."""
+        for server in self._servers.values():
+            if server.granted is not None:
+                server.granted = 0
+                server.contended = False
 
     def _free_host(self, rec: _Origin, now: float) -> None:
         """The host's request ended (or never went): its rest is the latest the origin
@@ -1025,12 +1117,35 @@ class Frontier:
             self._host_learns(rec)
         rec.heap_seq = None
 
+    def take_owner_budget(self, origin: str, day: str, used: int) -> None:
+        """The daily count of the origin's owner as its shared store holds it (a group
+        of owners this process now holds): it replaces what the frontier counted."""
+        owner = self._get(origin).owner
+        if owner is not None:
+            owner.state.budget_day, owner.state.budget_used = day, used
+
     def done_all(self) -> None:
         """Every settled and held row is done (a finished crawl)."""
         self._done_all()
 
 
 # --- a read-only view for the progress line (extensions/progress.py) ----------------------
+
+@dataclass(frozen=True)
+class ServerDemand:
+    """One server's places as this process holds and wants them
+    (:meth:`Frontier.server_demand`)."""
+
+    address: str
+    granted: int  # places held
+    in_flight: int  # of ours open on it now (counted whatever the grant)
+    want: int  # places wanted: its origins with work, up to its limit
+    limit: int  # its limit as this process judges it (policy.servers)
+    until: float  # the end of its rounds' rest
+    wait: float  # a failure of the machine: nothing before this
+    round_over: bool  # nothing of ours open on it, no round under way
+    contended: bool  # another process waits for places
+
 
 def frontier_snapshot(frontier: Frontier, now: float) -> dict[str, float]:
     """Where the frontier's origins stand at ``now``; reads, changes nothing.

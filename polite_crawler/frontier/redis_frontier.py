@@ -37,6 +37,8 @@ from polite_crawler.frontier.dupefilter import url_fingerprint
 from polite_crawler.frontier.redis_shared import (
     OriginSync,
     RedisShared,
+    ServerCall,
+    ServerGrant,
     SyncResult,
     Taken,
     parse_row,
@@ -45,7 +47,7 @@ from polite_crawler.frontier.redis_shared import (
     template_id,
 )
 from polite_crawler.interfaces import Lease, LeaseAnswer
-from polite_crawler.policy.rest import OriginState
+from polite_crawler.policy.rest import OriginState, utc_day
 from polite_crawler.policy.urls import canonicalize
 from polite_crawler.records import Row
 
@@ -372,6 +374,7 @@ class Plan:
     known: frozenset[int] = frozenset()  # template ids this worker holds
     robots: bool = False  # read the robots.txt entries of the origins taken
     push_claims: dict[str, int] = field(default_factory=dict)  # owned origin -> rows
+    servers: list[ServerCall] = field(default_factory=list)  # server places to ask for
 
 
 @dataclass
@@ -388,13 +391,17 @@ class Outcome:
     robots: dict[str, Any] = field(default_factory=dict)  # origin taken -> RobotsState|None
     kept: bool = True  # Redis still holds all it acknowledged (RedisShared.kept)
     nudged: list[str] = field(default_factory=list)  # owned origins others queued rows for
+    grants: list[ServerGrant] = field(default_factory=list)  # the servers' answers
+    server_nudged: list[str] = field(default_factory=list)  # servers others wait for
 
 
 def execute(shared: RedisShared, plan: Plan, ttl: float) -> Outcome:
     """The batch's I/O (on a thread): write, renew, claim, then take origins."""
     renewed, pushed, results, active, workers = shared.batch(
         now=plan.now, ttl=ttl, pushes=plan.pushes, seen=plan.seen, templates=plan.templates,
-        stops=plan.stops, drops=plan.drops, owned=plan.syncs, push_claims=plan.push_claims)
+        stops=plan.stops, drops=plan.drops, owned=plan.syncs, push_claims=plan.push_claims,
+        servers=plan.servers)
+    grants, server_nudged = shared.grants, shared.server_nudged
     wanted = {tid for r in results for raw in r.rows
               if (tid := row_template(raw)) is not None and tid not in plan.known}
     templates = shared.templates(sorted(wanted))
@@ -427,7 +434,7 @@ def execute(shared: RedisShared, plan: Plan, ttl: float) -> Outcome:
 
         robots = load_many(shared.r, [t.origin for t in taken], shared.p)
     return Outcome(plan, renewed, pushed, results, taken, active, workers, still, templates,
-                   robots, shared.kept, shared.nudged)
+                   robots, shared.kept, shared.nudged, grants, server_nudged)
 
 
 class RedisFrontier:
@@ -453,7 +460,7 @@ class RedisFrontier:
         self.queue.holds = self.holds
         self.origin_store.retry = interval
         self.frontier = Frontier(self.queue, self.origin_store, config, clock=clock,
-                                 owner_budget=False, **kwargs)
+                                 shared_servers=True, **kwargs)
         self.clock = clock
         self.shared = shared
         self.ttl = ttl
@@ -486,7 +493,17 @@ class RedisFrontier:
         self._again: set[str] = set()  # visited in the next batch whatever happens
         self._deferred: set[str] = set()  # dirty states waiting for a later batch
         self._working: set[str] = set()  # owned origins with work (_has_work), as visited
-        self._group_want: set[str] = set()  # origins of hosts held here, to take
+        self._group_want: set[str] = set()  # origins of owners held here, to take
+        # Servers' places (docs/CLUSTER.md, "Servers"): the shared limit each answer
+        # gave, the machine's wait last reported, the addresses asked again in the next
+        # batch (places wanted and not granted, or given back with demand left), and
+        # whether every place held must be asserted again (Redis lost a log's end).
+        self._srv_lim: dict[str, int] = {}
+        self._srv_wait: dict[str, float] = {}
+        self._srv_again: set[str] = set()
+        self._srv_reassert = False
+        self._srv_swept = 0.0
+        shared.server_grace = exchange_timeout + clock_skew
         self.walk_all = False  # visit every owned origin (the reference, in tests)
 
     def count(self, key: str, n: int) -> None:
@@ -662,6 +679,8 @@ class RedisFrontier:
                     stale_at = now + max(2 * self.ttl, self.interval)
                 held = not own.releasing and now < self.origin_store.valid_until
                 sync = OriginSync(origin, state, claim, give_back, done, check, held)
+                if state and st is not None and st.budget_day:
+                    sync.budget = f"{st.budget_day} {st.budget_used}"
                 if give_back and known:
                     sync.host_until = f.host_state(origin).next_allowed
                 syncs.append(sync)
@@ -701,7 +720,64 @@ class RedisFrontier:
         if sample:
             self._sampled = now
         return Plan(now, pushes, pushed_n, seen, templates, stops, drops, syncs, room, want,
-                    set(q.own), sample, frozenset(q.known), self._robots_remote(), push_claims)
+                    set(q.own), sample, frozenset(q.known), self._robots_remote(), push_claims,
+                    [] if closing else self._server_calls(now))
+
+    def _server_calls(self, now: float) -> list[ServerCall]:
+        """The servers whose places this batch asks for: those the core asked about
+        (places wanted, the limit moved, the machine failed, a round over while another
+        worker waits), those asked again, every one held after Redis lost a log's end,
+        and, every third of a lease, those held with no work left (given back)."""
+        f = self.frontier
+        self.shared.server_window = self.restart_window
+        ask, f.server_asks = f.server_asks, set()
+        ask |= self._srv_again
+        self._srv_again = set()
+        reassert = set(f.shared_servers_held()) if self._srv_reassert else set()
+        self._srv_reassert = False
+        ask |= reassert
+        if now - self._srv_swept >= max(self.ttl / 3, self.interval):
+            self._srv_swept = now
+            ask.update(f.shared_servers_held())
+        calls = []
+        for address in sorted(ask):
+            d = f.server_demand(address)
+            if d is None:
+                continue
+            want = d.want
+            if d.contended and d.round_over and d.granted > 0:
+                want = 0  # its turn is over: every place back, asked for again next batch
+                self._srv_again.add(address)
+            known = self._srv_lim.get(address)
+            report = d.limit if known is not None and d.limit != known else 0
+            waited = d.wait > self._srv_wait.get(address, 0.0)
+            if want == d.granted and not report and not waited and address not in reassert:
+                continue
+            if waited:
+                self._srv_wait[address] = d.wait
+            calls.append(ServerCall(address, d.in_flight, want, report, d.until, d.wait,
+                                    d.granted))
+        return calls
+
+    def _apply_grants(self, out: Outcome) -> None:
+        """The servers' answers: places granted (a rest another worker left is waited,
+        plus the clock skew), the shared limit, a failure's wait every worker's sites
+        wait out; a server another worker waits for is given back at its round's end."""
+        f = self.frontier
+        now = out.plan.now
+        for g in out.grants:
+            d = f.server_demand(g.address)
+            if d is None:
+                continue
+            until = g.until + self.clock_skew if g.until > now else 0.0
+            wait = g.wait + self.clock_skew if g.wait > max(d.wait, now) else g.wait
+            f.server_granted(g.address, g.granted, limit=g.limit, until=until, wait=wait,
+                             contended=g.waiting > 0)
+            self._srv_lim[g.address] = g.limit
+            if d.want > g.granted:
+                self._srv_again.add(g.address)  # still waiting: asked again next batch
+        for address in out.server_nudged:
+            f.server_contended(address)
 
     def unplan(self, plan: Plan) -> None:
         """A batch that failed: what it carried waits for the next one."""
@@ -790,6 +866,9 @@ class RedisFrontier:
             self._apply_result(res, plan.now, still)
         for t in out.taken:
             self._adopt(t, plan.now)
+        if not out.kept:
+            self._srv_reassert = True  # places granted in what Redis lost: asserted again
+        self._apply_grants(out)
         if out.robots:
             book = self.frontier.robots_book()
             if book is not None:
@@ -863,6 +942,9 @@ class RedisFrontier:
         for origin in list(self.queue.own):
             self._forget(origin)
         self.origin_store.valid_until = 0.0
+        self.frontier.servers_lost()  # the old identity's places lapse with its lease
+        self._srv_lim.clear()
+        self._srv_again.clear()
         old, self.shared.worker = self.shared.worker, worker_id()
         logger.error("The lease of worker %(old)s in Redis ran out (stalled, or Redis "
                      "restarted); its origins go to other workers, and it rejoins as worker "
@@ -915,6 +997,12 @@ class RedisFrontier:
         if t.last_owner and t.last_owner != self.shared.worker:
             own.verify_until = state.next_allowed + self.interval
         self.frontier.take_state(t.origin, state)
+        if t.owner_budget is not None:
+            # The owner's group taken afresh: its daily count is its origins' as Redis
+            # holds them (written with their states), not what this worker counted before.
+            today = utc_day(now)
+            used = sum(int(c.split()[1]) for c in t.owner_budget if c.split()[0] == today)
+            self.frontier.take_owner_budget(t.origin, today, used)
         self.frontier.set_queued(t.origin, own.remote)
 
     # --- upkeep ----------------------------------------------------------------------

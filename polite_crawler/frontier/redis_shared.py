@@ -21,13 +21,16 @@ on one Redis Cluster slot:
   A worker taking the origin over puts them back into the queue.
 - ``P:s:{O}:C`` set: the crawl's seen set for the origin, 64-bit fingerprints as
   integers (Redis keeps a set of integers as an *intset*: 8 bytes each).
-- ``P:g:{H}`` hash, shared by every crawl: the group of a host name ``H`` (its origins
-  across schemes and ports, :func:`polite_crawler.policy.urls.host_of_origin`). A worker
-  owns every origin of a host it holds or none: before it takes an origin it takes the
-  group (``owner``; ``m:<O>`` for each origin it holds), and when it gives its last one
-  back the group is free again, with ``until``, the host's rest end, for the next owner.
-  An origin another worker found held waits in ``w:<O>`` (and in the owner's nudge set:
-  the owner takes it); the release puts those back in the free set.
+- ``P:g:{D}`` hash, shared by every crawl: the group of an owner ``D`` (a registrable
+  domain, :func:`polite_crawler.policy.owners.owner_of`: every origin of its hosts,
+  across schemes and ports). A worker owns every origin of an owner it holds or none:
+  before it takes an origin it takes the group (``owner``; ``m:<O>`` for each origin it
+  holds), and when it gives its last one back the group is free again, with
+  ``u:<host>``, each host's rest end, for the next owner. ``b:<O>`` is each origin's
+  budget count ("<day> <used>", written after its state): their sum for today is the
+  owner's daily count a worker taking the group starts from. An origin another worker
+  found held waits in ``w:<O>`` (and in the owner's nudge set: the owner takes it); the
+  release puts those back in the free set.
 - ``P:active:C`` set of origins with rows queued or claimed; ``P:free:C`` those of them
   that nobody owns (a worker with room pops from it); ``P:workers:C`` sorted set
   worker -> last heartbeat; ``P:nudge:C:W`` origins W owns that others queued rows
@@ -50,6 +53,7 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
+from polite_crawler.policy.owners import owner_of
 from polite_crawler.policy.urls import host_of_origin
 from polite_crawler.store.redis_keys import (
     PREFIX,
@@ -67,6 +71,7 @@ from polite_crawler.store.redis_keys import (
     seed_key,
     seeded_key,
     seen_key,
+    server_key,
     templates_key,
     until_key,
     workers_key,
@@ -238,46 +243,61 @@ return out
 """
 
 
-# KEYS: g.  ARGV: me, the dead owner the caller verified ('' if none), then origins.
-# The group is taken when it has no owner, or its owner is me or the dead one; the
-# origins become members. A group taken from another owner forgets that owner's members
-# and returns the origins that waited for it. Returns {1, until, waiting...} or
-# {0, owner} (the origins then wait: w:<origin>).
+# KEYS: g.  ARGV: me, the dead owner the caller verified ('' if none), n hosts, the
+# hosts, then origins. The group is taken when it has no owner, or its owner is me or
+# the dead one; the origins become members. A group taken from another owner (or free)
+# forgets that owner's members and returns the origins that waited for it, and its
+# origins' budget counts of today's owner (``b:<origin>``: "<day> <used>", written with
+# each origin's state). Returns {1, fresh, n counts, counts..., until of each host
+# asked, waiting...} or {0, owner} (the origins then wait: w:<origin>).
 _GROUP_TAKE = """
 local owner = redis.call('HGET', KEYS[1], 'owner')
+local nh = tonumber(ARGV[3])
 if owner and owner ~= '' and owner ~= ARGV[1] and owner ~= ARGV[2] then
-  for i = 3, #ARGV do redis.call('HSET', KEYS[1], 'w:' .. ARGV[i], '1') end
+  for i = 4 + nh, #ARGV do redis.call('HSET', KEYS[1], 'w:' .. ARGV[i], '1') end
   return {0, owner}
 end
-local out = {1, redis.call('HGET', KEYS[1], 'until') or '0'}
+local counts, waiting = {}, {}
+local fresh = 0
 if owner ~= ARGV[1] then
+  fresh = 1
   for _, k in ipairs(redis.call('HKEYS', KEYS[1])) do
     local p = string.sub(k, 1, 2)
     if p == 'm:' then
       redis.call('HDEL', KEYS[1], k)
     elseif p == 'w:' then
       redis.call('HDEL', KEYS[1], k)
-      out[#out + 1] = string.sub(k, 3)
+      waiting[#waiting + 1] = string.sub(k, 3)
+    elseif p == 'b:' then
+      counts[#counts + 1] = redis.call('HGET', KEYS[1], k)
     end
   end
   redis.call('HSET', KEYS[1], 'owner', ARGV[1])
 end
-for i = 3, #ARGV do
+local out = {1, fresh, #counts}
+for _, c in ipairs(counts) do out[#out + 1] = c end
+for i = 4, 3 + nh do out[#out + 1] = redis.call('HGET', KEYS[1], 'u:' .. ARGV[i]) or '0' end
+for _, o in ipairs(waiting) do out[#out + 1] = o end
+for i = 4 + nh, #ARGV do
   redis.call('HSET', KEYS[1], 'm:' .. ARGV[i], '1')
   redis.call('HDEL', KEYS[1], 'w:' .. ARGV[i])
 end
 return out
 """
 
-# KEYS: g.  ARGV: me, the host's rest end, then the origins given back (or not taken).
-# Only the owner's call counts. When no member is left the group is free: its rest end
-# is kept for the next owner and the origins that waited for it are returned (the
-# caller puts them in the free set).
+# KEYS: g.  ARGV: me, n hosts, then (host, the end of its rest) pairs, then the origins
+# given back (or not taken). Only the owner's call counts. Each host's rest end is kept
+# (``u:<host>``) for the next owner; when no member is left the group is free and the
+# origins that waited for it are returned (the caller puts them in the free set).
 _GROUP_RELEASE = """
 if redis.call('HGET', KEYS[1], 'owner') ~= ARGV[1] then return {} end
-for i = 3, #ARGV do redis.call('HDEL', KEYS[1], 'm:' .. ARGV[i]) end
-if tonumber(ARGV[2]) > tonumber(redis.call('HGET', KEYS[1], 'until') or '0') then
-  redis.call('HSET', KEYS[1], 'until', ARGV[2])
+local nh = tonumber(ARGV[2])
+for i = 3 + 2 * nh, #ARGV do redis.call('HDEL', KEYS[1], 'm:' .. ARGV[i]) end
+for i = 3, 2 + 2 * nh, 2 do
+  local f = 'u:' .. ARGV[i]
+  if tonumber(ARGV[i + 1]) > tonumber(redis.call('HGET', KEYS[1], f) or '0') then
+    redis.call('HSET', KEYS[1], f, ARGV[i + 1])
+  end
 end
 local keys = redis.call('HKEYS', KEYS[1])
 for _, k in ipairs(keys) do
@@ -293,6 +313,127 @@ for _, k in ipairs(keys) do
 end
 return out
 """
+
+# KEYS: g.  ARGV: me, then (origin, "<day> <used>") pairs: the origins' budget counts as
+# their states were written in the same batch (just before), kept with the group for the
+# owner's shared daily budget; only the group's owner writes them.
+_GROUP_BUDGET = """
+if redis.call('HGET', KEYS[1], 'owner') ~= ARGV[1] then return 0 end
+for i = 2, #ARGV, 2 do redis.call('HSET', KEYS[1], 'b:' .. ARGV[i], ARGV[i + 1]) end
+return 1
+"""
+
+
+# KEYS: srv.  ARGV: me, in flight (places in use: kept whatever the answer), want,
+# limit reported ('' none), my rest end, my machine wait, now, grace (exchange timeout
+# plus clock skew), window (seconds after Redis's start in which a grant the restart may
+# have lost is guarded), prefix, places held as I know them.
+# A worker's places count while its lease lives and, once gone, until its lease end
+# plus the grace (a request of it may be out until then); then they are dropped and the
+# grace's end is kept as the rest end. The limit is lowered by anyone and raised only
+# by a worker that holds every place (its full rounds measured the machine). Free places
+# go first to the workers that waited longest, each at most a fair share of the limit
+# when several want places. Within the window after a restart, a hash that outlived it
+# grants nobody more than it held (a grant of the lost second may still be in use).
+# Returns {granted, limit, rest end, wait, others waiting, holders...}.
+_SERVER = """
+local K = KEYS[1]
+local me, hold, want = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local now, grace, window, P = tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9]), ARGV[10]
+local info = redis.call('INFO', 'server')
+local up = tonumber(string.match(info, 'uptime_in_seconds:(%d+)')) or 1e9
+local start = tonumber(redis.call('TIME')[1]) - up
+local r = tonumber(redis.call('HGET', K, 'r') or '-1')
+if r >= 0 and math.abs(r - start) > 2 then redis.call('HSET', K, 'p', start) end
+redis.call('HSET', K, 'r', start)
+local p = tonumber(redis.call('HGET', K, 'p') or '-1')
+local guarded = up < window and p >= 0 and math.abs(p - start) <= 2
+local lim = tonumber(redis.call('HGET', K, 'lim') or '1')
+local u = tonumber(redis.call('HGET', K, 'u') or '0')
+local x = tonumber(redis.call('HGET', K, 'x') or '0')
+local held, dem = {}, {}
+local all = redis.call('HGETALL', K)
+for i = 1, #all, 2 do
+  local pre, w = string.sub(all[i], 1, 2), string.sub(all[i], 3)
+  if pre == 'h:' then held[w] = tonumber(all[i + 1])
+  elseif pre == 'd:' then dem[w] = all[i + 1] end
+end
+local status = {}
+local function alive(w)  -- 2 alive, 1 gone within the grace, 0 gone
+  if status[w] == nil then
+    if redis.call('EXISTS', P .. ':alive:' .. w) == 1 then status[w] = 2
+    else
+      local e = tonumber(redis.call('GET', P .. ':w:' .. w) or '0') + grace
+      if now < e then status[w] = 1 else
+        status[w] = 0
+        if e > u then u = e end
+      end
+    end
+  end
+  return status[w]
+end
+local others, holders = 0, {}
+for w, n in pairs(held) do
+  if w ~= me then
+    if alive(w) > 0 then
+      others = others + n
+      holders[#holders + 1] = w
+    else
+      redis.call('HDEL', K, 'h:' .. w, 'd:' .. w)
+    end
+  end
+end
+local wants, since = {}, {}
+local mysince = now
+for w, v in pairs(dem) do
+  local a, b = string.match(v, '(%S+) (%S+)')
+  if w == me then mysince = tonumber(b)
+  elseif alive(w) == 2 then wants[w], since[w] = tonumber(a), tonumber(b)
+  else redis.call('HDEL', K, 'd:' .. w) end
+end
+if ARGV[4] ~= '' then
+  local rl = math.max(tonumber(ARGV[4]), 1)
+  if rl < lim or (rl > lim and others == 0) then
+    lim = rl
+    redis.call('HSET', K, 'lim', lim)
+  end
+end
+if tonumber(ARGV[6]) > x then
+  x = tonumber(ARGV[6])
+  redis.call('HSET', K, 'x', ARGV[6])
+end
+local n = (want > 0) and 1 or 0
+for _ in pairs(wants) do n = n + 1 end
+local fair = math.max(1, math.floor(lim / math.max(n, 1)))
+local before, waiting = 0, 0
+for w, a in pairs(wants) do
+  local unmet = math.min(a, fair) - (held[w] or 0)
+  if unmet > 0 then
+    waiting = waiting + 1
+    if since[w] < mysince then before = before + unmet end
+  end
+end
+local new = math.min(want, math.max(lim - others - before, 0))
+if n > 1 then new = math.min(new, fair) end
+local had = held[me] or 0
+if guarded then new = math.min(new, math.max(tonumber(ARGV[11]), had)) end
+new = math.max(new, hold)
+if new > 0 then redis.call('HSET', K, 'h:' .. me, new) else redis.call('HDEL', K, 'h:' .. me) end
+if want > new then
+  redis.call('HSET', K, 'd:' .. me, want .. ' ' .. mysince)
+else
+  redis.call('HDEL', K, 'd:' .. me)
+end
+if new < had and tonumber(ARGV[5]) > u then u = tonumber(ARGV[5]) end
+redis.call('HSET', K, 'u', tostring(u))
+local out = {new, lim, tostring(u), tostring(x), waiting}
+for _, w in ipairs(holders) do out[#out + 1] = w end
+return out
+"""
+
+
+# A nudge that names a server address, not an origin (an origin has no space).
+SERVER_NUDGE = "srv "
 
 
 def seen_fp(canonical: str) -> int:
@@ -315,9 +456,12 @@ class OriginSync:
     # takeover can have put its claimed rows back in the queue, so done rows alone may
     # go as a plain HDEL. Otherwise they go through the sync script: HDEL and ZREM in one.
     held: bool = True
-    # Given back: the end of its host's rest (kept with the host's group for the next
-    # owner when this was the host's last origin here).
+    # Given back: the end of its host's rest (kept with the owner's group for the next
+    # owner of the host).
     host_until: float = 0.0
+    # With a state written: its budget count ("<day> <used>"), kept with the owner's
+    # group for the owner's shared daily budget ('' when none is counted).
+    budget: str = ""
 
     @property
     def done_only(self) -> bool:
@@ -325,6 +469,30 @@ class OriginSync:
         check (a plain HDEL)."""
         return bool(self.done) and self.held and not (self.state or self.claim
                                                       or self.give_back or self.check)
+
+
+@dataclass
+class ServerCall:
+    """One server address's places in a batch (the ``_SERVER`` script)."""
+
+    address: str
+    in_flight: int  # places in use now: kept whatever the answer
+    want: int  # places wanted (0: give back every place not in use)
+    limit: int  # the limit as this worker judges it (reported)
+    until: float  # the end of its rounds' rest (kept with places given back)
+    wait: float  # a failure of the machine: every worker's sites wait until then
+    held: int  # places held as this worker knows them
+
+
+@dataclass
+class ServerGrant:
+    address: str
+    granted: int
+    limit: int
+    until: float
+    wait: float
+    waiting: int  # other workers waiting for places
+    holders: list[str] = field(default_factory=list)  # other workers holding places
 
 
 @dataclass
@@ -353,6 +521,10 @@ class Taken:
     redis_up: float = float("inf")
     # The end of the host's rest as the group's last owner left it (0: none known).
     host_until: float = 0.0
+    # The group was taken afresh (not held here): its origins' budget counts, each
+    # "<day> <used>", whose today's sum is the owner's count (None: held here already,
+    # this worker's own count is newer).
+    owner_budget: list[str] | None = None
 
 
 def row_body(origin: str, url: str, data: bytes) -> bytes:
@@ -389,6 +561,8 @@ class RedisShared:
         self._sync = self.r.register_script(_SYNC)
         self._group_take = self.r.register_script(_GROUP_TAKE)
         self._group_release = self.r.register_script(_GROUP_RELEASE)
+        self._group_budget = self.r.register_script(_GROUP_BUDGET)
+        self._server = self.r.register_script(_SERVER)
         self._mark = 0  # the batch counter as last acknowledged
         # Whether everything Redis acknowledged to this worker is still there, as the
         # last batch found: its count in Redis is above the one before (a log cut back
@@ -396,14 +570,22 @@ class RedisShared:
         self.kept = True
         # Owned origins another worker queued rows for, read in the last batch.
         self.nudged: list[str] = []
+        # Server addresses where another worker waits for places, read in the last batch.
+        self.server_nudged: list[str] = []
+        # The places of servers asked for in the last batch (RedisShared.batch's
+        # ``servers``), and how long a dead worker's places stay counted and a
+        # restart's grants are guarded (set by the frontier: see _SERVER).
+        self.grants: list[ServerGrant] = []
+        self.server_grace = 0.0
+        self.server_window = 0.0
 
     # --- keys ------------------------------------------------------------------
     def okey(self, origin: str) -> str:
         return origin_key(origin, self.p)
 
     def gkey(self, origin: str) -> str:
-        """The group key of the origin's host."""
-        return group_key(host_of_origin(origin), self.p)
+        """The group key of the origin's owner (its host's registrable domain)."""
+        return group_key(owner_of(host_of_origin(origin)), self.p)
 
     def qkey(self, origin: str) -> str:
         return queue_key(origin, self.crawl, self.p)
@@ -472,10 +654,12 @@ class RedisShared:
         drops: list[str],
         owned: list[OriginSync],
         push_claims: dict[str, int] | None = None,
+        servers: list[ServerCall] | None = None,
     ) -> tuple[bool, dict[str, tuple[int, int]], list[SyncResult], int, int]:
         """Write what the worker queued and did, renew its lease, claim rows.
 
-        ``push_claims``: owned origin -> rows its push may claim at once.
+        ``push_claims``: owned origin -> rows its push may claim at once. ``servers``:
+        the server addresses whose places to ask for (their answers: ``self.grants``).
         Returns (lease renewed, origin -> (added, duplicates) of the pushes, the owned
         origins' results (status 4: rows claimed with the push), active origins, live
         workers).
@@ -508,10 +692,25 @@ class RedisShared:
                 pipe.hdel(self.fkey(s.origin), *[d[0] for d in s.done])
                 continue
             self._sync_call(pipe, s)
+        # The budget counts of the states just written, after them: a log cut back by a
+        # restart that keeps a count keeps the state it came with.
+        budgets: dict[str, list[str]] = {}
+        for s in owned:
+            if s.state and s.budget:
+                budgets.setdefault(self.gkey(s.origin), []).extend((s.origin, s.budget))
+        for g, pairs in budgets.items():
+            self._group_budget(keys=[g], args=[self.worker, *pairs], client=pipe)
         self._heartbeat(pipe, now, ttl)
         pipe.incr(mark_key(self.worker, self.p))
         pipe.expire(mark_key(self.worker, self.p), 86400)
         pipe.spop(nudge_key(self.worker, self.crawl, self.p), 100_000)
+        servers = servers or []
+        for c in servers:
+            self._server(keys=[server_key(c.address, self.p)],
+                         args=[self.worker, str(c.in_flight), str(c.want), str(c.limit)
+                               if c.limit else "", repr(c.until), repr(c.wait), repr(now),
+                               repr(self.server_grace), repr(self.server_window), self.p,
+                               str(c.held)], client=pipe)
         out = pipe.execute()
         i = len(templates) + 2 * len(stops) + len(drops)
         pushed: dict[str, tuple[int, int]] = {}
@@ -553,11 +752,24 @@ class RedisShared:
                 results.append(SyncResult(s.origin, 3, -1, -1))
             else:
                 results.append(SyncResult(s.origin, 0))
+        i += len(budgets)
         renewed = out[i + 1] is not None and out[i + 1] is not False
         mark = int(out[i + 3])
         self.kept = mark > self._mark
         self._mark = mark
-        self.nudged = [bytes(o).decode("utf-8") for o in out[i + 5] or []]
+        nudged = [bytes(o).decode("utf-8") for o in out[i + 5] or []]
+        self.nudged = [o for o in nudged if not o.startswith(SERVER_NUDGE)]
+        self.server_nudged = [o[len(SERVER_NUDGE):] for o in nudged
+                              if o.startswith(SERVER_NUDGE)]
+        self.grants = []
+        for c, res in zip(servers, out[i + 6:], strict=True):
+            grant = ServerGrant(c.address, int(res[0]), int(res[1]), float(res[2]),
+                                float(res[3]), int(res[4]),
+                                [bytes(w).decode() for w in res[5:]])
+            self.grants.append(grant)
+            if grant.granted < c.want:  # the holders learn that this worker waits
+                for w in grant.holders:
+                    nudges.setdefault(w, []).append(SERVER_NUDGE + c.address)
         # Active origins: pushed ones join (after their rows are in: see drop_empty).
         pipe = self.r.pipeline(transaction=False)
         for s in requeued_done:
@@ -584,18 +796,23 @@ class RedisShared:
 
     def release_groups(self, origins: dict[str, float]) -> None:
         """The origins (-> their host's rest end) are no longer this worker's: they leave
-        their hosts' groups; a group left empty is free, and the origins that waited for
-        it go to the free set (one round trip, none when there is nothing to release)."""
+        their owners' groups (each host's rest end kept there); a group left empty is
+        free, and the origins that waited for it go to the free set (one round trip,
+        none when there is nothing to release)."""
         if not origins:
             return
-        by_host: dict[str, list[str]] = {}
+        by_group: dict[str, list[str]] = {}
         for o in origins:
-            by_host.setdefault(self.gkey(o), []).append(o)
+            by_group.setdefault(self.gkey(o), []).append(o)
         pipe = self.r.pipeline(transaction=False)
-        for g, members in by_host.items():
-            until = max(origins[o] for o in members)
-            self._group_release(keys=[g], args=[self.worker, repr(until), *members],
-                                client=pipe)
+        for g, members in by_group.items():
+            until: dict[str, float] = {}
+            for o in members:
+                h = host_of_origin(o)
+                until[h] = max(until.get(h, 0.0), origins[o])
+            pairs = [x for h, u in until.items() for x in (h, repr(u))]
+            self._group_release(keys=[g], args=[self.worker, str(len(until)), *pairs,
+                                                *members], client=pipe)
         waiting = [bytes(o).decode("utf-8") for res in pipe.execute() for o in res or []]
         self.make_free(waiting)
 
@@ -675,24 +892,8 @@ class RedisShared:
             if w and w != self.worker and w not in dead:
                 continue
             members.setdefault(self.gkey(o), []).append((o, w))
-        pipe = self.r.pipeline(transaction=False)
-        for g, group in members.items():
-            gw = group_owners[g]
-            self._group_take(keys=[g], args=[self.worker, gw if gw in dead else "",
-                                             *[o for o, _w in group]], client=pipe)
-        tried = []
-        group_until: dict[str, float] = {}
-        freed: list[str] = []
-        nudges: dict[str, list[str]] = {}
-        for (g, group), res in zip(members.items(), pipe.execute(), strict=True):
-            if int(res[0]) != 1:
-                # Held by a live worker: it takes them (its nudge set), none of them here.
-                holder = bytes(res[1]).decode()
-                nudges.setdefault(holder, []).extend(o for o, _w in group)
-                continue
-            group_until[g] = float(res[1])
-            freed += [bytes(o).decode("utf-8") for o in res[2:]]
-            tried += group
+        tried, group_until, group_budget, freed, nudges = self._take_groups(
+            members, group_owners, dead)
         pipe = self.r.pipeline(transaction=False)
         for o, w in tried:
             self._take(keys=[self.okey(o), self.qkey(o), self.fkey(o)],
@@ -707,15 +908,54 @@ class RedisShared:
                 missed[o] = 0.0
                 continue
             last = bytes(res[6]).decode() if res[6] else ""
+            g = self.gkey(o)
             out.append(Taken(o, bytes(res[1]).decode(), bytes(res[2]).decode(), int(res[3]),
                              int(res[4]), bytes(res[5]).decode(), last,
                              dead.get(w, 0.0) if last else 0.0, up,
-                             group_until.get(self.gkey(o), 0.0)))
+                             group_until.get((g, host_of_origin(o)), 0.0),
+                             group_budget.get(g)))
         if out:
             self.r.sadd(self.owned_key(self.worker), *[t.origin for t in out])
         self.release_groups(missed)  # members not taken after all
         self.make_free([o for o in freed if o not in {t.origin for t in out}])
         return out
+
+    def _take_groups(self, members: dict[str, list[tuple[str, str]]],
+                     group_owners: dict[str, str], dead: dict[str, float],
+                     ) -> tuple[list[tuple[str, str]], dict[tuple[str, str], float],
+                                dict[str, list[str]], list[str], dict[str, list[str]]]:
+        """Take the owners' groups of the origins (group -> (origin, its owner)): the
+        origins whose group is taken (to take), each (group, host)'s rest end, the budget
+        counts of groups taken afresh, the origins that waited for a group taken from a
+        dead owner, and the origins a live holder takes (holder -> origins)."""
+        pipe = self.r.pipeline(transaction=False)
+        group_hosts: dict[str, list[str]] = {}
+        for g, group in members.items():
+            gw = group_owners[g]
+            hosts = group_hosts[g] = sorted({host_of_origin(o) for o, _w in group})
+            self._group_take(keys=[g], args=[self.worker, gw if gw in dead else "",
+                                             str(len(hosts)), *hosts,
+                                             *[o for o, _w in group]], client=pipe)
+        tried = []
+        group_until: dict[tuple[str, str], float] = {}
+        group_budget: dict[str, list[str]] = {}
+        freed: list[str] = []
+        nudges: dict[str, list[str]] = {}
+        for (g, group), res in zip(members.items(), pipe.execute(), strict=True):
+            if int(res[0]) != 1:
+                # Held by a live worker: it takes them (its nudge set), none of them here.
+                holder = bytes(res[1]).decode()
+                nudges.setdefault(holder, []).extend(o for o, _w in group)
+                continue
+            nb = int(res[2])
+            if int(res[1]) == 1:
+                group_budget[g] = [bytes(c).decode() for c in res[3:3 + nb]]
+            hosts = group_hosts[g]
+            for h, u in zip(hosts, res[3 + nb:3 + nb + len(hosts)], strict=True):
+                group_until[(g, h)] = float(u)
+            freed += [bytes(o).decode("utf-8") for o in res[3 + nb + len(hosts):]]
+            tried += group
+        return tried, group_until, group_budget, freed, nudges
 
     def dead_owned(self, n: int, now: float, ttl: float) -> list[str]:
         """Up to ``n`` origins held by workers whose lease is gone (from each worker's

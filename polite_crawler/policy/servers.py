@@ -87,11 +87,13 @@ def _resize(state: ServerState, limit: int) -> None:
     state.wanted = False
 
 
-def next_send(state: ServerState, in_flight: int) -> float | None:
+def next_send(state: ServerState, in_flight: int, cap: int | None = None) -> float | None:
     """When a request may go to the server: the round's rest and any wait the machine
-    asked for over (the time); None when the round under way is full (``limit`` sent):
-    the round's last answer sets the next one's time."""
-    if state.round_n >= state.limit or in_flight >= state.limit:
+    asked for over (the time); None when the round under way is full (``limit`` sent,
+    or ``cap``: the places this process holds of a limit several share): the round's
+    last answer sets the next one's time."""
+    limit = state.limit if cap is None else min(state.limit, cap)
+    if state.round_n >= limit or in_flight >= limit:
         return None
     if state.round_n > 0:  # a round under way has room: join it
         return state.wait_until
@@ -190,6 +192,15 @@ def answered(state: ServerState, params: ServerParams, *, duration: float, end: 
         state.probing = True
         return 1
     return 0
+
+
+def shared_limit(state: ServerState, limit: int) -> None:
+    """The limit several processes share is ``limit`` now (a cluster's workers): one
+    that lowered it (its requests queued, the machine failed) lowered it for every
+    process, and one that held every place and found the latency flat raised it."""
+    if limit != state.limit:
+        _resize(state, limit)
+        state.probing = False
 
 
 def released(state: ServerState, in_flight: int) -> None:
