@@ -40,7 +40,16 @@ if TYPE_CHECKING:
     from polite_crawler.policy.rest import OriginState, Rest
     from polite_crawler.policy.robots import ContentSignals, RobotsRules
     from polite_crawler.policy.verdicts import FailureState
-    from polite_crawler.records import FetchRecord, Job, OptOut, PageRecord, RobotsState, Row
+    from polite_crawler.records import (
+        FetchRecord,
+        HostRecord,
+        Job,
+        OptOut,
+        OwnerRecord,
+        PageRecord,
+        RobotsState,
+        Row,
+    )
 
 
 class LeaseAnswer(Enum):
@@ -552,6 +561,12 @@ class StateReader(Protocol):
 
     def origin_states(self) -> Iterator[tuple[str, OriginState]]:
         """Every origin's state."""
+
+    def host_state(self, host: str) -> HostRecord | None:
+        """The host name's shared gate (its rest's end, who holds it), or None."""
+
+    def owner_state(self, owner: str) -> OwnerRecord | None:
+        """The owner's (registrable domain's) shared daily budget counts, or None."""
 
     def robots(self, origin: str) -> RobotsState | None:
         """The origin's robots.txt entry, or None."""

@@ -148,3 +148,33 @@ class Job:
     acked_at: float
     crawl: str | None = None  # with the frontier on Redis: POLITE_CRAWL of the job
     worker: str | None = None  # and its frontier worker id (whose lease shows it alive)
+
+
+@dataclass(frozen=True)
+class HostRecord:
+    """A host name's shared gate as stored (``StateReader.host_state``): on one machine
+    the ``polite_host`` row (its rest's end and the lease a process holds while a
+    request of the host is out); on a cluster the host's part of its owner's group (the
+    worker that holds every origin of the owner, the rest's end its last holder left)."""
+
+    host: str
+    next_allowed: float  # the end of the host's rest as stored (0: none)
+    holder: str | None  # the process leasing it, or the worker holding its owner's group
+    lease_until: float | None  # the process's lease end (one machine; None on a cluster)
+    origins: tuple[str, ...] = ()  # on a cluster: the host's origins the worker holds
+    waiting: tuple[str, ...] = ()  # on a cluster: its origins another worker found held
+
+
+@dataclass(frozen=True)
+class OwnerRecord:
+    """An owner's (registrable domain's) shared daily budget as stored
+    (``StateReader.owner_state``): one count on one machine (``polite_owner``), each of
+    its origins' counts on a cluster (kept with its group, written with their states)."""
+
+    owner: str
+    counts: tuple[tuple[str, int], ...]  # (UTC day, pages) per stored count
+    holder: str | None = None  # on a cluster: the worker holding the owner's group
+
+    def used_on(self, day: str) -> int:
+        """Pages counted against the owner's budget on ``day``."""
+        return sum(n for d, n in self.counts if d == day)

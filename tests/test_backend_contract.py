@@ -34,11 +34,12 @@ from polite_crawler.frontier.redis_shared import RedisShared
 from polite_crawler.frontier.store import (
     HOST_TABLE,
     ORIGIN_TABLE,
+    OWNER_TABLE,
     OriginStore,
     QueueStore,
     process_owner,
 )
-from polite_crawler.policy.rest import OriginState, RestParams
+from polite_crawler.policy.rest import OriginState, RestParams, utc_day
 from polite_crawler.store.optout import OptOutList
 from polite_crawler.store.pages import FetchRecord
 from polite_crawler.store.paths import ORIGINS_DB, STATE_DB
@@ -84,8 +85,11 @@ class Worker:
             self.store = OriginStore(side.tmp / ORIGINS_DB, owner, self.queue.run_id)
             self.hosts = OriginStore(side.tmp / ORIGINS_DB, owner, self.queue.run_id,
                                      table=HOST_TABLE)
+            self.owners = OriginStore(side.tmp / ORIGINS_DB, owner, self.queue.run_id,
+                                      table=OWNER_TABLE)
             self.f = Frontier(self.queue, self.store, config, clock=clock,
-                              rng=random.Random(0), count=count, hosts=self.hosts)
+                              rng=random.Random(0), count=count, hosts=self.hosts,
+                              owners=self.owners)
             self.f.restore()
         else:
             shared = RedisShared(side.url, "contract", f"{socket.gethostname()}:{name}")
@@ -148,6 +152,7 @@ class Worker:
                     (gone,))
             self.store.conn.close()
             self.hosts.conn.close()
+            self.owners.conn.close()
         else:
             self.sync_.shared.r.delete(alive_key(self.sync_.shared.worker))
 
@@ -164,6 +169,7 @@ class Worker:
             self.queue.close()
             self.store.close()
             self.hosts.close()
+            self.owners.close()
         else:
             self.sync_.close(finished=False)
             self.sync_.shared.close()
@@ -600,7 +606,8 @@ def test_the_reader_answers_the_same(side: Side) -> None:
     d = w.pop()
     assert d is not None
     w.f.settle(A, d.token, start=side.clock.t, end=side.clock.t + 0.2)
-    w.sync()  # the cluster writes the state back in its batch
+    w.f.checkpoint()  # the owner's count: written at a checkpoint on one machine
+    w.sync()  # the cluster writes the state back in its batch, the count with it
     book = RobotsBook(side.robots_store(), "PoliteCrawler", clock=Clock(time.time()),
                       **ROBOTS_NUMBERS)
     book.record_answer(A, 200, b"User-agent: *\nAllow: /\n")
@@ -627,6 +634,16 @@ def test_the_reader_answers_the_same(side: Side) -> None:
         assert isinstance(state, OriginState)
         assert state.last_end == pytest.approx(side.clock.t + 0.2)
         assert dict(reader.origin_states()).keys() >= {A}
+        host = reader.host_state("127.0.0.1")
+        assert host is not None
+        if side.kind == "embedded":  # the host's row: its rest's end
+            assert host.next_allowed > side.clock.t + 0.2
+        else:  # the host's part of its owner's group: the worker holding it
+            assert host.origins == (A,) and host.holder == w.sync_.shared.worker
+        assert reader.host_state("127.0.0.9") is None
+        owner = reader.owner_state("127.0.0.1")
+        assert owner is not None and owner.used_on(utc_day(side.clock.t)) == 1
+        assert reader.owner_state("127.0.0.9") is None
         robots = reader.robots(A)
         assert robots is not None and robots.status == 200
         assert [e.origin for e in reader.robots_entries()] == [A]

@@ -332,7 +332,7 @@ def test_explain_names_the_bound_from_the_host_and_owner_rows(tmp_path):
     assert nr["may_start_now"] is False
     assert d["server"]["address"] == SHARED
     assert d["owner"] == {"domain": "h.test", "budget": {"used_today": 7, "limit": 10000},
-                          "budget_spent": False, "concurrency": 2, "per_worker": False}
+                          "budget_spent": False, "concurrency": 2, "worker": None}
     # The origin's own rest is longer: it decides.
     d = scrapy_json("explain", "http://h.test:8080/a", *args)
     assert d["next_request"]["bound"] == "origin_rest"
@@ -362,23 +362,28 @@ def test_explain_names_the_bound_from_the_host_and_owner_rows(tmp_path):
     assert d["host"]["known"] is False and d["next_request"]["bound"] == "none"
 
 
-def test_explain_reads_the_host_group_on_a_cluster(redis_url):  # noqa: F811
-    """On a cluster the host's group (polite:g:{host}) names the worker that holds the
-    host and, once given back, the end of its rest; the owner's count is per worker."""
-    from polite_crawler.frontier.redis_shared import RedisShared
+def test_explain_reads_the_owners_group_on_a_cluster(redis_url):  # noqa: F811
+    """On a cluster the owner's group (polite:g:{owner}) names the worker that holds
+    the host and, once given back, the end of the host's rest; the owner's daily count
+    is its origins' counts written there with their states, whoever wrote them."""
+    from polite_crawler.frontier.redis_shared import OriginSync, RedisShared
+    from polite_crawler.policy.rest import OriginState, utc_day
 
     now = time.time()
     shared = RedisShared(redis_url, "site", "w1")
     shared.register(now, 60.0)
     origin = "http://h.test:8080"
     assert [t.origin for t in shared.take([origin])] == [origin]
+    shared.batch(now=now, ttl=60.0, pushes={}, seen={}, templates={}, stops={}, drops=[],
+                 owned=[OriginSync(origin, state=OriginState(origin).to_json(),
+                                   budget=f"{utc_day(now)} 3")])
     args = ("-s", f"POLITE_FRONTIER={redis_url}", "-s", f"POLITE_DNS_LOOKUP={LOOKUP}")
     d = scrapy_json("explain", "https://h.test/a", *args)
     assert d["host"]["worker"] == "w1" and d["host"]["origins"] == [origin]
     assert d["server"]["address"] == SHARED
-    assert d["owner"]["budget"]["used_today"] is None and d["owner"]["per_worker"] is True
-    text = scrapy("explain", "https://h.test/a", *args).stdout
-    assert "held by worker w1" in text and "not applied on a cluster yet" in text
+    assert d["owner"]["budget"]["used_today"] == 3 and d["owner"]["worker"] == "w1"
+    text = scrapy("explain", "https://h.test/a", *args, "-s", "POLITE_HOST_BUDGET=3").stdout
+    assert "held by worker w1" in text and "spent: nothing more of its hosts today" in text
     shared.release_groups({origin: now + 600})
     d = scrapy_json("explain", "https://h.test/a", *args)
     shared.close()

@@ -368,75 +368,15 @@ def server_of(settings: BaseSettings, host: str) -> dict[str, Any]:
             "answer": answer, "state": _SERVER_MEMORY}
 
 
-def _group_rows(settings: BaseSettings, state: Path | None, host: str, owner: str,
-                ) -> tuple[dict[str, Any] | None, OriginState | None]:
-    """The host's shared row and the owner's budget row, read only: on the embedded
-    backend ``polite_host`` and ``polite_owner`` of the origin store; on a cluster the
-    host's group hash in Redis (``polite:g:{host}``; the owner's count is each
-    worker's own, None)."""
-    from polite_crawler.backend import backend_of, command_redis_timeout
-
-    backend = backend_of(settings)
-    if backend.cluster:
-        from polite_crawler.store.redis_keys import group_key, redis_client, redis_errors
-
-        client = redis_client(backend.frontier_url, command_redis_timeout(settings))
-        try:
-            raw = client.hgetall(group_key(host))
-        except redis_errors() as exc:
-            raise CommandError(f"cannot read the host's group in Redis "
-                               f"{backend.frontier_url}: {exc}") from exc
-        finally:
-            client.close()
-        fields = {bytes(k).decode(): bytes(v).decode() for k, v in raw.items()}
-        if not fields:
-            return None, None
-        return {"kind": "group", "owner": fields.get("owner") or None,
-                "until": float(fields.get("until") or 0.0),
-                "members": sorted(k[2:] for k in fields if k.startswith("m:")),
-                "waiting": sorted(k[2:] for k in fields if k.startswith("w:"))}, None
-    return _host_row_sqlite(state, host, owner)
-
-
-def _host_row_sqlite(state: Path | None, host: str, owner: str,
-                     ) -> tuple[dict[str, Any] | None, OriginState | None]:
-    import sqlite3
-
-    from polite_crawler.frontier.store import HOST_TABLE, OWNER_TABLE
-    from polite_crawler.store.paths import ORIGINS_DB
-
-    if state is None or not (state / ORIGINS_DB).is_file():
-        return None, None
-    try:
-        conn = sqlite3.connect(f"file:{state / ORIGINS_DB}?mode=ro", uri=True, timeout=5.0)
-    except sqlite3.Error as exc:
-        raise CommandError(f"cannot read {state / ORIGINS_DB}: {exc}") from exc
-    try:
-        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        row = conn.execute(f"SELECT state, lease_owner, lease_until FROM {HOST_TABLE} "
-                           "WHERE origin=?", (host,)).fetchone() \
-            if HOST_TABLE in tables else None
-        budget = conn.execute(f"SELECT state FROM {OWNER_TABLE} WHERE origin=?",
-                              (owner,)).fetchone() if OWNER_TABLE in tables else None
-    except sqlite3.Error as exc:
-        raise CommandError(f"cannot read {state / ORIGINS_DB}: {exc}") from exc
-    finally:
-        conn.close()
-    found = None
-    if row is not None:
-        hs = OriginState.from_json(row[0])
-        found = {"kind": "row", "next_allowed": hs.next_allowed,
-                 "lease_owner": row[1] or None, "lease_until": row[2] if row[1] else None}
-    return found, OriginState.from_json(budget[0]) if budget is not None else None
-
-
-def bounds_state(settings: BaseSettings, state: Path | None, origin: str,
-                 reader: StateReader, now: float) -> dict[str, Any]:
+def bounds_state(settings: BaseSettings, origin: str, reader: StateReader,
+                 now: float) -> dict[str, Any]:
     """The URL's host, server and owner, and which bound decides its next request
-    (:func:`polite_crawler.policy.bounds.next_request`) from what is stored: the
-    origin's row, its host's (its rest's end; a lease: a request of the host is out)
-    and, on the embedded backend, its owner's budget. The server's bound is a running
-    crawl's memory only: the decision leaves it out and says so."""
+    (:func:`polite_crawler.policy.bounds.next_request`) from what the reader finds
+    stored: the origin's row, its host's (:meth:`StateReader.host_state`: its rest's end;
+    a lease while a request of it is out, or on a cluster the worker that holds its
+    owner's group) and its owner's daily budget (:meth:`StateReader.owner_state`). The
+    server's bound is a running crawl's memory only: the decision leaves it out and says
+    so."""
     from polite_crawler.backend import backend_of
 
     host = host_of_origin(origin)
@@ -444,35 +384,32 @@ def bounds_state(settings: BaseSettings, state: Path | None, origin: str,
     row = reader.origin_state(origin)
     ostate = row[0] if row is not None else OriginState(origin)
     origin_out = row is not None and row[1] is not None and (row[2] or 0.0) > now
-    group, budget_row = _group_rows(settings, state, host, owner)
+    found = reader.host_state(host)
     host_next, host_busy = 0.0, origin_out
-    host_out: dict[str, Any] = {"name": host, "known": group is not None}
-    if group is not None and group["kind"] == "row":
-        host_next = group["next_allowed"]
-        leased = group["lease_owner"] is not None and (group["lease_until"] or 0.0) > now
+    host_out: dict[str, Any] = {"name": host, "known": found is not None}
+    cluster = backend_of(settings).cluster
+    if found is not None and not cluster:
+        host_next = found.next_allowed
+        leased = found.holder is not None and (found.lease_until or 0.0) > now
         host_busy = host_busy or leased
         host_out.update(next_allowed=host_next, busy=host_busy,
-                        lease={"owner": group["lease_owner"], "until": group["lease_until"]}
+                        lease={"owner": found.holder, "until": found.lease_until}
                         if leased else None)
-    elif group is not None:
-        host_next = group["until"]
-        host_out.update(next_allowed=host_next, busy=None, worker=group["owner"],
-                        origins=group["members"], waiting=group["waiting"])
+    elif found is not None:
+        host_next = found.next_allowed
+        host_out.update(next_allowed=host_next, busy=None, worker=found.holder,
+                        origins=list(found.origins), waiting=list(found.waiting))
     server = server_of(settings, host)
     decided = next_request(origin, now, origin_state=ostate, host_next=host_next,
                            host_busy=host_busy)
     limit = settings.getint("POLITE_HOST_BUDGET")
     cap = settings.getint("POLITE_OWNER_CONCURRENCY")
-    cluster = backend_of(settings).cluster
-    used = None
-    if budget_row is not None:
-        used = budget_row.budget_used if budget_row.budget_day == utc_day(now) else 0
-    elif not cluster:
-        used = 0
-    spent = used is not None and limit > 0 and used >= limit
+    counts = reader.owner_state(owner)
+    used = counts.used_on(utc_day(now)) if counts is not None else 0
+    spent = limit > 0 and used >= limit
     owner_out = {"domain": owner, "budget": {"used_today": used, "limit": limit},
                  "budget_spent": spent, "concurrency": cap,
-                 "per_worker": cluster}
+                 "worker": counts.holder if counts is not None else None}
     return {
         "host": host_out,
         "server": server,
@@ -636,7 +573,7 @@ def explain_url(settings: BaseSettings, url: str, opts: argparse.Namespace) -> d
         optout = {"reason": entry.reason, "since": entry.added_at} if entry else None
         robots = robots_from_store(reader, origin, canon, settings, now)
         origin_info = origin_state(reader, origin, settings, now)
-        bounds = bounds_state(settings, state, origin, reader, now)
+        bounds = bounds_state(settings, origin, reader, now)
         stored = store_record(reader, settings, canon, now)
     page: dict[str, Any] = {"robots_signals": robots.get("signals", {})}
     if stored.get("stored"):
@@ -889,16 +826,12 @@ def bounds_lines(d: dict[str, Any]) -> list[str]:
     lines.append(f"  {sv['state']}")
     bu = ow["budget"]
     lines.append(f"owner {ow['domain']} (registrable domain, shared by its hosts):")
-    if bu["used_today"] is None:
-        lines.append("  budget: not applied on a cluster yet; each origin's own "
-                     f"{bu['limit']} pages a day (POLITE_HOST_BUDGET) holds")
-    else:
-        lines.append(f"  budget: {bu['used_today']} of {bu['limit']} pages today (UTC) across "
-                     "its hosts (POLITE_HOST_BUDGET)"
-                     + ("; spent: nothing more of its hosts today" if ow["budget_spent"]
-                        else ""))
+    lines.append(f"  budget: {bu['used_today']} of {bu['limit']} pages today (UTC) across "
+                 "its hosts (POLITE_HOST_BUDGET)"
+                 + ("; spent: nothing more of its hosts today" if ow["budget_spent"] else ""))
     lines.append(f"  at most {ow['concurrency']} requests at once across its hosts "
-                 "(POLITE_OWNER_CONCURRENCY)" + (", per worker" if ow["per_worker"] else ""))
+                 "(POLITE_OWNER_CONCURRENCY)"
+                 + (f"; its hosts are held by worker {ow['worker']}" if ow["worker"] else ""))
     start = "now" if nr["at"] is None or nr["bound"] == NONE else when(nr["at"])
     lines.append(f"next request: {nr['bound']}: {nr['why']}"
                  + ("" if nr["bound"] in (NONE, HOST_BUSY) else f"; may start {start}"))

@@ -2,8 +2,8 @@
 (:class:`polite_crawler.interfaces.StateReader`); opened by
 :meth:`polite_crawler.backend.Backend.reader`, read only.
 
-- :class:`EmbeddedReader`: the state directory's origin store (SQLite: origin state and
-  leases, the robots.txt cache, the opt-out list and its jobs);
+- :class:`EmbeddedReader`: the state directory's origin store (SQLite: origin, host
+  and owner state and leases, the robots.txt cache, the opt-out list and its jobs);
 - :class:`ClusterReader`: the same state in Redis, every worker's
   (:mod:`polite_crawler.store.redis_keys`);
 - both with a :class:`PageReader` over the page store (SQLite or PostgreSQL).
@@ -18,6 +18,7 @@ import sqlite3
 from typing import TYPE_CHECKING, Any
 
 from polite_crawler.policy.rest import OriginState
+from polite_crawler.records import HostRecord, OwnerRecord
 from polite_crawler.store.optout import OptOutList
 from polite_crawler.store.robots import read_robots_state
 
@@ -136,6 +137,26 @@ class EmbeddedReader(_PagesOf):
         state.origin = origin
         return state, row[1] or None, row[2] if row[1] else None
 
+    def host_state(self, host: str) -> HostRecord | None:
+        if self.conn is None or not self._has("polite_host"):
+            return None
+        row = self.conn.execute("SELECT state, lease_owner, lease_until FROM polite_host "
+                                "WHERE origin=?", (host,)).fetchone()
+        if row is None:
+            return None
+        return HostRecord(host, OriginState.from_json(row[0]).next_allowed, row[1] or None,
+                          row[2] if row[1] else None)
+
+    def owner_state(self, owner: str) -> OwnerRecord | None:
+        if self.conn is None or not self._has("polite_owner"):
+            return None
+        row = self.conn.execute("SELECT state FROM polite_owner WHERE origin=?",
+                                (owner,)).fetchone()
+        if row is None:
+            return None
+        st = OriginState.from_json(row[0])
+        return OwnerRecord(owner, ((st.budget_day, st.budget_used),) if st.budget_day else ())
+
     def origin_states(self) -> Iterator[tuple[str, OriginState]]:
         if self.conn is None or not self._has("polite_origin"):
             return
@@ -180,8 +201,9 @@ class EmbeddedReader(_PagesOf):
 
 
 class ClusterReader(_PagesOf):
-    """Every worker's state in Redis (origin state and owners, the robots.txt cache,
-    the opt-out list and its jobs) and the page store."""
+    """Every worker's state in Redis (origin state and owners, the owners' groups with
+    their hosts' rests and budget counts, the robots.txt cache, the opt-out list and
+    its jobs) and the page store."""
 
     def __init__(self, url: str, pages: PageReader, *, timeout: float = 5.0) -> None:
         from polite_crawler.store.redis_keys import redis_client, redis_errors
@@ -217,6 +239,37 @@ class ClusterReader(_PagesOf):
         state = OriginState.from_json(row[0])
         state.origin = origin
         return state, row[1], row[2]
+
+    def _group(self, owner: str) -> dict[str, str]:
+        from polite_crawler.store.redis_keys import group_key
+
+        raw = self._call("the owner's group", lambda: self.r.hgetall(group_key(owner)))
+        return {bytes(k).decode(): bytes(v).decode() for k, v in raw.items()}
+
+    def host_state(self, host: str) -> HostRecord | None:
+        from polite_crawler.policy.owners import owner_of
+        from polite_crawler.policy.urls import host_of_origin
+
+        fields = self._group(owner_of(host))
+        mine = [k[2:] for k in fields if k[:2] in ("m:", "w:")
+                and host_of_origin(k[2:]) == host]
+        if f"u:{host}" not in fields and not mine:
+            return None
+        return HostRecord(host, float(fields.get(f"u:{host}") or 0.0),
+                          fields.get("owner") or None, None,
+                          tuple(sorted(o for o in mine if f"m:{o}" in fields)),
+                          tuple(sorted(o for o in mine if f"w:{o}" in fields)))
+
+    def owner_state(self, owner: str) -> OwnerRecord | None:
+        fields = self._group(owner)
+        if not fields:
+            return None
+        counts = []
+        for k, v in fields.items():
+            if k.startswith("b:"):
+                day, _sp, used = v.partition(" ")
+                counts.append((day, int(used or 0)))
+        return OwnerRecord(owner, tuple(sorted(counts)), fields.get("owner") or None)
 
     def _scan(self, pattern: str) -> list[bytes]:
         found: list[bytes] = self._call(
