@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from polite_crawler.frontier.core import FrontierConfig
+from polite_crawler.frontier.core import OWNER_REFUSED, FrontierConfig
 from polite_crawler.frontier.store import OWNER_TABLE, OriginStore, process_owner
 from polite_crawler.policy.owners import owner_of
 from tests.test_frontier_core import PARAMS, Clock, Env
@@ -97,3 +97,26 @@ def test_the_owners_budget_is_shared_by_jobs_through_the_state_db(tmp_path: Path
     assert other.f.admit("http://b.example.org") == "budget_exhausted"
     env.close()
     other.close()
+
+
+def test_a_refusal_stops_every_host_of_its_owner_and_no_other(tmp_path: Path) -> None:
+    """A 403 from one host of example.org stops its other hosts for the run (queued rows
+    dropped, a host found later refused at once); a.github.io's refusal leaves
+    b.github.io alone (two owners under a private suffix); a stop that is not a
+    refusal (the breaker) stays with its origin."""
+    clock = Clock(T0)
+    env = Env(tmp_path, clock, config=FrontierConfig(params=PARAMS))
+    for url in ("http://www.example.org/a", "https://cdn.example.org/b",
+                "http://a.github.io/1", "http://b.github.io/1",
+                "http://x.other.org/1", "http://y.other.org/1"):
+        env.push(url)
+    env.f.stop("http://www.example.org", "403")
+    assert env.f.stopped["https://cdn.example.org"] == OWNER_REFUSED
+    assert env.f.admit("http://new.example.org") == "stopped"
+    env.f.stop("http://a.github.io", "challenge:cloudflare")
+    env.f.stop("http://x.other.org", "breaker")
+    assert env.f.admit("http://b.github.io") is None
+    assert env.f.admit("http://y.other.org") is None
+    got = _drain(env, clock, 30)
+    assert sorted(got) == ["http://b.github.io/1", "http://y.other.org/1"]
+    env.close()

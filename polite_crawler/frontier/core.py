@@ -49,6 +49,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from polite_crawler.interfaces import LeaseAnswer
+from polite_crawler.policy.blocks import is_refusal
 from polite_crawler.policy.network import Network, is_test_host
 from polite_crawler.policy.owners import owner_of
 from polite_crawler.policy.rest import (
@@ -99,6 +100,8 @@ LATE = 0.5
 # How long a settled request may wait for the spider to finish with it before the
 # frontier counts it done anyway (a path that never reports back).
 DONE_GRACE = 300.0
+# The stop of an origin whose owner (another of its hosts) refused the crawler.
+OWNER_REFUSED = "owner_refused"
 
 
 @dataclass
@@ -156,6 +159,7 @@ class _Owner:
     state: OriginState  # keyed by the owner's domain; only the budget is used
     in_flight: int = 0
     waiting: dict[str, None] = field(default_factory=dict)  # origins its cap holds
+    refused: str = ""  # a refusal from one of its hosts stopped them all this run (why)
 
 
 @dataclass
@@ -390,6 +394,9 @@ class Frontier:
         if origin in self.stopped:
             return "stopped"
         rec = self._get(origin)
+        if rec.owner is not None and rec.owner.refused:
+            self.stop(origin, OWNER_REFUSED)  # another host of its owner refused the crawler
+            return "stopped"
         now = self.clock()
         if budget_left(rec.state, self.config.budget, now) <= 0:
             return "budget_exhausted"
@@ -976,6 +983,27 @@ class Frontier:
             "Stopped %(origin)s for this run (%(reason)s); %(n)d queued requests dropped",
             {"origin": origin, "reason": reason, "n": dropped},
         )
+        if is_refusal(reason):
+            self._stop_owner(origin, rec, reason)
+
+    def _stop_owner(self, origin: str, rec: _Origin, reason: str) -> None:
+        """A refusal (402, 403, a challenge page) is the owner's answer: every host of
+        its registrable domain is stopped for the run, those known now and any found
+        later (:meth:`admit`), so a wildcard's names do not each refuse again
+        (docs/ARCHITECTURE.md, "Owner")."""
+        owner = rec.owner
+        if owner is None or owner.refused:
+            return
+        owner.refused = f"{reason} from {origin}"
+        others = [o for o, r in self._origins.items()
+                  if r.owner is owner and o not in self.stopped]
+        if others:
+            logger.warning("%(origin)s refused the crawler (%(reason)s): every host of its "
+                           "owner %(owner)s stops for this run (%(n)d origins)",
+                           {"origin": origin, "reason": reason,
+                            "owner": owner.state.origin, "n": len(others)})
+        for other in others:
+            self.stop(other, OWNER_REFUSED)
 
     def _drop_all(self, origin: str, rec: _Origin, reason: str) -> int:
         self.release_held(origin)  # nothing more of the origin: what was held goes too
