@@ -68,6 +68,13 @@ class Sample:
     rss_kb: int
     fds: int
     sockets: int
+    cpu: float = 0.0  # the crawl's CPU seconds so far (user and system)
+    # Seconds its threads were ready to run but waited for a core (the kernel's
+    # /proc/PID/schedstat, summed over threads): the machine's other work.
+    runqueue: float = 0.0
+
+
+_TICK = os.sysconf("SC_CLK_TCK")
 
 
 def _sample(pid: int, t0: float) -> Sample | None:
@@ -88,7 +95,81 @@ def _sample(pid: int, t0: float) -> Sample | None:
     for line in status.splitlines():
         if line.startswith("VmRSS:"):
             rss = int(line.split()[1])
-    return Sample(time.monotonic() - t0, rss, fds, sockets)
+    try:  # utime and stime, fields 14 and 15 of /proc/PID/stat (after the name)
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        cpu = (int(fields[11]) + int(fields[12])) / _TICK
+    except (OSError, IndexError, ValueError):
+        cpu = 0.0
+    waited = 0
+    try:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            waited += int(Path(f"/proc/{pid}/task/{tid}/schedstat").read_text().split()[1])
+    except (OSError, IndexError, ValueError):
+        pass
+    return Sample(time.monotonic() - t0, rss, fds, sockets, cpu, waited / 1e9)
+
+
+def _quantile(xs: list[float], q: float) -> float:
+    xs = sorted(xs)
+    return xs[min(int(q * (len(xs) - 1)), len(xs) - 1)] if xs else 0.0
+
+
+def where_the_time_goes(hits: list[Any], rest: float, samples: list[Sample],
+                        t0_wall: float) -> dict[str, Any]:
+    """What the span of the crawl is made of, beyond the ideal's 4 R (5 requests a
+    site): the spread of the sites' first requests (the ramp), and for each next
+    request of a site (its "wave": every site's k-th request) the spread of its start
+    times and how much longer than R its gap was (median, max), with the crawl's CPU
+    use (CPU seconds over wall seconds) while the wave went out.
+
+    The efficiency's span runs from the first request's start to the last one's end,
+    so it is the ramp plus the gaps of the site that ends last: a wave that takes longer
+    to go out than the one before it adds its extra time to its last sites' gaps."""
+    by_host: dict[str, list[tuple[float, float]]] = {}
+    for h in hits:
+        by_host.setdefault(h.host, []).append((h.start, h.end))
+    if not by_host:
+        return {}
+    first = min(s for v in by_host.values() for s, _e in v)
+    waves: dict[int, list[float]] = {}
+    excess: dict[int, list[float]] = {}
+    for v in by_host.values():
+        v.sort()
+        for k, (s, _e) in enumerate(v):
+            waves.setdefault(k, []).append(s - first)
+            if k:
+                excess.setdefault(k, []).append(s - v[k - 1][1] - rest)
+
+    def cpu_between(a: float, b: float) -> tuple[float, float] | None:
+        """CPU seconds and run-queue wait a wall second, from ``a`` to ``b``."""
+        # Sample times are seconds from the crawl's start; hits are epoch seconds.
+        lo, hi = a - t0_wall, b - t0_wall
+        inside = [x for x in samples if lo <= x.t <= hi]
+        if len(inside) < 2 or inside[-1].t <= inside[0].t:
+            return None
+        wall = inside[-1].t - inside[0].t
+        return (round((inside[-1].cpu - inside[0].cpu) / wall, 2),
+                round((inside[-1].runqueue - inside[0].runqueue) / wall, 2))
+
+    rows = []
+    for k in sorted(waves):
+        w = waves[k]
+        rows.append({
+            "wave": k, "start": round(min(w), 2), "spread": round(max(w) - min(w), 2),
+            "gap_excess_p50": round(_quantile(excess.get(k, []), 0.5), 3),
+            "gap_excess_max": round(max(excess.get(k, [0.0])), 3),
+            "cpu": cpu_between(first + min(w), first + max(w)),
+        })
+    last_host = max(by_host, key=lambda h: by_host[h][-1][1])
+    chain = by_host[last_host]
+    return {
+        "span": round(max(e for v in by_host.values() for _s, e in v) - first, 2),
+        "ramp": round(max(v[0][0] for v in by_host.values()) - first, 2),
+        "last_site_first": round(chain[0][0] - first, 2),
+        "last_site_gap_excess": [round(chain[k][0] - chain[k - 1][1] - rest, 2)
+                                 for k in range(1, len(chain))],
+        "waves": rows,
+    }
 
 
 def _limits(soft: int | None, hard: int | None) -> Any:
@@ -117,7 +198,8 @@ def run(args: argparse.Namespace, n: int, tmp: Path) -> dict[str, Any]:
     d.mkdir(parents=True, exist_ok=True)
     log = d / "crawl.log"
     stats_file = d / "stats.json"
-    cmd = [sys.executable, "-m", "scrapy", "crawl", "site", "-a", f"urls={urls}",
+    profile = ["-m", "cProfile", "-o", str(args.profile)] if args.profile else []
+    cmd = [sys.executable, *profile, "-m", "scrapy", "crawl", "site", "-a", f"urls={urls}",
            "-s", f"POLITE_STATE_DIR={d / 'state'}", "-s", "LOG_LEVEL=INFO",
            "-s", f"LOG_FILE={log}", "-s", f"POLITE_STATS_FILE={stats_file}",
            "-s", f"POLITE_REST_PAGE={rest}", "-s", "POLITE_JITTER=0",
@@ -132,6 +214,7 @@ def run(args: argparse.Namespace, n: int, tmp: Path) -> dict[str, Any]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     with nginx:
         t0 = time.monotonic()
+        t0_wall = time.time()
         proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdin=subprocess.DEVNULL,
                                 preexec_fn=_limits(args.soft, args.hard))  # noqa: PLW1509
         try:
@@ -139,7 +222,7 @@ def run(args: argparse.Namespace, n: int, tmp: Path) -> dict[str, Any]:
                 s = _sample(proc.pid, t0)
                 if s is not None:
                     samples.append(s)
-                time.sleep(0.5)
+                time.sleep(0.25)
         except BaseException:
             proc.send_signal(signal.SIGINT)
             try:
@@ -186,8 +269,23 @@ def run(args: argparse.Namespace, n: int, tmp: Path) -> dict[str, Any]:
                              if "Descriptor budget" in ln or "Fewer requests" in ln
                              or "Not crawling" in ln), ""),
         "connections_opened": stats.get("polite/connections/opened"),
+        "cpu_s": round(max((s.cpu for s in samples), default=0.0), 1),
+        "load": os.getloadavg()[0],
     }
     print("   " + json.dumps(out), flush=True)
+    detail = where_the_time_goes(hits, rest, samples, t0_wall)
+    if detail:
+        print(f"   span {detail['span']} s = 4 R + {detail['span'] - 4 * rest:.2f}: ramp "
+              f"{detail['ramp']} s; the site that ended last started at "
+              f"{detail['last_site_first']} s, its gaps longer than R by "
+              f"{detail['last_site_gap_excess']}", flush=True)
+        for w in detail["waves"]:
+            cpu = w["cpu"] or (None, None)
+            print(f"   request {w['wave'] + 1} of each site: from {w['start']} s over "
+                  f"{w['spread']} s, gap over R p50 {w['gap_excess_p50']} max "
+                  f"{w['gap_excess_max']}; CPU {cpu[0]}, waiting for a core {cpu[1]} "
+                  "(a wall second)", flush=True)
+    out["time"] = detail
     return out
 
 
@@ -203,6 +301,8 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--timeout", type=float, default=1800.0, help="CLOSESPIDER_TIMEOUT")
     ap.add_argument("--keep", type=Path, default=None)
     ap.add_argument("-s", dest="extra", action="append", default=[])
+    ap.add_argument("--profile", type=Path, default=None,
+                    help="run the crawl under cProfile, its stats to this file")
     a = ap.parse_args(argv)
     if not DOCS.is_dir():
         print(f"{DOCS} is missing: run `bash scripts/system-deps.sh bench`", file=sys.stderr)
