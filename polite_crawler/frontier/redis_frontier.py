@@ -501,6 +501,7 @@ class RedisFrontier:
         self._srv_lim: dict[str, int] = {}
         self._srv_wait: dict[str, float] = {}
         self._srv_again: set[str] = set()
+        self._srv_unmet: set[str] = set()  # a demand not met is recorded in Redis
         self._srv_reassert = False
         self._srv_swept = 0.0
         shared.server_grace = exchange_timeout + clock_skew
@@ -732,6 +733,7 @@ class RedisFrontier:
         self.shared.server_window = self.restart_window
         ask, f.server_asks = f.server_asks, set()
         ask |= self._srv_again
+        ask |= self._srv_unmet  # asked again until met, or withdrawn (no stale demand)
         self._srv_again = set()
         reassert = set(f.shared_servers_held()) if self._srv_reassert else set()
         self._srv_reassert = False
@@ -751,8 +753,9 @@ class RedisFrontier:
             known = self._srv_lim.get(address)
             report = d.limit if known is not None and d.limit != known else 0
             waited = d.wait > self._srv_wait.get(address, 0.0)
-            if want == d.granted and not report and not waited and address not in reassert:
-                continue
+            if (want == d.granted and not report and not waited and address not in reassert
+                    and address not in self._srv_unmet):
+                continue  # nothing to tell (an unmet demand recorded is withdrawn)
             if waited:
                 self._srv_wait[address] = d.wait
             calls.append(ServerCall(address, d.in_flight, want, report, d.until, d.wait,
@@ -765,6 +768,7 @@ class RedisFrontier:
         wait out; a server another worker waits for is given back at its round's end."""
         f = self.frontier
         now = out.plan.now
+        asked = {c.address: c.want for c in out.plan.servers}
         for g in out.grants:
             d = f.server_demand(g.address)
             if d is None:
@@ -776,6 +780,10 @@ class RedisFrontier:
             self._srv_lim[g.address] = g.limit
             if d.want > g.granted:
                 self._srv_again.add(g.address)  # still waiting: asked again next batch
+            if asked.get(g.address, 0) > g.granted:
+                self._srv_unmet.add(g.address)  # Redis records the demand (d:<worker>)
+            else:
+                self._srv_unmet.discard(g.address)
         for address in out.server_nudged:
             f.server_contended(address)
 
@@ -945,6 +953,7 @@ class RedisFrontier:
         self.frontier.servers_lost()  # the old identity's places lapse with its lease
         self._srv_lim.clear()
         self._srv_again.clear()
+        self._srv_unmet.clear()
         old, self.shared.worker = self.shared.worker, worker_id()
         logger.error("The lease of worker %(old)s in Redis ran out (stalled, or Redis "
                      "restarted); its origins go to other workers, and it rejoins as worker "

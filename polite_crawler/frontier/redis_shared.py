@@ -335,8 +335,11 @@ return 1
 # go first to the workers that waited longest, each at most a fair share of the limit
 # when several want places. Within the window after a restart, a hash that outlived it
 # grants nobody more than it held (a grant of the lost second may still be in use).
-# Returns {granted, limit, rest end, wait, others waiting, holders...}.
-_SERVER = """
+# A limit nobody asked about for SERVER_IDLE seconds starts again at one (a later
+# crawl learns it afresh, as one process does). Returns {granted, limit, rest end,
+# wait, others waiting, holders...}.
+SERVER_IDLE = 600.0
+_SERVER = f"local IDLE = {SERVER_IDLE!r}" + """
 local K = KEYS[1]
 local me, hold, want = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local now, grace, window, P = tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9]), ARGV[10]
@@ -349,6 +352,11 @@ redis.call('HSET', K, 'r', start)
 local p = tonumber(redis.call('HGET', K, 'p') or '-1')
 local guarded = up < window and p >= 0 and math.abs(p - start) <= 2
 local lim = tonumber(redis.call('HGET', K, 'lim') or '1')
+if now - tonumber(redis.call('HGET', K, 't') or '0') > IDLE then
+  lim = 1  -- nobody asked for a while: the limit is learnt again from one, as in one run
+  redis.call('HSET', K, 'lim', 1)
+end
+redis.call('HSET', K, 't', ARGV[7])
 local u = tonumber(redis.call('HGET', K, 'u') or '0')
 local x = tonumber(redis.call('HGET', K, 'x') or '0')
 local held, dem = {}, {}

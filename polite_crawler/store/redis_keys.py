@@ -75,9 +75,9 @@ def server_key(address: str, prefix: str = PREFIX) -> str:
     """``P:srv:{A}`` hash, shared by every crawl: the places of one server address that
     the workers share: ``lim`` (its limit), ``h:<W>`` the places worker W holds,
     ``d:<W>`` W's unmet demand ("<want> <since>"), ``u`` the rest end left with places
-    given back, ``x`` a failure's wait every worker's sites wait out, ``r`` Redis's start
-    as of the last write and ``p`` a start the hash outlived (docs/CLUSTER.md,
-    "Servers")."""
+    given back, ``x`` a failure's wait every worker's sites wait out, ``t`` the last
+    call's time, ``r`` Redis's start as of the last write and ``p`` a start the hash
+    outlived (docs/CLUSTER.md, "Servers")."""
     return f"{prefix}:srv:{{{address}}}"
 
 
