@@ -5,6 +5,12 @@ and its scraper for a "Scraped" record for every item, and drops both afterwards
 when DEBUG is not logged. Building them (the Referer lookup, the flags, the
 dict) is work on the hot path that the log level discards; a formatter method
 that returns ``None`` logs nothing, so these return ``None`` below DEBUG.
+
+The "Dropped" record of an item a pipeline drops (an exact duplicate, an alias)
+names the exception by its text, not the exception itself: Scrapy's scraper keeps
+the record in the frame that the exception's traceback points back to, a
+reference cycle that held the item, its response and the page's readings (body,
+main text, word hashes) until a full collection of the cyclic garbage collector.
 """
 
 from __future__ import annotations
@@ -40,3 +46,13 @@ class PoliteLogFormatter(LogFormatter):
         if not _SCRAPER.isEnabledFor(logging.DEBUG):
             return None
         return super().scraped(item, response, spider)
+
+    def dropped(  # type: ignore[override]
+        self, item: Any, exception: BaseException, response: Response | Failure | None,
+        spider: Spider,
+    ) -> LogFormatterResult | None:
+        record = super().dropped(item, exception, response, spider)
+        if not _SCRAPER.isEnabledFor(record["level"]):
+            return None
+        return {"level": record["level"], "msg": record["msg"],
+                "args": {"exception": str(exception), "item": item}}

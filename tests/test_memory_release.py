@@ -12,7 +12,6 @@ import gc
 import weakref
 from typing import TYPE_CHECKING, Any
 
-import pytest
 import pytest_twisted
 from scrapy import signals
 
@@ -43,9 +42,6 @@ class _DropWatch:
         DROPPED.append((weakref.ref(response), weakref.ref(item._polite_words)))
 
 
-@pytest.mark.xfail(strict=True, reason="Scrapy's 'Dropped' record holds the DropItem, whose "
-                   "traceback holds the frame that holds the record: until the log formatter "
-                   "names the exception by its text (brief/patches/memory-logformatter.patch)")
 @pytest_twisted.ensureDeferred
 async def test_a_dropped_duplicate_is_freed_without_the_collector(
         web_factory: Any, tmp_path: Path) -> None:
