@@ -75,6 +75,7 @@ import math
 import re
 from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import urlsplit
 
 import numpy as np
@@ -225,29 +226,33 @@ class YieldVerdict:
 
 
 _NO_HASHES = np.zeros(0, dtype=np.uint64)
-_NO_PAGES = np.zeros(0, dtype=np.uint32)
 
 
 class _OriginYield:
     """What an origin served recently, kept compact (a site of a few pages costs a few KB).
 
     Each sampled shingle hash once, sorted (``hashes``), with the number of the last page
-    that had it (``last``, pages numbered from 0 in the order observed); likewise each
-    page's whole-text hash (``wholes``). Page ``n`` is judged against pages
+    that had it (``last``, pages numbered from 0 in the order observed, less ``base``);
+    likewise each page's whole-text hash (``wholes``). Page ``n`` is judged against pages
     ``n - memory_pages`` to ``n - 1``: a hash is seen when its last page is among them,
     the same answer as counting the hashes of those pages, without keeping each page's
     sample. Hashes whose last page has left the memory are dropped every ``memory_pages``
-    pages, so the arrays hold at most two memories' worth. The window's outcomes are
-    bits of an int (the newest lowest), ``judged`` of them.
+    pages, so the arrays hold at most two memories' worth, and ``base`` moves up to the
+    oldest page remembered: ``last`` stays below two memories, 2 bytes a hash for the
+    default memory (a 3-page site: about 300 hashes). The window's outcomes are bits of
+    an int (the newest lowest), ``judged`` of them.
     """
 
-    __slots__ = ("hashes", "judged", "last", "memory", "outcomes", "pages", "wholes")
+    __slots__ = ("base", "hashes", "judged", "last", "memory", "outcomes", "pages", "wholes")
 
     def __init__(self, memory_pages: int) -> None:
         self.memory = memory_pages
         self.pages = 0  # pages observed
+        self.base = 0  # the page number ``last`` counts from
         self.hashes: npt.NDArray[np.uint64] = _NO_HASHES
-        self.last: npt.NDArray[np.uint32] = _NO_PAGES
+        # last page - base < 2 * memory_pages (the forgetting in take)
+        self.last: npt.NDArray[np.unsignedinteger[Any]] = np.zeros(
+            0, dtype=np.uint16 if 2 * memory_pages <= 1 << 16 else np.uint32)
         self.wholes: dict[int, int] = {}  # whole-text hash -> its last page
         self.outcomes = 0
         self.judged = 0
@@ -260,7 +265,7 @@ class _OriginYield:
     @property
     def seen(self) -> npt.NDArray[np.uint64]:
         """The sampled hashes of the remembered pages (distinct, sorted)."""
-        return self.hashes[self.last >= self.pages - self.memory]
+        return self.hashes[self.last >= self.pages - self.memory - self.base]
 
     def take(self, sample: npt.NDArray[np.uint64], whole: int) -> float:
         """Record the next page (its sample, distinct and sorted, and its whole-text hash);
@@ -273,14 +278,15 @@ class _OriginYield:
         elif not hashes.size:
             novelty = 1.0
             self.hashes = sample.copy()
-            self.last = np.full(sample.size, n, dtype=np.uint32)
+            self.last = np.full(sample.size, n - self.base, dtype=self.last.dtype)
         else:
             last = self.last
             at = np.searchsorted(hashes, sample)
             near = np.minimum(at, hashes.size - 1)
             known = hashes[near] == sample
-            novelty = 1.0 - int(np.count_nonzero(known & (last[near] >= oldest))) / sample.size
-            last[near[known]] = n
+            recent = last[near] >= oldest - self.base
+            novelty = 1.0 - int(np.count_nonzero(known & recent)) / sample.size
+            last[near[known]] = n - self.base
             if not known.all():  # new hashes into their places, in one pass
                 fresh = ~known
                 k = int(np.count_nonzero(fresh))
@@ -289,15 +295,17 @@ class _OriginYield:
                 old[places] = False
                 self.hashes = np.empty(hashes.size + k, dtype=np.uint64)
                 self.hashes[places], self.hashes[old] = sample[fresh], hashes
-                self.last = np.empty(hashes.size + k, dtype=np.uint32)
-                self.last[places], self.last[old] = n, last
+                self.last = np.empty(hashes.size + k, dtype=last.dtype)
+                self.last[places], self.last[old] = n - self.base, last
         self.wholes[whole] = n
         self.pages = n = n + 1
         if n % self.memory == 0:  # forget what no later page is judged against
             oldest = n - self.memory
-            keep = self.last >= oldest
+            keep = self.last >= oldest - self.base
             if not keep.all():
                 self.hashes, self.last = self.hashes[keep], self.last[keep]
+            self.last -= oldest - self.base  # every one kept is at least that
+            self.base = oldest
             self.wholes = {w: p for w, p in self.wholes.items() if p >= oldest}
         return novelty
 
