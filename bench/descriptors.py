@@ -259,6 +259,9 @@ def run(args: argparse.Namespace, n: int, tmp: Path) -> dict[str, Any]:
         "429s": sum(h.status == 429 for h in hits),
         "efficiency": round(eff.efficiency, 3) if eff else 0.0,
         "short_rests": eff.short if eff else 0, "overlaps": eff.overlaps if eff else 0,
+        # nginx logs milliseconds: a gap a millisecond short of R is the log's rounding.
+        "short_rests_1pct": eff.short_1pct if eff else 0,
+        "min_gap": round(eff.min_gap, 3) if eff else 0.0,
         "peak_rss_mb": round(peak_rss / 1024, 1),
         "rss_kb_per_site": round(peak_rss / n, 1),
         "peak_fds": peak_fds, "peak_sockets": peak_sockets,
