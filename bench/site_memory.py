@@ -46,6 +46,8 @@ from typing import TYPE_CHECKING, Any
 from scrapy import signals
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from scrapy.crawler import Crawler
 
 
@@ -99,8 +101,11 @@ class TraceMemory:
         self.out = Path(crawler.settings.get("BENCH_TRACE_OUT"))
         self.interval = crawler.settings.getfloat("BENCH_TRACE_INTERVAL", 5.0)
         self.frames = crawler.settings.getint("BENCH_TRACE_FRAMES", 1)
+        self.take_apart = crawler.settings.getbool("BENCH_TAKE_APART", True)
+        self.crawler = crawler
         self.libc, self.sqlite = _libs()
         self.peak: dict[str, int] = {}
+        self.peak_types: dict[str, list[int]] = {}
         self.best: tracemalloc.Snapshot | None = None
         if self.frames:
             tracemalloc.start(self.frames)
@@ -136,13 +141,15 @@ class TraceMemory:
         parts = self.parts()
         if parts["rss"] > self.peak.get("rss", 0):
             self.peak = parts
+            self.peak_types = _census()  # garbage not yet collected included
             if self.frames:
                 self.best = tracemalloc.take_snapshot()
 
     def closed(self) -> None:
         if self.loop is not None and self.loop.running:
             self.loop.stop()
-        out: dict[str, Any] = {"peak": self.peak, "end": self.parts()}
+        out: dict[str, Any] = {"peak": self.peak, "end": self.parts(),
+                               "peak_types": self.peak_types}
         if self.frames:
             end = tracemalloc.take_snapshot()  # what the crawl holds as it closes
             out["peak_lines"] = _by_line(self.best)
@@ -158,8 +165,75 @@ class TraceMemory:
         out["kept_types"] = _census()
         if self.frames:
             out["kept_lines"] = _by_line(tracemalloc.take_snapshot())
+        if self.take_apart:
+            out["apart"] = self.apart()
+        if self.frames:
             tracemalloc.stop()
         self.out.write_text(json.dumps(out))
+
+    def live(self) -> int:
+        """Bytes in use: traced ones with tracemalloc on, else pymalloc's and glibc's."""
+        if tracemalloc.is_tracing():
+            return int(tracemalloc.get_traced_memory()[0])
+        parts = self.parts()
+        return parts["pymalloc_used"] + parts["malloc_used"]
+
+    def apart(self) -> dict[str, int]:
+        """What each part of the crawl's state holds, once the crawl is over: the bytes in
+        use that go when it is emptied (:data:`PARTS`, in order; a part not found is 0)."""
+        # only the components' own objects: a reference to anything else would keep it
+        wanted = {"UrlRules", "YieldMonitor", "RobotsBook", "SiteSpider", "AddressBook",
+                  "Frontier"}
+        objects: dict[str, list[Any]] = {}
+        for obj in gc.get_objects():
+            if type(obj).__name__ in wanted:
+                objects.setdefault(type(obj).__name__, []).append(obj)
+        freed: dict[str, int] = {}
+        for name, clear in PARTS:
+            gc.collect()
+            before = self.live()
+            clear(self.crawler, objects)
+            gc.collect()
+            freed[name] = before - self.live()
+        objects.clear()
+        return freed
+
+
+def _clear_dicts(kind: str, *names: str) -> Callable[[Crawler, dict[str, list[Any]]], None]:
+    def clear(_crawler: Crawler, objects: dict[str, list[Any]]) -> None:
+        for obj in objects.get(kind, []):
+            for name in names:
+                getattr(obj, name).clear()
+    return clear
+
+
+def _clear_caches(_crawler: Crawler, objects: dict[str, list[Any]]) -> None:
+    from polite_crawler.policy import addresses, owners, traps, urls
+
+    for cached in (urls.origin_of, urls.host_of, addresses._judge_host, traps._path_query,
+                   owners.owner_of):
+        cached.cache_clear()
+    for rules in objects.get("UrlRules", []):
+        rules._reading.cache_clear()
+
+
+def _clear_slots(crawler: Crawler, _objects: dict[str, list[Any]]) -> None:
+    if crawler.engine is not None:
+        crawler.engine.downloader.slots.clear()
+
+
+# The parts of a crawl's state a site adds to, as TraceMemory.apart empties them (a
+# bench's reading of other components' private state, at the crawl's end only).
+PARTS: list[tuple[str, Callable[[Crawler, dict[str, list[Any]]], None]]] = [
+    ("url and host caches", _clear_caches),
+    ("yield monitor", _clear_dicts("YieldMonitor", "_origins")),
+    ("downloader slots", _clear_slots),
+    ("robots.txt book", _clear_dicts("RobotsBook", "_entries")),
+    ("spider discovery", _clear_dicts("SiteSpider", "_discovery")),
+    ("address book", _clear_dicts("AddressBook", "_known")),
+    ("frontier records", _clear_dicts("Frontier", "_origins", "_hosts", "_owners",
+                                      "_servers")),
+]
 
 
 def _census(objects: list[Any] | None = None) -> dict[str, list[int]]:
@@ -254,7 +328,13 @@ def main(argv: list[str]) -> int:
             print(f"{'KB a site':>10}  source line")
             for size, line in grew[:a.top]:
                 print(f"{size / a.sites / 1024:>10.2f}  {line}")
-    for key, what in (("kept_types", "objects kept after a full collection"),
+    print("\ntaken apart at the end (bytes in use that go when the part is emptied), "
+          "KB a site")
+    for name in small.get("apart", {}):
+        x, y = small["apart"][name], big["apart"][name]
+        print(f"  {name:>22} {x / 2**20:8.2f} {y / 2**20:8.2f} MB  {(y - x) / a.sites / 1024:6.2f}")
+    for key, what in (("peak_types", "objects at the peak (garbage included)"),
+                      ("kept_types", "objects kept after a full collection"),
                       ("garbage_types", "cyclic garbage the collection freed")):
         print(f"\n{what} (gc-tracked), by type, a site: count, bytes (their own size)")
         x, y = small[key], big[key]
