@@ -715,15 +715,18 @@ class Frontier:
                 and failure.rate_limit_hits == old.rate_limit_hits)
             wait = max(failure.wait_until - end, 0.0) if failure is not None else 0.0
             server.in_flight -= 1
+            probing = server.state.probing
             changed = answered(server.state, self.config.servers,
                                duration=max(end - start, 0.0), end=end,
                                concurrency=rec.sent_at, in_flight=server.in_flight,
                                failure=machine, wait=wait, observe=observe)
             rec.sent_at = 0
-            if server.granted is not None and (changed or machine or (
-                    server.contended and server.in_flight == 0)):
-                # The shared limit moved, the machine failed (every worker's sites
-                # wait), or the round is over while another worker waits for places.
+            if server.granted is not None and (
+                    changed or machine or probing != server.state.probing
+                    or (server.contended and server.in_flight == 0)):
+                # The shared limit moved or its probe was judged, the machine failed
+                # (every worker's sites wait), or the round is over while another
+                # worker waits for places.
                 self.server_asks.add(server.state.address)
         if failure is not None:
             rec.state.failure = failure
@@ -871,19 +874,21 @@ class Frontier:
         want = min(st.limit, working)
         return ServerDemand(address, server.granted, server.in_flight, want, st.limit,
                             st.next_allowed, st.wait_until,
-                            server.in_flight == 0 and st.round_n == 0, server.contended)
+                            server.in_flight == 0 and st.round_n == 0, server.contended,
+                            st.probing, st.no_probe_until)
 
     def shared_servers_held(self) -> list[str]:
         """The addresses this process holds places of."""
         return [a for a, s in self._servers.items() if s.granted]
 
     def server_granted(self, address: str, granted: int, *, limit: int, until: float,
-                       wait: float, contended: bool) -> None:
+                       wait: float, contended: bool, no_probe: float = 0.0) -> None:
         """The shared store's answer for the server: ``granted`` places are this
         process's now, of a shared ``limit``; ``until``: the rest another process left
         with the places it gave back (waited before a place newly granted is used);
         ``wait``: a failure of the machine every process waits out; ``contended``:
-        another process waits for places."""
+        another process waits for places; ``no_probe``: a probe of a larger limit waits
+        until then (another process's probe found the machine queue ours)."""
         server = self._servers.get(address)
         if server is None or server.granted is None:
             return
@@ -891,6 +896,7 @@ class Frontier:
         if granted > server.granted:
             st.next_allowed = max(st.next_allowed, until)
         st.wait_until = max(st.wait_until, wait)
+        st.no_probe_until = max(st.no_probe_until, no_probe)
         shared_limit(st, limit)
         server.granted = granted
         server.contended = contended
@@ -1173,6 +1179,8 @@ class ServerDemand:
     wait: float  # a failure of the machine: nothing before this
     round_over: bool  # nothing of ours open on it, no round under way
     contended: bool  # another process waits for places
+    probing: bool  # its limit just grew: not judged yet (policy.servers)
+    no_probe: float  # no probe of a larger limit before this
 
 
 def frontier_snapshot(frontier: Frontier, now: float) -> dict[str, float]:

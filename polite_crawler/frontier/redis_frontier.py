@@ -502,6 +502,8 @@ class RedisFrontier:
         self._srv_wait: dict[str, float] = {}
         self._srv_again: set[str] = set()
         self._srv_unmet: set[str] = set()  # a demand not met is recorded in Redis
+        self._srv_probing: dict[str, bool] = {}  # a raise reported, not judged yet
+        self._srv_np: dict[str, float] = {}  # the probe's wait last reported
         self._srv_reassert = False
         self._srv_swept = 0.0
         shared.server_grace = exchange_timeout + clock_skew
@@ -746,20 +748,31 @@ class RedisFrontier:
             d = f.server_demand(address)
             if d is None:
                 continue
-            want = d.want
-            if d.contended and d.round_over and d.granted > 0:
-                want = 0  # its turn is over: every place back, asked for again next batch
+            want, limit, probing = d.want, d.limit, d.probing
+            # Its turn is over when another worker waits: every place back, asked for
+            # again next batch; a probe it can still fill keeps the turn until judged
+            # (a few rounds), one it cannot is given up with the limit it tried.
+            if d.contended and d.round_over and d.granted > 0 and not (
+                    probing and d.want >= d.limit):
+                want = 0
                 self._srv_again.add(address)
+            if probing and want < limit:  # a probe it cannot fill: given up
+                limit, probing = max(limit - 1, 1), False
             known = self._srv_lim.get(address)
-            report = d.limit if known is not None and d.limit != known else 0
+            report = limit if known is not None and limit != known else 0
             waited = d.wait > self._srv_wait.get(address, 0.0)
-            if (want == d.granted and not report and not waited and address not in reassert
+            judged = self._srv_probing.get(address, False) and not probing
+            cooled = d.no_probe > self._srv_np.get(address, 0.0)
+            if (want == d.granted and not report and not waited and not judged
+                    and not cooled and address not in reassert
                     and address not in self._srv_unmet):
                 continue  # nothing to tell (an unmet demand recorded is withdrawn)
             if waited:
                 self._srv_wait[address] = d.wait
+            self._srv_probing[address] = probing
+            self._srv_np[address] = d.no_probe
             calls.append(ServerCall(address, d.in_flight, want, report, d.until, d.wait,
-                                    d.granted))
+                                    d.granted, probing, d.no_probe))
         return calls
 
     def _apply_grants(self, out: Outcome) -> None:
@@ -776,7 +789,8 @@ class RedisFrontier:
             until = g.until + self.clock_skew if g.until > now else 0.0
             wait = g.wait + self.clock_skew if g.wait > max(d.wait, now) else g.wait
             f.server_granted(g.address, g.granted, limit=g.limit, until=until, wait=wait,
-                             contended=g.waiting > 0)
+                             contended=g.waiting > 0, no_probe=g.no_probe)
+            self._srv_np[g.address] = max(self._srv_np.get(g.address, 0.0), g.no_probe)
             self._srv_lim[g.address] = g.limit
             if d.want > g.granted:
                 self._srv_again.add(g.address)  # still waiting: asked again next batch
@@ -954,6 +968,7 @@ class RedisFrontier:
         self._srv_lim.clear()
         self._srv_again.clear()
         self._srv_unmet.clear()
+        self._srv_probing.clear()
         old, self.shared.worker = self.shared.worker, worker_id()
         logger.error("The lease of worker %(old)s in Redis ran out (stalled, or Redis "
                      "restarted); its origins go to other workers, and it rejoins as worker "

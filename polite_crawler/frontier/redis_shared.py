@@ -327,17 +327,21 @@ return 1
 # KEYS: srv.  ARGV: me, in flight (places in use: kept whatever the answer), want,
 # limit reported ('' none), my rest end, my machine wait, now, grace (exchange timeout
 # plus clock skew), window (seconds after Redis's start in which a grant the restart may
-# have lost is guarded), prefix, places held as I know them.
+# have lost is guarded), prefix, places held as I know them, probing ('1': the raise I
+# reported is not judged yet), no probe before (a failed probe's wait, ``np``: shared,
+# so each worker does not try the same concurrency again on its own).
 # A worker's places count while its lease lives and, once gone, until its lease end
 # plus the grace (a request of it may be out until then); then they are dropped and the
 # grace's end is kept as the rest end. The limit is lowered by anyone and raised only
-# by a worker that holds every place (its full rounds measured the machine). Free places
+# by a worker that holds every place (its full rounds measured the machine); until that
+# probe is judged (``pr``: the prober, while it lives) nobody else gets a place, so the
+# prober's rounds measure the machine at the new limit. Free places
 # go first to the workers that waited longest, each at most a fair share of the limit
 # when several want places. Within the window after a restart, a hash that outlived it
 # grants nobody more than it held (a grant of the lost second may still be in use).
 # A limit nobody asked about for SERVER_IDLE seconds starts again at one (a later
 # crawl learns it afresh, as one process does). Returns {granted, limit, rest end,
-# wait, others waiting, holders...}.
+# wait, others waiting, no probe before, holders...}.
 SERVER_IDLE = 600.0
 _SERVER = f"local IDLE = {SERVER_IDLE!r}" + """
 local K = KEYS[1]
@@ -399,16 +403,34 @@ for w, v in pairs(dem) do
   elseif alive(w) == 2 then wants[w], since[w] = tonumber(a), tonumber(b)
   else redis.call('HDEL', K, 'd:' .. w) end
 end
+local pr = redis.call('HGET', K, 'pr')
+if pr and pr ~= me and alive(pr) == 0 then
+  redis.call('HDEL', K, 'pr')
+  pr = nil
+end
 if ARGV[4] ~= '' then
   local rl = math.max(tonumber(ARGV[4]), 1)
-  if rl < lim or (rl > lim and others == 0) then
+  if rl < lim or (rl > lim and others == 0 and not pr) then
+    if rl > lim then
+      pr = me  -- a probe: the prober alone sends until it is judged
+      redis.call('HSET', K, 'pr', me)
+    end
     lim = rl
     redis.call('HSET', K, 'lim', lim)
   end
 end
+if pr == me and ARGV[12] ~= '1' then
+  redis.call('HDEL', K, 'pr')
+  pr = nil
+end
 if tonumber(ARGV[6]) > x then
   x = tonumber(ARGV[6])
   redis.call('HSET', K, 'x', ARGV[6])
+end
+local np = tonumber(redis.call('HGET', K, 'np') or '0')
+if tonumber(ARGV[13]) > np then
+  np = tonumber(ARGV[13])
+  redis.call('HSET', K, 'np', ARGV[13])
 end
 local n = (want > 0) and 1 or 0
 for _ in pairs(wants) do n = n + 1 end
@@ -423,10 +445,16 @@ for w, a in pairs(wants) do
 end
 local new = math.min(want, math.max(lim - others - before, 0))
 if n > 1 then new = math.min(new, fair) end
+if pr == me then
+  new = math.min(want, math.max(lim - others, 0))  -- its probe's full round
+elseif pr then
+  new = 0  -- a probe under way: the machine is the prober's until it is judged
+end
 local had = held[me] or 0
 if guarded then new = math.min(new, math.max(tonumber(ARGV[11]), had)) end
 new = math.max(new, hold)
 if new > 0 then redis.call('HSET', K, 'h:' .. me, new) else redis.call('HDEL', K, 'h:' .. me) end
+if new == 0 and pr == me then redis.call('HDEL', K, 'pr') end
 if want > new then
   redis.call('HSET', K, 'd:' .. me, want .. ' ' .. mysince)
 else
@@ -434,7 +462,7 @@ else
 end
 if new < had and tonumber(ARGV[5]) > u then u = tonumber(ARGV[5]) end
 redis.call('HSET', K, 'u', tostring(u))
-local out = {new, lim, tostring(u), tostring(x), waiting}
+local out = {new, lim, tostring(u), tostring(x), waiting, tostring(np)}
 for _, w in ipairs(holders) do out[#out + 1] = w end
 return out
 """
@@ -490,6 +518,8 @@ class ServerCall:
     until: float  # the end of its rounds' rest (kept with places given back)
     wait: float  # a failure of the machine: every worker's sites wait until then
     held: int  # places held as this worker knows them
+    probing: bool = False  # the limit it raised is not judged yet
+    no_probe: float = 0.0  # no probe before this (a probe found the machine queue ours)
 
 
 @dataclass
@@ -500,6 +530,7 @@ class ServerGrant:
     until: float
     wait: float
     waiting: int  # other workers waiting for places
+    no_probe: float  # no worker probes a larger limit before this
     holders: list[str] = field(default_factory=list)  # other workers holding places
 
 
@@ -718,7 +749,8 @@ class RedisShared:
                          args=[self.worker, str(c.in_flight), str(c.want), str(c.limit)
                                if c.limit else "", repr(c.until), repr(c.wait), repr(now),
                                repr(self.server_grace), repr(self.server_window), self.p,
-                               str(c.held)], client=pipe)
+                               str(c.held), "1" if c.probing else "0",
+                               repr(c.no_probe)], client=pipe)
         out = pipe.execute()
         i = len(templates) + 2 * len(stops) + len(drops)
         pushed: dict[str, tuple[int, int]] = {}
@@ -772,8 +804,8 @@ class RedisShared:
         self.grants = []
         for c, res in zip(servers, out[i + 6:], strict=True):
             grant = ServerGrant(c.address, int(res[0]), int(res[1]), float(res[2]),
-                                float(res[3]), int(res[4]),
-                                [bytes(w).decode() for w in res[5:]])
+                                float(res[3]), int(res[4]), float(res[5]),
+                                [bytes(w).decode() for w in res[6:]])
             self.grants.append(grant)
             if grant.granted < c.want:  # the holders learn that this worker waits
                 for w in grant.holders:
