@@ -228,6 +228,14 @@ class YieldVerdict:
 _NO_HASHES = np.zeros(0, dtype=np.uint64)
 
 
+def _page_type(memory_pages: int) -> type[np.unsignedinteger[Any]]:
+    """The smallest unsigned integer type that holds a number below two memories."""
+    for kind in (np.uint8, np.uint16, np.uint32):
+        if 2 * memory_pages <= np.iinfo(kind).max + 1:
+            return kind
+    return np.uint64
+
+
 class _OriginYield:
     """What an origin served recently, kept compact (a site of a few pages costs a few KB).
 
@@ -238,8 +246,8 @@ class _OriginYield:
     the same answer as counting the hashes of those pages, without keeping each page's
     sample. Hashes whose last page has left the memory are dropped every ``memory_pages``
     pages, so the arrays hold at most two memories' worth, and ``base`` moves up to the
-    oldest page remembered: ``last`` stays below two memories, 2 bytes a hash for the
-    default memory (a 3-page site: about 300 hashes). The window's outcomes are bits of
+    oldest page remembered: ``last`` stays below two memories, 1 byte a hash for the
+    default memory of 100 pages (a 3-page site: about 300 hashes). The window's outcomes are bits of
     an int (the newest lowest), ``judged`` of them.
     """
 
@@ -252,7 +260,7 @@ class _OriginYield:
         self.hashes: npt.NDArray[np.uint64] = _NO_HASHES
         # last page - base < 2 * memory_pages (the forgetting in take)
         self.last: npt.NDArray[np.unsignedinteger[Any]] = np.zeros(
-            0, dtype=np.uint16 if 2 * memory_pages <= 1 << 16 else np.uint32)
+            0, dtype=_page_type(memory_pages))
         self.wholes: dict[int, int] = {}  # whole-text hash -> its last page
         self.outcomes = 0
         self.judged = 0
