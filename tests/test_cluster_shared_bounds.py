@@ -27,7 +27,7 @@ from polite_crawler.frontier.redis_frontier import RedisFrontier
 from polite_crawler.frontier.redis_shared import RedisShared
 from polite_crawler.policy.rest import RestParams
 from polite_crawler.policy.servers import ServerParams
-from polite_crawler.store.redis_keys import alive_key
+from polite_crawler.store.redis_keys import alive_key, server_key
 from tests.clock import Clock
 from tests.redis_server import redis_server_session, redis_url  # noqa: F401  (fixtures)
 
@@ -206,3 +206,29 @@ def test_a_dead_workers_places_wait_its_lease_and_the_timeout(redis_url: str) ->
     sent = run([b], clock, clock.t + TTL + TIMEOUT + 20)
     assert sent
     assert min(s.start for s in sent) >= killed_at + TTL - a.margin + TIMEOUT - 1.0
+
+
+def test_a_demand_for_places_is_withdrawn_when_its_origins_leave(redis_url: str) -> None:
+    """A worker refused a place (another holds it) is recorded as waiting; when its
+    origins of the server leave it (given back, taken by another), its next batch
+    withdraws the demand: a stale one would keep the place from every later worker."""
+    clock = Clock(T0)
+    a, b = on_one_server(redis_url, clock, 1)
+    offer(a, "http://127.0.9.1:8000/0")
+    a.run_batch()
+    clock.t += DISPATCH_MARGIN
+    d = None
+    for _ in range(3):  # the take, then the place asked for and granted
+        a.run_batch()
+        d = d or a.frontier.pop()
+    assert d is not None  # out, holding the server's one place
+    offer(b, "http://127.0.9.2:8000/0")
+    for _ in range(3):
+        b.run_batch()
+        assert b.frontier.pop() is None
+    key = server_key(SERVER)
+    r = b.shared.r
+    assert r.hget(key, f"d:{b.shared.worker}") is not None  # waiting, recorded
+    b.frontier.forget_origin("http://127.0.9.2:8000")  # its origin went elsewhere
+    b.run_batch()
+    assert r.hget(key, f"d:{b.shared.worker}") is None
