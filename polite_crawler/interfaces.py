@@ -49,6 +49,7 @@ if TYPE_CHECKING:
         PageRecord,
         RobotsState,
         Row,
+        ServerRecord,
     )
 
 
@@ -200,6 +201,10 @@ class FrontierView(Protocol):
 
     def in_flight_origins(self) -> list[str]:
         """The origins with a request handed out and not settled yet."""
+
+    def next_request_at(self, origin: str) -> float:
+        """The soonest the origin's next request may go (epoch seconds): its rest and
+        waits, its host's rest, its server's round's rest; ``math.inf`` once stopped."""
 
 
 @runtime_checkable
@@ -567,6 +572,10 @@ class StateReader(Protocol):
 
     def owner_state(self, owner: str) -> OwnerRecord | None:
         """The owner's (registrable domain's) shared daily budget counts, or None."""
+
+    def server_state(self, address: str) -> ServerRecord | None:
+        """A server address's places as a cluster's workers share them, or None (one
+        machine keeps its servers' bounds in the crawl's memory only)."""
 
     def robots(self, origin: str) -> RobotsState | None:
         """The origin's robots.txt entry, or None."""

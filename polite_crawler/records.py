@@ -178,3 +178,21 @@ class OwnerRecord:
     def used_on(self, day: str) -> int:
         """Pages counted against the owner's budget on ``day``."""
         return sum(n for d, n in self.counts if d == day)
+
+
+@dataclass(frozen=True)
+class ServerRecord:
+    """A server address's places as a cluster's workers share them
+    (``StateReader.server_state``; one machine keeps its servers' bounds in memory only)."""
+
+    address: str
+    limit: int  # requests of the crawl at once on it, all workers together
+    places: tuple[tuple[str, int], ...]  # (worker, places it holds)
+    waiting: tuple[str, ...]  # workers waiting for places
+    rest_until: float  # the rest a worker's last round left with the places it gave back
+    wait_until: float  # a failure of the machine: no site of it before this
+
+    @property
+    def held(self) -> int:
+        """Places held, all workers together."""
+        return sum(n for _w, n in self.places)

@@ -389,3 +389,25 @@ def test_explain_reads_the_owners_group_on_a_cluster(redis_url):  # noqa: F811
     shared.close()
     assert d["host"]["worker"] is None and abs(d["host"]["next_allowed"] - (now + 600)) < 1
     assert d["next_request"]["bound"] == "host_rest"
+
+
+def test_explain_reads_a_servers_places_on_a_cluster(redis_url):  # noqa: F811
+    """On a cluster the server's limit and places are shared in Redis (polite:srv):
+    explain says who holds them, and a server whose every place is held decides the
+    next request (server_full)."""
+    from polite_crawler.frontier.redis_shared import RedisShared, ServerCall
+
+    now = time.time()
+    shared = RedisShared(redis_url, "site", "w1")
+    shared.register(now, 60.0)
+    shared.batch(now=now, ttl=60.0, pushes={}, seen={}, templates={}, stops={}, drops=[],
+                 owned=[], servers=[ServerCall(SHARED, 0, 1, 0, 0.0, 0.0, 0)])
+    assert [g.granted for g in shared.grants] == [1]
+    args = ("-s", f"POLITE_FRONTIER={redis_url}", "-s", f"POLITE_DNS_LOOKUP={LOOKUP}")
+    d = scrapy_json("explain", "https://h.test/a", *args)
+    assert d["server"]["shared"]["places"] == {"w1": 1} and d["server"]["shared"]["limit"] == 1
+    assert d["next_request"]["bound"] == "server_full"
+    assert d["next_request"]["server_bound_seen"] is True
+    text = scrapy("explain", "https://h.test/a", *args).stdout
+    assert "shared by the cluster's workers (polite:srv): 1 held, 1 by w1" in text
+    shared.close()

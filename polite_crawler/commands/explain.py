@@ -66,6 +66,7 @@ from polite_crawler.policy.robots import (
     RobotsRules,
     fetch_outcome,
 )
+from polite_crawler.policy.servers import ServerState
 from polite_crawler.policy.traps import TrapLimits, url_trap
 from polite_crawler.policy.urls import (
     SESSION_PARAMS,
@@ -400,8 +401,24 @@ def bounds_state(settings: BaseSettings, origin: str, reader: StateReader,
         host_out.update(next_allowed=host_next, busy=None, worker=found.holder,
                         origins=list(found.origins), waiting=list(found.waiting))
     server = server_of(settings, host)
+    places = reader.server_state(server["address"]) if server["resolved"] else None
+    bound = None
+    if places is not None:
+        # A cluster's workers share the address's places: all held is a full round.
+        bound = ServerState(places.address, limit=places.limit,
+                            next_allowed=places.rest_until, wait_until=places.wait_until,
+                            round_n=places.held)
+        server["shared"] = {"limit": places.limit, "places": dict(places.places),
+                            "waiting": list(places.waiting),
+                            "rest_until": places.rest_until, "wait_until": places.wait_until}
+        server["state"] = (
+            f"its limit, {places.limit} at once, is shared by the cluster's workers "
+            f"(polite:srv): {places.held} held"
+            + "".join(f", {n} by {w}" for w, n in places.places)
+            + (f"; waiting: {', '.join(places.waiting)}" if places.waiting else "")
+            + "; each worker's rounds and their rests are in its memory")
     decided = next_request(origin, now, origin_state=ostate, host_next=host_next,
-                           host_busy=host_busy)
+                           host_busy=host_busy, server=bound)
     limit = settings.getint("POLITE_HOST_BUDGET")
     cap = settings.getint("POLITE_OWNER_CONCURRENCY")
     counts = reader.owner_state(owner)
@@ -417,7 +434,7 @@ def bounds_state(settings: BaseSettings, origin: str, reader: StateReader,
         "next_request": {"bound": decided.bound, "at": decided.at,
                          "may_start_now": decided.bound == NONE and not spent,
                          "why": _BOUNDS[decided.bound],
-                         "server_bound_seen": False},
+                         "server_bound_seen": bound is not None},
     }
 
 
@@ -835,5 +852,6 @@ def bounds_lines(d: dict[str, Any]) -> list[str]:
     start = "now" if nr["at"] is None or nr["bound"] == NONE else when(nr["at"])
     lines.append(f"next request: {nr['bound']}: {nr['why']}"
                  + ("" if nr["bound"] in (NONE, HOST_BUSY) else f"; may start {start}"))
-    lines.append("  (the server's bound is not stored: a running crawl may hold it longer)")
+    if not nr["server_bound_seen"]:
+        lines.append("  (the server's bound is not stored: a running crawl may hold it longer)")
     return lines

@@ -18,7 +18,7 @@ import sqlite3
 from typing import TYPE_CHECKING, Any
 
 from polite_crawler.policy.rest import OriginState
-from polite_crawler.records import HostRecord, OwnerRecord
+from polite_crawler.records import HostRecord, OwnerRecord, ServerRecord
 from polite_crawler.store.optout import OptOutList
 from polite_crawler.store.robots import read_robots_state
 
@@ -157,6 +157,9 @@ class EmbeddedReader(_PagesOf):
         st = OriginState.from_json(row[0])
         return OwnerRecord(owner, ((st.budget_day, st.budget_used),) if st.budget_day else ())
 
+    def server_state(self, address: str) -> ServerRecord | None:
+        return None  # a running crawl's memory only
+
     def origin_states(self) -> Iterator[tuple[str, OriginState]]:
         if self.conn is None or not self._has("polite_origin"):
             return
@@ -270,6 +273,19 @@ class ClusterReader(_PagesOf):
                 day, _sp, used = v.partition(" ")
                 counts.append((day, int(used or 0)))
         return OwnerRecord(owner, tuple(sorted(counts)), fields.get("owner") or None)
+
+    def server_state(self, address: str) -> ServerRecord | None:
+        from polite_crawler.store.redis_keys import server_key
+
+        raw = self._call("the server's places", lambda: self.r.hgetall(server_key(address)))
+        fields = {bytes(k).decode(): bytes(v).decode() for k, v in raw.items()}
+        if not fields:
+            return None
+        return ServerRecord(
+            address, int(fields.get("lim") or 1),
+            tuple(sorted((k[2:], int(v)) for k, v in fields.items() if k.startswith("h:"))),
+            tuple(sorted(k[2:] for k in fields if k.startswith("d:"))),
+            float(fields.get("u") or 0.0), float(fields.get("x") or 0.0))
 
     def _scan(self, pattern: str) -> list[bytes]:
         found: list[bytes] = self._call(
