@@ -39,8 +39,9 @@ A request the handler could not send because the process ran out of file descrip
 (``handlers.DescriptorsExhaustedError``) is not a lapsed lease and not the site's
 failure: it is held back the same way (row back to the queue, origin freed with no
 rest), counted ``polite/descriptors/not_sent``, one DEBUG line saying so (the crawl's
-one ERROR line is the descriptor budget's), and an access-log line with verdict ``held:descriptors_exhausted``; the crawl closes
-(``descriptors_exhausted``, ``extensions.descriptors``).
+one ERROR line is the descriptor budget's), and an access-log line with verdict
+``held:descriptors_exhausted``; the crawl closes (``descriptors_exhausted``,
+``extensions.descriptors``).
 
 After settling an exchange the gate tells the download handlers when the origin's next
 request may go (the frontier's time for it: the rest, a Crawl-delay, a backoff or
@@ -274,11 +275,13 @@ class GateMiddleware:
         factor = state.latency_factor if state is not None else 1.0
         rest = frontier.settle(request, start=timed_from, end=rest_from, failure=failure,
                                observe=observe and verdict.success)
-        if state is not None:
-            # The origin's next request, as the frontier now knows it: its idle
-            # connection is closed at once when that is beyond the keep-alive time.
+        if core is not None:
+            # The origin's next request, as the frontier now knows it (its host's rest
+            # and its server's round included): its idle connection is closed at once
+            # when that is beyond the keep-alive time.
             self._kept.next_request_in(
-                origin, math.inf if failure.stopped is not None else state.eligible_at() - end)
+                origin, math.inf if failure.stopped is not None
+                else core.next_request_at(origin) - end)
         if state is not None and state.latency_factor < factor:
             self._inc("polite/frontier/latency_eased")
             logger.info("%(origin)s answers as fast as when the crawl began again: its rest "
