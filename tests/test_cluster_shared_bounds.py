@@ -16,6 +16,7 @@ from __future__ import annotations
 import itertools
 import random
 import socket
+import time
 from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -27,9 +28,13 @@ from polite_crawler.frontier.redis_frontier import RedisFrontier
 from polite_crawler.frontier.redis_shared import RedisShared
 from polite_crawler.policy.rest import RestParams
 from polite_crawler.policy.servers import ServerParams
-from polite_crawler.store.redis_keys import alive_key, server_key
+from polite_crawler.store.redis_keys import alive_key, mark_key, server_key
 from tests.clock import Clock
-from tests.redis_server import redis_server_session, redis_url  # noqa: F401  (fixtures)
+from tests.redis_server import (  # noqa: F401  (fixtures)
+    redis_server,
+    redis_server_session,
+    redis_url,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -106,6 +111,19 @@ def run(workers: list[RedisFrontier], clock: Clock, until: float) -> list[Sent]:
 
 def most_open(sent: list[Sent]) -> int:
     return bench_most_open((s.start, s.end) for s in sent)
+
+
+def out_on_the_server(w: RedisFrontier, clock: Clock, url: str) -> Dispatch | None:
+    """The worker queues ``url`` and sends it: its origin taken, then the server's place
+    asked for and granted (a batch each); the request stays out."""
+    offer(w, url)
+    w.run_batch()
+    clock.t += DISPATCH_MARGIN
+    d = None
+    for _ in range(3):
+        w.run_batch()
+        d = d or w.frontier.pop()
+    return d
 
 
 def on_one_server(url: str, clock: Clock, limit: int) -> list[RedisFrontier]:
@@ -214,14 +232,7 @@ def test_a_demand_for_places_is_withdrawn_when_its_origins_leave(redis_url: str)
     withdraws the demand: a stale one would keep the place from every later worker."""
     clock = Clock(T0)
     a, b = on_one_server(redis_url, clock, 1)
-    offer(a, "http://127.0.9.1:8000/0")
-    a.run_batch()
-    clock.t += DISPATCH_MARGIN
-    d = None
-    for _ in range(3):  # the take, then the place asked for and granted
-        a.run_batch()
-        d = d or a.frontier.pop()
-    assert d is not None  # out, holding the server's one place
+    assert out_on_the_server(a, clock, "http://127.0.9.1:8000/0") is not None
     offer(b, "http://127.0.9.2:8000/0")
     for _ in range(3):
         b.run_batch()
@@ -232,3 +243,30 @@ def test_a_demand_for_places_is_withdrawn_when_its_origins_leave(redis_url: str)
     b.frontier.forget_origin("http://127.0.9.2:8000")  # its origin went elsewhere
     b.run_batch()
     assert r.hget(key, f"d:{b.shared.worker}") is None
+
+
+def test_after_a_restart_a_server_that_outlived_it_grants_nobody_more(redis_server) -> None:
+    """A grant Redis lost with its log's last second may still be in use: for the
+    restart window, a server hash from before the restart grants no worker more places
+    than it holds (its holder asserts its own again); without the restart, the same ask
+    is granted."""
+    clock = Clock(T0)
+    a, b = on_one_server(redis_server.url, clock, 1)
+    for w in (a, b):
+        w.restart_window = 60.0
+    assert out_on_the_server(a, clock, "http://127.0.9.1:8000/0") is not None
+    key = server_key(SERVER)
+    time.sleep(3.5)  # Redis's start, as the hash recorded it, well behind the next one
+    r = a.shared.r
+    r.hdel(key, f"h:{a.shared.worker}")  # what the lost second held: a's grant,
+    r.delete(mark_key(a.shared.worker))  # and a's batches' count
+    redis_server.restart()
+    for w in (a, b):
+        w.shared.register(clock(), TTL)
+    offer(b, "http://127.0.9.2:8000/0")
+    for _ in range(3):
+        b.run_batch()
+        assert b.frontier.pop() is None  # guarded: a may hold the place, unknown here
+    a.run_batch()  # its batch counter finds the log cut back:
+    a.run_batch()  # a asserts what it holds
+    assert r.hget(key, f"h:{a.shared.worker}") == b"1"

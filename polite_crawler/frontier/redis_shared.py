@@ -347,29 +347,23 @@ _SERVER = f"local IDLE = {SERVER_IDLE!r}" + """
 local K = KEYS[1]
 local me, hold, want = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local now, grace, window, P = tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9]), ARGV[10]
-local info = redis.call('INFO', 'server')
-local up = tonumber(string.match(info, 'uptime_in_seconds:(%d+)')) or 1e9
-local start = tonumber(redis.call('TIME')[1]) - up
-local r = tonumber(redis.call('HGET', K, 'r') or '-1')
-if r >= 0 and math.abs(r - start) > 2 then redis.call('HSET', K, 'p', start) end
-redis.call('HSET', K, 'r', start)
-local p = tonumber(redis.call('HGET', K, 'p') or '-1')
-local guarded = up < window and p >= 0 and math.abs(p - start) <= 2
-local lim = tonumber(redis.call('HGET', K, 'lim') or '1')
-if now - tonumber(redis.call('HGET', K, 't') or '0') > IDLE then
+local f, held, dem = {}, {}, {}
+local all = redis.call('HGETALL', K)
+for i = 1, #all, 2 do
+  local k, v = all[i], all[i + 1]
+  local pre, w = string.sub(k, 1, 2), string.sub(k, 3)
+  if pre == 'h:' then held[w] = tonumber(v)
+  elseif pre == 'd:' then dem[w] = v
+  else f[k] = v end
+end
+local lim = tonumber(f['lim'] or '1')
+if now - tonumber(f['t'] or '0') > IDLE and lim ~= 1 then
   lim = 1  -- nobody asked for a while: the limit is learnt again from one, as in one run
   redis.call('HSET', K, 'lim', 1)
 end
 redis.call('HSET', K, 't', ARGV[7])
-local u = tonumber(redis.call('HGET', K, 'u') or '0')
-local x = tonumber(redis.call('HGET', K, 'x') or '0')
-local held, dem = {}, {}
-local all = redis.call('HGETALL', K)
-for i = 1, #all, 2 do
-  local pre, w = string.sub(all[i], 1, 2), string.sub(all[i], 3)
-  if pre == 'h:' then held[w] = tonumber(all[i + 1])
-  elseif pre == 'd:' then dem[w] = all[i + 1] end
-end
+local u0 = tonumber(f['u'] or '0')
+local u, x, np = u0, tonumber(f['x'] or '0'), tonumber(f['np'] or '0')
 local status = {}
 local function alive(w)  -- 2 alive, 1 gone within the grace, 0 gone
   if status[w] == nil then
@@ -403,7 +397,7 @@ for w, v in pairs(dem) do
   elseif alive(w) == 2 then wants[w], since[w] = tonumber(a), tonumber(b)
   else redis.call('HDEL', K, 'd:' .. w) end
 end
-local pr = redis.call('HGET', K, 'pr')
+local pr = f['pr']
 if pr and pr ~= me and alive(pr) == 0 then
   redis.call('HDEL', K, 'pr')
   pr = nil
@@ -427,7 +421,6 @@ if tonumber(ARGV[6]) > x then
   x = tonumber(ARGV[6])
   redis.call('HSET', K, 'x', ARGV[6])
 end
-local np = tonumber(redis.call('HGET', K, 'np') or '0')
 if tonumber(ARGV[13]) > np then
   np = tonumber(ARGV[13])
   redis.call('HSET', K, 'np', ARGV[13])
@@ -451,17 +444,33 @@ elseif pr then
   new = 0  -- a probe under way: the machine is the prober's until it is judged
 end
 local had = held[me] or 0
-if guarded then new = math.min(new, math.max(tonumber(ARGV[11]), had)) end
+local kept = math.max(tonumber(ARGV[11]), had)
+if new > kept then
+  -- More places than held: unless Redis restarted moments ago and this hash outlived
+  -- the restart (a grant of the lost second may be in use), read only then.
+  local up = tonumber(string.match(redis.call('INFO', 'server'),
+                                   'uptime_in_seconds:(%d+)')) or 1e9
+  local start = tonumber(redis.call('TIME')[1]) - up
+  local r, p = tonumber(f['r'] or '-1'), tonumber(f['p'] or '-1')
+  if r >= 0 and math.abs(r - start) > 2 then
+    p = start
+    redis.call('HSET', K, 'p', start)
+  end
+  if r < 0 or math.abs(r - start) > 2 then redis.call('HSET', K, 'r', start) end
+  if up < window and p >= 0 and math.abs(p - start) <= 2 then new = kept end
+end
 new = math.max(new, hold)
-if new > 0 then redis.call('HSET', K, 'h:' .. me, new) else redis.call('HDEL', K, 'h:' .. me) end
+if new ~= had then
+  if new > 0 then redis.call('HSET', K, 'h:' .. me, new) else redis.call('HDEL', K, 'h:' .. me) end
+end
 if new == 0 and pr == me then redis.call('HDEL', K, 'pr') end
 if want > new then
   redis.call('HSET', K, 'd:' .. me, want .. ' ' .. mysince)
-else
+elseif dem[me] then
   redis.call('HDEL', K, 'd:' .. me)
 end
 if new < had and tonumber(ARGV[5]) > u then u = tonumber(ARGV[5]) end
-redis.call('HSET', K, 'u', tostring(u))
+if u ~= u0 then redis.call('HSET', K, 'u', tostring(u)) end
 local out = {new, lim, tostring(u), tostring(x), waiting, tostring(np)}
 for _, w in ipairs(holders) do out[#out + 1] = w end
 return out
