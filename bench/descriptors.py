@@ -20,7 +20,9 @@ Printed per run: pages fetched (the HTML 200s nginx logged) of 3 N, 429s, effici
 (requests after each site's first a second over the polite ideal N / R, as
 :mod:`bench.frontier_efficiency` defines it), peak RSS and peak RSS a site, peak open
 descriptors and sockets (and a site), the crawl's exit status and finish reason, and
-the tracebacks and "Too many open files" lines in its log.
+the tracebacks and "Too many open files" lines in its log; the crawl's CPU seconds; and
+where the span beyond the ideal's 4 R goes (:func:`where_the_time_goes`: the ramp of the
+first requests, each next request's wave, the CPU and run-queue wait while it went out).
 
     .venv/bin/python -m bench.descriptors --sites 1000 --rest 10
     .venv/bin/python -m bench.descriptors --sites 1100 --rest 10 --soft 1024
