@@ -177,6 +177,7 @@ class _Server:
     waiting: dict[str, None] = field(default_factory=dict)  # in the order they came
     granted: int | None = None
     contended: bool = False
+    others: int = 0  # other processes waiting for places, as last told
     origins: set[str] = field(default_factory=set)  # origins of its hosts seen here
 
 
@@ -739,7 +740,8 @@ class Frontier:
             changed = answered(server.state, self.config.servers,
                                duration=max(end - start, 0.0), end=end,
                                concurrency=rec.sent_at, in_flight=server.in_flight,
-                               failure=machine, wait=wait, observe=observe)
+                               failure=machine, wait=wait, observe=observe,
+                               cap=server.granted)
             rec.sent_at = 0
             if server.granted is not None and (
                     changed or machine or probing != server.state.probing
@@ -895,19 +897,19 @@ class Frontier:
         return ServerDemand(address, server.granted, server.in_flight, want, st.limit,
                             st.next_allowed, st.wait_until,
                             server.in_flight == 0 and st.round_n == 0, server.contended,
-                            st.probing, st.no_probe_until)
+                            server.others, st.probing, st.no_probe_until)
 
     def shared_servers_held(self) -> list[str]:
         """The addresses this process holds places of."""
         return [a for a, s in self._servers.items() if s.granted]
 
     def server_granted(self, address: str, granted: int, *, limit: int, until: float,
-                       wait: float, contended: bool, no_probe: float = 0.0) -> None:
+                       wait: float, others: int, no_probe: float = 0.0) -> None:
         """The shared store's answer for the server: ``granted`` places are this
         process's now, of a shared ``limit``; ``until``: the rest another process left
         with the places it gave back (waited before a place newly granted is used);
-        ``wait``: a failure of the machine every process waits out; ``contended``:
-        another process waits for places; ``no_probe``: a probe of a larger limit waits
+        ``wait``: a failure of the machine every process waits out; ``others``: how
+        many other processes wait for places; ``no_probe``: a probe of a larger limit waits
         until then (another process's probe found the machine queue ours)."""
         server = self._servers.get(address)
         if server is None or server.granted is None:
@@ -919,7 +921,8 @@ class Frontier:
         st.no_probe_until = max(st.no_probe_until, no_probe)
         shared_limit(st, limit)
         server.granted = granted
-        server.contended = contended
+        server.contended = others > 0
+        server.others = others
         self._place_waiting(server)
 
     def server_contended(self, address: str) -> None:
@@ -929,6 +932,7 @@ class Frontier:
         if server is None or not server.granted:
             return
         server.contended = True
+        server.others = max(server.others, 1)
         if server.in_flight == 0:
             self.server_asks.add(address)
 
@@ -1199,6 +1203,7 @@ class ServerDemand:
     wait: float  # a failure of the machine: nothing before this
     round_over: bool  # nothing of ours open on it, no round under way
     contended: bool  # another process waits for places
+    others: int  # how many other processes wait for places, as last told
     probing: bool  # its limit just grew: not judged yet (policy.servers)
     no_probe: float  # no probe of a larger limit before this
 

@@ -749,14 +749,17 @@ class RedisFrontier:
             if d is None:
                 continue
             want, limit, probing = d.want, d.limit, d.probing
-            # Its turn is over when another worker waits: every place back, asked for
-            # again next batch; a probe it can still fill keeps the turn until judged
-            # (a few rounds), one it cannot is given up with the limit it tried.
-            if d.contended and d.round_over and d.granted > 0 and not (
-                    probing and d.want >= d.limit):
-                want = 0
-                self._srv_again.add(address)
-            if probing and want < limit:  # a probe it cannot fill: given up
+            # Another worker waits: when its round is over it gives back the places
+            # above its fair share of the limit (all of them when the limit is smaller
+            # than the workers that want places: they take turns), asked for again next
+            # batch; a probe keeps its places until judged (a few rounds), and one its
+            # demand cannot fill is given up with the limit it tried.
+            if d.contended and d.round_over and d.granted > 0 and not probing:
+                fair = d.limit // (d.others + 1)
+                if d.granted > fair:
+                    want = fair
+                    self._srv_again.add(address)
+            if probing and want < limit:
                 limit, probing = max(limit - 1, 1), False
             known = self._srv_lim.get(address)
             report = limit if known is not None and limit != known else 0
@@ -789,7 +792,7 @@ class RedisFrontier:
             until = g.until + self.clock_skew if g.until > now else 0.0
             wait = g.wait + self.clock_skew if g.wait > max(d.wait, now) else g.wait
             f.server_granted(g.address, g.granted, limit=g.limit, until=until, wait=wait,
-                             contended=g.waiting > 0, no_probe=g.no_probe)
+                             others=g.waiting, no_probe=g.no_probe)
             self._srv_np[g.address] = max(self._srv_np.get(g.address, 0.0), g.no_probe)
             self._srv_lim[g.address] = g.limit
             if d.want > g.granted:

@@ -333,9 +333,10 @@ return 1
 # A worker's places count while its lease lives and, once gone, until its lease end
 # plus the grace (a request of it may be out until then); then they are dropped and the
 # grace's end is kept as the rest end. The limit is lowered by anyone and raised only
-# by a worker that holds every place (its full rounds measured the machine); until that
-# probe is judged (``pr``: the prober, while it lives) nobody else gets a place, so the
-# prober's rounds measure the machine at the new limit. Free places
+# by a worker whose full rounds found the latency flat while every place was in use
+# (the machine at the limit); until that probe is judged (``pr``: the prober, while it
+# lives) the new place is the prober's and nobody else gets one, so the machine is at
+# the new limit while the prober's answers measure it. Free places
 # go first to the workers that waited longest, each at most a fair share of the limit
 # when several want places. Within the window after a restart, a hash that outlived it
 # grants nobody more than it held (a grant of the lost second may still be in use).
@@ -404,7 +405,7 @@ if pr and pr ~= me and alive(pr) == 0 then
 end
 if ARGV[4] ~= '' then
   local rl = math.max(tonumber(ARGV[4]), 1)
-  if rl < lim or (rl > lim and others == 0 and not pr) then
+  if rl < lim or (rl > lim and not pr and others + (held[me] or 0) >= lim) then
     if rl > lim then
       pr = me  -- a probe: the prober alone sends until it is judged
       redis.call('HSET', K, 'pr', me)

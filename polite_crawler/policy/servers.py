@@ -114,12 +114,14 @@ def held_back(state: ServerState) -> None:
 
 def answered(state: ServerState, params: ServerParams, *, duration: float, end: float,
              concurrency: int, in_flight: int, failure: bool = False, wait: float = 0.0,
-             observe: bool = True) -> int:
+             observe: bool = True, cap: int | None = None) -> int:
     """One of our requests to the server ended at ``end`` after ``duration``, sent at
     ``concurrency`` (:func:`sent`); ``in_flight`` of ours are still open on it.
     ``failure``: the machine failed it (503, timeout, refused); ``wait``: the seconds it
     asked for (or the backoff). ``observe``: the duration says something of the
-    server's load (an answer).
+    server's load (an answer). ``cap``: the places of the limit this process holds
+    (several share it, each sending its own rounds while the others send theirs): a
+    round of all of them is a full round.
 
     Returns +1 when the limit grew, -1 when it fell, else 0.
     """
@@ -162,7 +164,7 @@ def answered(state: ServerState, params: ServerParams, *, duration: float, end: 
         if state.factor > 1.0 and median <= params.flat * base + params.flat_rise:
             state.factor = max(state.factor / 2.0, 1.0)
             state.window = []
-    if concurrency < state.limit:
+    if concurrency < (state.limit if cap is None else min(state.limit, cap)):
         return 0
     state.probe.append(duration)
     # One answer at the full concurrency above the flat band is enough: a request that
