@@ -38,7 +38,8 @@ HTTP/1.1 handler with these changes:
   when the base rest for the request's kind is already longer
   (:func:`polite_crawler.policy.descriptors.keep_for`), then as the gate settles the
   exchange, when the frontier's next time for the origin (a Crawl-delay, a backoff, a
-  Retry-After, a rest grown with the host's latency) is further away
+  Retry-After, a rest grown with the host's latency, its host's rest, its server's
+  round) is further away
   (:class:`KeptConnections`). It is closed after that long idle, and at most
   POLITE_KEEPALIVE_MAX wait, all hosts together (fewer when the descriptor budget is
   short: ``extensions.descriptors``).
@@ -482,7 +483,8 @@ _KEPT_ATTR = "_polite_kept_connections"
 class KeptConnections:
     """The crawl's kept-alive connections as the gate sees them: after it settles an
     exchange, the frontier knows when the origin's next request may go (its rest, a
-    Crawl-delay, a backoff or Retry-After wait, the latency factor), and a connection
+    Crawl-delay, a backoff or Retry-After wait, the latency factor, its host's rest, its
+    server's round: ``FrontierView.next_request_at``), and a connection
     that would wait longer than POLITE_KEEPALIVE_IDLE for it is closed at once
     (``polite/connections/closed/rest``): it would hold a descriptor through the rest,
     and a server closes it anyway after its own keep-alive time (Apache's 5 s).
