@@ -90,7 +90,8 @@ class Site:
     saved: int = 0
     refused: int = 0
     # Handed out, then not sent (a cluster worker that no longer held the origin:
-    # verdict held:lease_lapsed); the row went back to the queue, not refused.
+    # held:lease_lapsed; the process out of file descriptors: held:descriptors_exhausted);
+    # the row went back to the queue, not refused.
     held: int = 0
     robots: str = "-"
     stopped: str | None = None
