@@ -518,11 +518,9 @@ class RobotsRules:
         self.sitemaps = sitemaps
         self.truncated = truncated
         self._signal_rules = signal_rules
-        group = ["User-agent: *"]
-        group.extend(
-            f"{'Allow' if k == 'allow' else 'Disallow'}: {_normalise(v)}" for k, v in rules
-        )
-        self._protego = Protego.parse("\n".join(group))
+        # Built when a URL is first judged against a Disallow line: a file that allows
+        # everything (most of them) keeps no matcher.
+        self._protego: Protego | None = None
 
     @classmethod
     def parse(
@@ -571,6 +569,15 @@ class RobotsRules:
 
     def allowed(self, url: str) -> bool:
         """May ``url`` be fetched? Longest match wins, Allow wins a tie (section 2.2.2)."""
+        if self.allows_all:
+            return True
+        if self._protego is None:
+            group = ["User-agent: *"]
+            group.extend(
+                f"{'Allow' if k == 'allow' else 'Disallow'}: {_normalise(v)}"
+                for k, v in self.rules
+            )
+            self._protego = Protego.parse("\n".join(group))
         return bool(self._protego.can_fetch(_normalise(url), self.token))
 
     def signals(self, url: str) -> ContentSignals:

@@ -90,12 +90,16 @@ STORE_RETRY = 5.0
 
 
 class _Entry:
-    __slots__ = ("hold_until", "loaded_at", "pending_until", "rules", "state", "trust",
-                 "unknown")
+    __slots__ = ("body_stored", "hold_until", "loaded_at", "pending_until", "rules", "state",
+                 "trust", "unknown")
 
     def __init__(self, state: RobotsState, loaded_at: float) -> None:
         self.state = state
         self.rules: RobotsRules | None = None
+        # The body was let go once parsed and stored (``state.body`` is empty): the rules
+        # in use are parsed from it, and the store holds it for whoever reads it later
+        # (``scrapy explain``, another job, this one's next save).
+        self.body_stored = False
         self.pending_until = 0.0
         self.loaded_at = loaded_at
         self.hold_until = 0.0  # the store failed: neither fetch nor ask it again before
@@ -286,6 +290,7 @@ class RobotsBook:
         if entry.rules is None:
             entry.rules = RobotsRules.parse(entry.state.body, self.token, self.max_bytes)
             entry.rules.truncated = entry.state.truncated
+            self._let_go_of_body(entry)
         return entry.rules
 
     def state(self, origin: str) -> RobotsState:
@@ -324,6 +329,7 @@ class RobotsBook:
             checked_at=now,
         )
         entry.rules = None
+        entry.body_stored = False
         entry.pending_until = entry.hold_until = 0.0
         entry.unknown = False
         entry.loaded_at = now
@@ -428,7 +434,12 @@ class RobotsBook:
             self.count("polite/robots/store_error/write")
             self._unsaved.add(state.origin)
             return False
+        entry = self._entries.get(state.origin)
+        held = entry if entry is not None and entry.state is state and entry.body_stored \
+            else None
         try:
+            if held is not None:
+                self._take_body_back(held)  # a save writes the whole entry, body too
             self.store.save(state)
         except self.store.errors as exc:
             self.count("polite/robots/store_error/write")
@@ -437,7 +448,39 @@ class RobotsBook:
             return False
         self._unsaved.discard(state.origin)
         self._store_ok()
+        if entry is not None and entry.state is state:
+            self._let_go_of_body(entry)
         return True
+
+    def _let_go_of_body(self, entry: _Entry) -> None:
+        """Keep the parsed rules only: the store has the body (a copy it has not taken yet
+        is kept whole until it has)."""
+        state = entry.state
+        if entry.rules is None or state.origin in self._unsaved or not state.body:
+            return
+        state.body = b""
+        entry.body_stored = True
+
+    def _take_body_back(self, entry: _Entry) -> None:
+        """Read the body of the copy in use back from the store, before the entry is
+        written again (an outage recorded over the last good copy).
+
+        The store's copy is another's when it is not the one parsed here (another job
+        fetched robots.txt since, or ``scrapy forget`` dropped it): then that copy is the
+        last good one, taken with its body and parsed again when next asked.
+        """
+        state = entry.state
+        stored = self.store.load(state.origin)
+        entry.body_stored = False
+        if stored is not None and stored.kind == state.kind and \
+                stored.fetched_at == state.fetched_at:
+            state.body = stored.body
+            return
+        entry.rules = None
+        copy = stored if stored is not None else RobotsState(state.origin)
+        state.kind, state.status, state.body = copy.kind, copy.status, copy.body
+        state.truncated, state.fetched_at = copy.truncated, copy.fetched_at
+        state.url = copy.url or state.url
 
     def _store_down(self, exc: Exception, now: float) -> None:
         self._store_retry_at = now + STORE_RETRY
