@@ -328,7 +328,16 @@ class _OriginYield:
 
 
 class YieldMonitor:
-    """New content per fetch, per origin; stops an origin that serves no new content."""
+    """New content per fetch, per origin; stops an origin that serves no new content.
+
+    An origin's memory (its pages' sampled hashes, its window) is kept while pages of it
+    may come, and let go (:meth:`release`) when its crawl is over: it has nothing queued,
+    in flight or held, or it is stopped (the stop is kept). An origin released, or
+    pushed out by ``max_origins`` others, that serves pages again starts afresh: its next
+    pages are judged against each other, as a new origin's are. Only an origin with
+    nothing queued, in flight or held is released, so a trap (every page links new ones)
+    is never: its memory is kept while its links wait.
+    """
 
     def __init__(self, limits: YieldLimits) -> None:
         self.limits = limits
@@ -337,6 +346,18 @@ class YieldMonitor:
 
     def stopped(self, origin: str) -> bool:
         return origin in self._stopped
+
+    def remembers(self, origin: str) -> bool:
+        """Whether the monitor holds a memory of ``origin``'s pages."""
+        return origin in self._origins
+
+    def origins(self) -> list[str]:
+        """The origins whose pages the monitor remembers (least recent first)."""
+        return list(self._origins)
+
+    def release(self, origin: str) -> bool:
+        """The origin's crawl is over: its memory goes (a stop stays). True if it held one."""
+        return self._origins.pop(origin, None) is not None
 
     def observe(self, origin: str, text: str, read: Words | None = None) -> YieldVerdict:
         """Record one fetched page of ``origin`` (its text) and judge the origin."""
