@@ -112,6 +112,15 @@ def held_back(state: ServerState) -> None:
     state.wanted = True
 
 
+def _round_over(state: ServerState, params: ServerParams, end: float) -> None:
+    """The round's last answer came at ``end``: the server rests five times the round's
+    longest answer (times the rounds' rest multiplier)."""
+    rest = max(params.duration_factor * state.round_longest, params.rest_min)
+    state.next_allowed = max(state.next_allowed, end + rest * state.factor)
+    state.round_n = 0
+    state.round_longest = 0.0
+
+
 def answered(state: ServerState, params: ServerParams, *, duration: float, end: float,
              concurrency: int, in_flight: int, failure: bool = False, wait: float = 0.0,
              observe: bool = True, cap: int | None = None) -> int:
@@ -119,9 +128,8 @@ def answered(state: ServerState, params: ServerParams, *, duration: float, end: 
     ``concurrency`` (:func:`sent`); ``in_flight`` of ours are still open on it.
     ``failure``: the machine failed it (503, timeout, refused); ``wait``: the seconds it
     asked for (or the backoff). ``observe``: the duration says something of the
-    server's load (an answer). ``cap``: the places of the limit this process holds
-    (several share it, each sending its own rounds while the others send theirs): a
-    round of all of them is a full round.
+    server's load (an answer). ``cap``: the places of a shared limit this process holds
+    (a round of all of them is a full round).
 
     Returns +1 when the limit grew, -1 when it fell, else 0.
     """
@@ -129,11 +137,8 @@ def answered(state: ServerState, params: ServerParams, *, duration: float, end: 
     state.busy += duration
     state.answers += 1
     state.round_longest = max(state.round_longest, duration)
-    if in_flight <= 0:  # the round is over: its rest
-        rest = max(params.duration_factor * state.round_longest, params.rest_min)
-        state.next_allowed = max(state.next_allowed, end + rest * state.factor)
-        state.round_n = 0
-        state.round_longest = 0.0
+    if in_flight <= 0:
+        _round_over(state, params, end)
     if failure:
         state.wait_until = max(state.wait_until, end + wait)
         changed = -1 if state.limit > 1 else 0
