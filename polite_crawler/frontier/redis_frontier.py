@@ -762,7 +762,10 @@ class RedisFrontier:
             if probing and want < limit:
                 limit, probing = max(limit - 1, 1), False
             known = self._srv_lim.get(address)
-            report = limit if known is not None and limit != known else 0
+            # A raise its own demand cannot use (fewer origins with work than the new
+            # limit: a server of one host) is not worth a call; it goes with the next.
+            report = limit if known is not None and limit != known and (
+                limit < known or want >= limit) else 0
             waited = d.wait > self._srv_wait.get(address, 0.0)
             judged = self._srv_probing.get(address, False) and not probing
             cooled = d.no_probe > self._srv_np.get(address, 0.0)
