@@ -743,12 +743,19 @@ class RedisShared:
             self._sync_call(pipe, s)
         # The budget counts of the states just written, after them: a log cut back by a
         # restart that keeps a count keeps the state it came with.
-        budgets: dict[str, list[str]] = {}
+        # An origin held with a valid lease as the batch was planned is in a group no
+        # takeover can have taken (as for done rows alone): a plain HSET; else the script.
+        budgets: dict[tuple[str, bool], list[str]] = {}
         for s in owned:
             if s.state and s.budget:
-                budgets.setdefault(self.gkey(s.origin), []).extend((s.origin, s.budget))
-        for g, pairs in budgets.items():
-            self._group_budget(keys=[g], args=[self.worker, *pairs], client=pipe)
+                budgets.setdefault((self.gkey(s.origin), s.held), []).extend(
+                    (s.origin, s.budget))
+        for (g, held), pairs in budgets.items():
+            if held:
+                pipe.hset(g, mapping={f"b:{o}": v for o, v in zip(pairs[::2], pairs[1::2],
+                                                                   strict=True)})
+            else:
+                self._group_budget(keys=[g], args=[self.worker, *pairs], client=pipe)
         self._heartbeat(pipe, now, ttl)
         pipe.incr(mark_key(self.worker, self.p))
         pipe.expire(mark_key(self.worker, self.p), 86400)
