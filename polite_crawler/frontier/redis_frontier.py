@@ -503,7 +503,6 @@ class RedisFrontier:
         self._srv_again: set[str] = set()
         self._srv_unmet: set[str] = set()  # a demand not met is recorded in Redis
         self._srv_probing: dict[str, bool] = {}  # a raise reported, not judged yet
-        self._srv_np: dict[str, float] = {}  # the probe's wait last reported
         self._srv_reassert = False
         self._srv_swept = 0.0
         shared.server_grace = exchange_timeout + clock_skew
@@ -768,15 +767,14 @@ class RedisFrontier:
                 limit < known or want >= limit) else 0
             waited = d.wait > self._srv_wait.get(address, 0.0)
             judged = self._srv_probing.get(address, False) and not probing
-            cooled = d.no_probe > self._srv_np.get(address, 0.0)
+            # (A failed probe's wait goes with the next call; alone it is not worth one:
+            # at a limit of one, a single slow answer counts as a failed probe.)
             if (want == d.granted and not report and not waited and not judged
-                    and not cooled and address not in reassert
-                    and address not in self._srv_unmet):
+                    and address not in reassert and address not in self._srv_unmet):
                 continue  # nothing to tell (an unmet demand recorded is withdrawn)
             if waited:
                 self._srv_wait[address] = d.wait
             self._srv_probing[address] = probing
-            self._srv_np[address] = d.no_probe
             calls.append(ServerCall(address, d.in_flight, want, report, d.until, d.wait,
                                     d.granted, probing, d.no_probe))
         return calls
@@ -796,7 +794,6 @@ class RedisFrontier:
             wait = g.wait + self.clock_skew if g.wait > max(d.wait, now) else g.wait
             f.server_granted(g.address, g.granted, limit=g.limit, until=until, wait=wait,
                              others=g.waiting, no_probe=g.no_probe)
-            self._srv_np[g.address] = max(self._srv_np.get(g.address, 0.0), g.no_probe)
             self._srv_lim[g.address] = g.limit
             if d.want > g.granted:
                 self._srv_again.add(g.address)  # still waiting: asked again next batch
