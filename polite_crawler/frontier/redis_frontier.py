@@ -503,6 +503,7 @@ class RedisFrontier:
         self._srv_again: set[str] = set()
         self._srv_unmet: set[str] = set()  # a demand not met is recorded in Redis
         self._srv_probing: dict[str, bool] = {}  # a raise reported, not judged yet
+        self._srv_idle: dict[str, float] = {}  # held with no work since
         self._srv_reassert = False
         self._srv_swept = 0.0
         shared.server_grace = exchange_timeout + clock_skew
@@ -748,6 +749,13 @@ class RedisFrontier:
             if d is None:
                 continue
             want, limit, probing = d.want, d.limit, d.probing
+            if want == 0 and d.granted > 0 and not d.contended and address not in reassert:
+                # No work on it now: the places are kept a while (an origin's rows come
+                # in waves: robots.txt, its sitemaps, the pages they list), then given back.
+                idle = self._srv_idle.setdefault(address, now)
+                if now - idle < 2 * max(self.ttl / 3, self.interval):
+                    continue
+            self._srv_idle.pop(address, None)
             # Another worker waits: when its round is over it gives back the places
             # above its fair share of the limit (all of them when the limit is smaller
             # than the workers that want places: they take turns), asked for again next
@@ -972,6 +980,7 @@ class RedisFrontier:
         self._srv_again.clear()
         self._srv_unmet.clear()
         self._srv_probing.clear()
+        self._srv_idle.clear()
         old, self.shared.worker = self.shared.worker, worker_id()
         logger.error("The lease of worker %(old)s in Redis ran out (stalled, or Redis "
                      "restarted); its origins go to other workers, and it rejoins as worker "
