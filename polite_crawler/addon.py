@@ -98,6 +98,7 @@ COMPONENTS: dict[str, dict[str, int | None]] = {
         "polite_crawler.extensions.nothingsent.NothingSent": 0,  # nothing sent: say which rule
         "polite_crawler.extensions.sharedstate.SharedState": 0,  # the shared state, said once
         "polite_crawler.extensions.descriptors.DescriptorBudget": 0,  # RLIMIT_NOFILE, EMFILE
+        "polite_crawler.extensions.yieldrelease.YieldRelease": 0,  # finished sites' hashes
         "polite_crawler.extensions.slots.IdleSlots": 0,  # idle downloader slots dropped
         "polite_crawler.extensions.sendsfirst.SendsFirst": 0,  # due sends before answers
     },

@@ -189,6 +189,9 @@ POLITE_DEFAULTS: dict[str, Any] = {
     # Idle kept-alive connections held at most, all hosts together (the oldest closed
     # first); fewer when the open-file limit cannot hold them (policy/descriptors.py).
     "POLITE_KEEPALIVE_MAX": 256,
+    # Seconds between two sweeps of the yield monitor (extensions.yieldrelease): a site
+    # whose crawl is over at two sweeps in a row lets its pages' hashes go.
+    "POLITE_YIELD_RELEASE_SWEEP": 5.0,
     # Seconds between two sweeps of Scrapy's downloader slots (extensions.slots): a slot
     # with no request in it is dropped at the next sweep, not after Scrapy's 60 s.
     "POLITE_SLOT_SWEEP": 5.0,

@@ -199,6 +199,10 @@ class FrontierView(Protocol):
     def state(self, origin: str) -> OriginState:
         """The origin's timing, budget and failure state as this process holds it."""
 
+    def finished(self, origin: str) -> bool:
+        """Nothing of the origin is queued, waiting or in flight, and nothing of it is
+        held by the spider (an origin this process does not hold: True)."""
+
     def in_flight_origins(self) -> list[str]:
         """The origins with a request handed out and not settled yet."""
 

@@ -1116,6 +1116,15 @@ class Frontier:
         """Whether the frontier holds the origin's record now."""
         return origin in self._origins
 
+    def finished(self, origin: str) -> bool:
+        """Nothing of the origin is queued, waiting or in flight, and the spider holds
+        nothing of it (read only): its crawl is over unless a page brings more. So is an
+        origin this process does not hold (never seen, or given to another)."""
+        if origin in self._held:
+            return False
+        rec = self._origins.get(origin)
+        return rec is None or (not rec.queued and not rec.transient and rec.in_flight is None)
+
     def busy(self, origin: str) -> bool:
         """A request of the origin is out, or a transient one waits: it must not go elsewhere."""
         rec = self._origins.get(origin)
