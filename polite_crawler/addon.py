@@ -45,9 +45,6 @@ PINNED: dict[str, Any] = {
 TUNED: dict[str, Any] = {
     "CONCURRENT_ITEMS": 8,
     "LOG_FORMATTER": "polite_crawler.logformatter.PoliteLogFormatter",
-    # Answers wait while sends are due (extensions.sendsfirst): room for a wave's
-    # (1,100 pages of ~5 to 40 KB), above which the engine stops sending (back-out).
-    "SCRAPER_SLOT_MAX_ACTIVE_SIZE": 50_000_000,
 }
 
 METRICS = "polite_crawler.extensions.metrics.Metrics"
@@ -100,7 +97,6 @@ COMPONENTS: dict[str, dict[str, int | None]] = {
         "polite_crawler.extensions.descriptors.DescriptorBudget": 0,  # RLIMIT_NOFILE, EMFILE
         "polite_crawler.extensions.yieldrelease.YieldRelease": 0,  # finished sites' hashes
         "polite_crawler.extensions.slots.IdleSlots": 0,  # idle downloader slots dropped
-        "polite_crawler.extensions.sendsfirst.SendsFirst": 0,  # due sends before answers
     },
 }
 

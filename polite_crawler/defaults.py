@@ -195,12 +195,6 @@ POLITE_DEFAULTS: dict[str, Any] = {
     # Seconds between two sweeps of Scrapy's downloader slots (extensions.slots): a slot
     # with no request in it is dropped at the next sweep, not after Scrapy's 60 s.
     "POLITE_SLOT_SWEEP": 5.0,
-    # Seconds at most a downloaded answer waits, unread, while a request is due to be
-    # sent (extensions.sendsfirst: a wave of due requests goes out before the pages
-    # that came back ahead of it are analysed). Under the 3 s rest, near one wave's time
-    # at 110 requests a second (2.5 to 4 s): 2 s kept the gain (bench/DESCRIPTORS.md).
-    # Bounds: 0 or less reads every answer at once, as Scrapy does.
-    "POLITE_SENDS_FIRST_MAX_WAIT": 2.0,
     "POLITE_DNS_LOOKUP": "",  # (name, port) -> [address]; empty: getaddrinfo (tests inject one)
     # --- the operator's side -----------------------------------------------------------
     # Seconds between two reads of the opt-out list's version by a running crawl

@@ -514,41 +514,6 @@ def kept_connections(crawler: Crawler) -> KeptConnections:
     return kept
 
 
-_HELD_ATTR = "_polite_held_sends"
-
-
-class HeldSends:
-    """The requests waiting in the download handler for their time
-    (:func:`hold_until_due`), with that time (the frontier's clock): the sends about to
-    go. Read by the scraper's sends-first order (``extensions.sendsfirst``): an answer
-    already in waits while one of these is due. One a crawl (:func:`held_sends`)."""
-
-    def __init__(self) -> None:
-        self._due: dict[int, float] = {}
-
-    def soonest(self) -> float | None:
-        """The earliest time a held request goes (None: none is held)."""
-        return min(self._due.values()) if self._due else None
-
-    def __len__(self) -> int:
-        return len(self._due)
-
-    def hold(self, request: Request, at: float) -> None:
-        self._due[id(request)] = at
-
-    def release(self, request: Request) -> None:
-        self._due.pop(id(request), None)
-
-
-def held_sends(crawler: Crawler) -> HeldSends:
-    """The crawl's :class:`HeldSends` (made on first use, kept on the crawler)."""
-    held: HeldSends | None = getattr(crawler, _HELD_ATTR, None)
-    if held is None:
-        held = HeldSends()
-        setattr(crawler, _HELD_ATTR, held)
-    return held
-
-
 def take_not_before(request: Request) -> float:
     """The time a request handed out ahead may be sent (``meta[NOT_BEFORE]``, taken out
     of the meta: a copy of the request, a retry, carries none); 0.0: at once."""
@@ -572,7 +537,6 @@ async def hold_until_due(crawler: Crawler, request: Request,
         return
     ctx = polite_context(crawler)
     held = False
-    record = held_sends(crawler)
     # Asked again after each wait: the reactor's timers run on its own clock, which may
     # call a little before the frontier's clock has reached the time.
     while (wait := wait_before_send(not_before, ctx.clock())) > 0:
@@ -581,11 +545,9 @@ async def hold_until_due(crawler: Crawler, request: Request,
         reactor: Any = _reactor
         d: defer.Deferred[None] = defer.Deferred()
         call = reactor.callLater(wait, d.callback, None)
-        record.hold(request, not_before)
         try:
             await maybe_deferred_to_future(d)
         finally:
-            record.release(request)
             if call.active():
                 call.cancel()
         held = True
