@@ -18,12 +18,10 @@ a pass over the slots, about 1 ms for 10,000 of them. Stat:
 from __future__ import annotations
 
 from time import monotonic
-from typing import TYPE_CHECKING, Any
-
-from scrapy import signals
-from scrapy.utils.asyncio import create_looping_call
+from typing import TYPE_CHECKING
 
 from polite_crawler.defaults import polite_settings
+from polite_crawler.extensions.sweep import PeriodicSweep
 
 if TYPE_CHECKING:
     from scrapy.core.downloader import Downloader
@@ -42,32 +40,17 @@ def drop_idle_slots(downloader: Downloader, now: float) -> int:
     return len(idle)
 
 
-class IdleSlots:
+class IdleSlots(PeriodicSweep):
     """Drops Scrapy's downloader slots as soon as they are idle, not 60 s later."""
 
     def __init__(self, crawler: Crawler) -> None:
-        self.crawler = crawler
-        self.interval = polite_settings(crawler.settings).getfloat("POLITE_SLOT_SWEEP")
-        self.dropped = 0
-        self._loop: Any = None
-        crawler.signals.connect(self.engine_started, signal=signals.engine_started)
-        crawler.signals.connect(self.spider_closed, signal=signals.spider_closed)
+        super().__init__(crawler, polite_settings(crawler.settings).getfloat("POLITE_SLOT_SWEEP"),
+                         "polite/slots/dropped")
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> IdleSlots:
         return cls(crawler)
 
-    def engine_started(self) -> None:
-        self._loop = create_looping_call(self.sweep)
-        self._loop.start(self.interval, now=False)
-
-    def sweep(self) -> None:
+    def pass_once(self) -> int:
         engine = self.crawler.engine
-        if engine is not None:
-            self.dropped += drop_idle_slots(engine.downloader, monotonic())
-
-    def spider_closed(self) -> None:
-        if self._loop is not None and self._loop.running:
-            self._loop.stop()
-        if self.crawler.stats is not None:
-            self.crawler.stats.set_value("polite/slots/dropped", self.dropped)
+        return 0 if engine is None else drop_idle_slots(engine.downloader, monotonic())

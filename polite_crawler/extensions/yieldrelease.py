@@ -19,13 +19,11 @@ each of its pages queues the next. A sweep is a pass over at most 5,000 origins,
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
-from scrapy import signals
-from scrapy.utils.asyncio import create_looping_call
+from typing import TYPE_CHECKING
 
 from polite_crawler.context import polite_context
 from polite_crawler.defaults import polite_settings
+from polite_crawler.extensions.sweep import PeriodicSweep
 from polite_crawler.middlewares.traps import yield_monitor
 
 if TYPE_CHECKING:
@@ -40,40 +38,27 @@ def over_now(monitor: YieldMonitor, frontier: FrontierView) -> set[str]:
     return {o for o in monitor.origins() if monitor.stopped(o) or frontier.finished(o)}
 
 
-class YieldRelease:
+class YieldRelease(PeriodicSweep):
     """Releases the yield monitor's memory of the origins whose crawl is over."""
 
     def __init__(self, crawler: Crawler) -> None:
-        self.crawler = crawler
+        super().__init__(
+            crawler, polite_settings(crawler.settings).getfloat("POLITE_YIELD_RELEASE_SWEEP"),
+            "polite/yield/released")
         self.ctx = polite_context(crawler)
         self.monitor = yield_monitor(crawler)
-        self.interval = polite_settings(crawler.settings).getfloat("POLITE_YIELD_RELEASE_SWEEP")
-        self.released = 0
         self._over: set[str] = set()  # over at the last sweep
-        self._loop: Any = None
-        crawler.signals.connect(self.engine_started, signal=signals.engine_started)
-        crawler.signals.connect(self.spider_closed, signal=signals.spider_closed)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> YieldRelease:
         return cls(crawler)
 
-    def engine_started(self) -> None:
-        self._loop = create_looping_call(self.sweep)
-        self._loop.start(self.interval, now=False)
-
-    def sweep(self) -> None:
+    def pass_once(self) -> int:
         service = self.ctx.frontier
         frontier = service.frontier if service is not None else None
         if frontier is None:
-            return
+            return 0
         over = over_now(self.monitor, frontier)
-        for origin in over & self._over:
-            self.released += self.monitor.release(origin)
+        released = sum(self.monitor.release(origin) for origin in over & self._over)
         self._over = over - self._over
-
-    def spider_closed(self) -> None:
-        if self._loop is not None and self._loop.running:
-            self._loop.stop()
-        if self.crawler.stats is not None:
-            self.crawler.stats.set_value("polite/yield/released", self.released)
+        return released
