@@ -29,6 +29,7 @@ the previous resolver is put back.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import logging
 import socket
@@ -74,6 +75,7 @@ def system_lookup(name: str, port: int) -> list[str]:
     return out
 
 
+@functools.lru_cache(maxsize=8192)
 def _literal(name: str) -> str | None:
     """``name`` when it is an IP address in its standard text (no lookup needed)."""
     try:
@@ -213,6 +215,19 @@ class PolicyResolver:
         if cached is None or self.reactor.seconds() - cached[0] >= self.cache_ttl:
             return None
         return self._first(name, cached[1])
+
+    def known_answer(self, name: str) -> list[str] | None:
+        """The addresses ``name`` resolves to as this resolver knows them now, without a
+        lookup and unfiltered: the literal itself, or the fresh cached answer (the
+        download handler connects straight to one of them, checking it against its
+        crawl's policy first); None when nothing fresh is cached. A name that moves is
+        followed as a connection's lookup follows it: the answer is kept no longer than
+        the cache time (300 s)."""
+        cached = self._cache.get(name)  # a literal is never cached
+        if cached is not None:
+            return cached[1] if self.reactor.seconds() - cached[0] < self.cache_ttl else None
+        literal = _literal(name)
+        return None if literal is None else [literal]
 
     def _first(self, name: str, answer: Sequence[str]) -> str | None:
         if not answer:

@@ -381,6 +381,14 @@ def test_private_hooks_still_exist() -> None:
 
     assert hasattr(HTTPConnectionPool, "_newConnection")
     assert hasattr(HTTPConnectionPool, "_putConnection")
+    # A known name's connection goes straight to its address (handlers._GuardedPool._direct).
+    from twisted.internet.endpoints import HostnameEndpoint, _WrapperEndpoint, wrapClientTLS
+
+    name = HostnameEndpoint(reactor, b"a.test", 80, timeout=3, bindAddress=None)
+    assert (name._timeout, name._bindAddress) == (3, None)
+    wrapped = wrapClientTLS(None, name)  # type: ignore[arg-type]
+    assert type(wrapped) is _WrapperEndpoint and wrapped._wrappedEndpoint is name
+    assert callable(wrapped._wrapperFactory)
     assert issubclass(http11._LenientHTTP11ClientProtocol, HTTP11ClientProtocol)
     assert hasattr(http11._LenientHTTPClientParser, "lineReceived")
     assert "_parser" in HTTP11ClientProtocol.request.__code__.co_names

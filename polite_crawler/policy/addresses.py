@@ -415,7 +415,7 @@ class AddressPolicy:
     # the address DNS returned / the connection reached
     def note_resolution(self, name: str, addresses: Iterable[str | IPAddress]) -> None:
         """Record the first answer for a start host named by name (see the class doc)."""
-        host = parse_host(name)
+        host = _judge_host(name)[0]
         if host.ip is not None or host.text not in self._start or host.text in self._pins:
             return
         ips = [ip for ip in (parse_address(a) for a in addresses) if ip is not None]
@@ -425,17 +425,26 @@ class AddressPolicy:
     def check_address(
         self, address: str | IPAddress, name: str | None = None, port: int | None = None
     ) -> str | None:
-        """Reason to refuse connecting to ``address``, reached as ``name``, or None."""
-        ip = parse_address(address)
-        if ip is None:
-            return "dns-invalid"
-        reason = classify_address(ip)
+        """Reason to refuse connecting to ``address``, reached as ``name``, or None.
+
+        Asked for every address of every new connection: an address in text is read
+        and classified once (``_judge_host``'s cache), as a host as written is."""
+        if isinstance(address, str):
+            parsed, reason = _judge_host(address)
+            ip = parsed.ip
+            if ip is None:
+                return "dns-invalid"
+        else:
+            ip = parse_address(address)
+            if ip is None:
+                return "dns-invalid"
+            reason = classify_address(ip)
         if reason is None or self._allowed_network(ip):
             return None
         if self._start_allows(str(ip), port):
             return None  # the operator named this very address
         if name is not None:
-            host = parse_host(name)
+            host = _judge_host(name)[0]
             if host.ip is None and self._start_allows(host.text, port):
                 self.note_resolution(host.text, [ip])
                 if self._pins.get(host.text):
