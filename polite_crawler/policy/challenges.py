@@ -286,6 +286,62 @@ CHALLENGE_RULES: tuple[ChallengeRule, ...] = (
 )
 
 
+# A gate literal shorter than this is too common in ordinary pages to rule them out.
+_MIN_GATE = 6
+
+
+def gate_literals(rules: tuple[ChallengeRule, ...]) -> tuple[bytes, ...] | None:
+    r"""Literals one of which every page that a status-free body signature of ``rules``
+    recognises contains (None when a signature's first marker has no known literal).
+
+    Each such signature's first marker has literals one of which its every match
+    contains (:attr:`Signature.prefilters`); a few of their common substrings cover
+    them all (``captcha`` is in ``h-captcha``, ``g-recaptcha``, ``px-captcha`` ...,
+    chosen greedily, most literals covered first, then the longer). A page with none
+    of them is no body signature's: one search a gate instead of one a signature.
+
+    >>> gate_literals((ChallengeRule("x", (sig(rb"g-recaptcha"), sig(rb"h-captcha\.com"))),))
+    (b'captcha',)
+    """
+    literals: set[bytes] = set()
+    for rule in rules:
+        for signature in rule.signatures:
+            if signature.body and signature.statuses is None:
+                if not signature.prefilters[0]:
+                    return None
+                literals.update(signature.prefilters[0])
+    gates: list[bytes] = []
+    left = set(literals)
+    while left:
+        covers: dict[bytes, set[bytes]] = {}
+        for literal in left:
+            size = min(_MIN_GATE, len(literal))
+            for i in range(len(literal) - size + 1):
+                for j in range(i + size, len(literal) + 1):
+                    covers.setdefault(literal[i:j], set()).add(literal)
+        best = max(sorted(covers), key=lambda g: (len(covers[g]), len(g)))
+        gates.append(best)
+        left -= covers[best]
+    return tuple(gates)
+
+
+def _statuses_of(rules: tuple[ChallengeRule, ...]) -> frozenset[int]:
+    """Every status some signature of ``rules`` is limited to."""
+    return frozenset(code for rule in rules for s in rule.signatures for code in s.statuses or ())
+
+
+def _header_rules(rules: tuple[ChallengeRule, ...]) -> tuple[ChallengeRule, ...]:
+    """``rules`` with their body-free signatures only (none left out: empty rules stay)."""
+    return tuple(ChallengeRule(rule.name, tuple(s for s in rule.signatures if not s.body),
+                               rule.note) for rule in rules)
+
+
+# The default table's pre-check: the gates, the statuses they do not cover, the rules
+# left to ask of a page with none of the gates.
+_DEFAULT_CHECK = (gate_literals(CHALLENGE_RULES), _statuses_of(CHALLENGE_RULES),
+                  _header_rules(CHALLENGE_RULES))
+
+
 def detect_challenge(
     status: int,
     headers: Mapping[str, str],
@@ -302,6 +358,14 @@ def detect_challenge(
     True
     """
     head = body_head[:BODY_HEAD_BYTES].lower()
+    if rules is CHALLENGE_RULES:
+        # Most pages: a status no signature is limited to, and none of the gate
+        # literals (gate_literals), so no body signature can match: only the
+        # signatures on headers alone are asked.
+        gates, statuses, header_rules = _DEFAULT_CHECK
+        if gates is not None and status not in statuses \
+                and not any(gate in head for gate in gates):
+            rules = header_rules
     for rule in rules:
         if rule.matches(status, headers, head, lowered=True):
             return rule.name
