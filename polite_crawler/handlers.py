@@ -46,7 +46,8 @@ HTTP/1.1 handler with these changes:
   exchange, when the frontier's next time for the origin (a Crawl-delay, a backoff, a
   Retry-After, a rest grown with the host's latency, its host's rest, its server's
   round) is further away
-  (:class:`KeptConnections`). It is closed after that long idle, and at most
+  (:class:`KeptConnections`; robots.txt's own exchange as the robots.txt middleware reads
+  its Crawl-delay). It is closed after that long idle, and at most
   POLITE_KEEPALIVE_MAX wait, all hosts together (fewer when the descriptor budget is
   short: ``extensions.descriptors``).
 * **Running out of descriptors is the crawl's error, not the site's.** A connection

@@ -48,6 +48,7 @@ from w3lib.url import safe_url_string
 from polite_crawler.backend import backend_of
 from polite_crawler.context import polite_context
 from polite_crawler.defaults import polite_settings
+from polite_crawler.handlers import kept_connections
 from polite_crawler.middlewares.addresses import refusal_text
 from polite_crawler.policy.addresses import AddressRefused
 from polite_crawler.policy.robots import Outcome, redirect_outcome
@@ -75,6 +76,9 @@ class RobotsTxtMiddleware:
                                                      count=self._inc)
         self.ctx.robots = self.book
         self.max_redirects = settings.getint("POLITE_ROBOTS_MAX_REDIRECTS")
+        self.crawl_delay_max = settings.getfloat("POLITE_CRAWL_DELAY_MAX")
+        # The robots.txt exchange's idle connection (handlers.KeptConnections).
+        self.kept = kept_connections(crawler)
         crawler.signals.connect(self.spider_closed, signal=signals.spider_closed)
 
     @classmethod
@@ -143,7 +147,18 @@ class RobotsTxtMiddleware:
                 logger.info("robots.txt of %(origin)s can be read again (HTTP %(status)d)",
                             {"origin": origin, "status": status})
             self._log_file(origin)
+            self._rest_known(request, origin)
         raise IgnoreRequest(f"robots.txt of {origin}: {outcome.value}")
+
+    def _rest_known(self, request: Request, origin: str) -> None:
+        """The gate settled this exchange before the file was read, without its
+        Crawl-delay (the frontier adds it before the first page goes): a Crawl-delay
+        longer than the keep-alive time closes the exchange's idle connection now, as
+        the gate closes any other whose origin's next request is further away."""
+        delay = self.book.crawl_delay(origin)
+        if delay:
+            self.kept.next_request_in(str(request.meta.get("polite_origin") or origin),
+                                      min(float(delay), self.crawl_delay_max))
 
     def process_exception(self, request: Request, exception: Exception) -> None:
         if not request.meta.get("polite_robots"):
