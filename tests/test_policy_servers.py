@@ -14,6 +14,7 @@ from polite_crawler.policy.servers import (
     held_back,
     load_share,
     next_send,
+    probe_worth,
     released,
     sent,
 )
@@ -51,8 +52,18 @@ def _simulate(workers: int, service: float, seconds: float,
     return st, most, load_share(st, 0.0, seconds), limits
 
 
-def test_a_small_server_whose_latency_grows_gets_at_most_its_workers() -> None:
+def test_a_slow_small_server_is_never_probed_past_one() -> None:
+    """150 ms a page on two workers (a small shared host): a probe of a third request
+    would queue one of ours behind both workers; the slow server keeps one at a time."""
     st, most, share, limits = _simulate(workers=2, service=0.15, seconds=600)
+    assert st.limit == 1
+    assert most == 1
+    assert set(limits) == {1}
+    assert share <= 1 / 6 + 0.02  # the 5x rule: a sixth of one worker
+
+
+def test_a_fast_small_server_gets_at_most_its_workers() -> None:
+    st, most, share, limits = _simulate(workers=2, service=0.02, seconds=600)
     assert st.limit == 2
     assert most <= 3  # a probe of one more, now and then
     assert share <= 2 / 6 + 0.02  # the 5x rule per slot: a third of one worker
@@ -60,11 +71,34 @@ def test_a_small_server_whose_latency_grows_gets_at_most_its_workers() -> None:
     assert sum(1 for a, b in itertools.pairwise(limits) if b > a and b == 3) <= 4
 
 
-def test_one_worker_keeps_one_slot() -> None:
-    _st, most, share, limits = _simulate(workers=1, service=0.1, seconds=600)
+def test_one_fast_worker_keeps_one_slot() -> None:
+    _st, most, share, limits = _simulate(workers=1, service=0.05, seconds=600)
     assert most <= 2
     assert limits.count(1) >= 0.95 * len(limits)  # a probe of a second slot, rarely
     assert share <= 1 / 6 + 0.02
+
+
+def test_a_probe_waits_while_the_latency_is_above_the_probe_latency() -> None:
+    """The same flat answers: at 150 ms the limit stays one, and once the server
+    answers within 100 ms the next flat round grows it."""
+    st = ServerState("10.0.0.1")
+    t = 0.0
+    for _ in range(P.baseline_n + P.window_n):
+        held_back(st)
+        t += 1.0
+        assert answered(st, P, duration=0.15, end=t, concurrency=1, in_flight=0) == 0
+    assert st.limit == 1 and not probe_worth(st, P)
+    changed = []
+    for _ in range(P.window_n):
+        held_back(st)
+        t += 1.0
+        changed.append(answered(st, P, duration=0.14, end=t, concurrency=1, in_flight=0))
+    assert st.limit == 1 and changed.count(1) == 0  # 140 ms flat: still no probe
+    for _ in range(P.window_n):
+        held_back(st)
+        t += 1.0
+        changed.append(answered(st, P, duration=0.05, end=t, concurrency=1, in_flight=0))
+    assert st.limit >= 2 and probe_worth(st, P)
 
 
 def test_a_fast_edge_with_flat_latency_is_not_serialised() -> None:

@@ -32,6 +32,17 @@ makes every site of the address wait (``wait_until``) and the limit falls to one
 A server with flat latency (a fast edge in front of hundreds of sites) gets more room
 as long as sites wait for them: it is not serialised.
 
+A slow server is not probed: while its latency (the window's median) is above
+``probe_latency`` (100 ms) the limit stays what it has proven (one at first). An
+adaptive limit cannot tell a server of W workers from one of W + 1 without sending
+W + 1 at once, so a probe of a server at its size queues one of our requests behind its
+workers, and its own clients wait a service time for the worker ours took. On a slow
+machine (a dynamic page on a small shared host, a few workers) that is 100 ms or more
+of a scarce worker; a fast answer (a static file, a cache, an edge in front of many
+sites) costs little either way, and its many sites need the room. The crawl does not
+need a slow server's parallelism: its throughput comes from many hosts at once, and at
+a limit of one the server gives us at most a sixth of one worker.
+
 Every function takes the time as an argument and changes only the state it is given.
 """
 
@@ -55,6 +66,8 @@ class ServerParams:
     min_rise: float = 0.05  # ... and this many seconds above it: we are the load
     cooldown: float = 120.0  # seconds before a concurrency that queued is probed again,
     cooldown_max: float = 3600.0  # doubled after each probe that queued, up to this
+    probe_latency: float = 0.1  # seconds: a server answering slower is not probed past
+    # its limit (a failed probe there costs one of few workers a slow answer's time)
 
 
 @dataclass
@@ -194,11 +207,21 @@ def answered(state: ServerState, params: ServerParams, *, duration: float, end: 
     if state.probing:
         state.probing = False
         state.probes_failed = 0  # the new concurrency is flat: a later probe starts afresh
-    if state.wanted and state.limit < params.max_limit and end >= state.no_probe_until:
+    if (state.wanted and state.limit < params.max_limit and end >= state.no_probe_until
+            and probe_worth(state, params)):
         _resize(state, state.limit + 1)
         state.probing = True
         return 1
     return 0
+
+
+def probe_worth(state: ServerState, params: ServerParams) -> bool:
+    """Whether the server may be probed past its limit: its latency now (the window's
+    median, or the baseline) is at most ``probe_latency``. A slow server keeps the limit
+    it has proven (one at first): a probe at its size queues one of our requests, a
+    service time of one of its few workers taken from its own clients."""
+    now = latency(state)
+    return now is not None and now <= params.probe_latency
 
 
 def shared_limit(state: ServerState, limit: int) -> None:
