@@ -54,7 +54,7 @@ from polite_crawler.records import Row
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
-    from polite_crawler.frontier.core import FrontierConfig
+    from polite_crawler.frontier.core import FrontierConfig, ServerDemand
 
 logger = logging.getLogger(__name__)
 
@@ -504,6 +504,10 @@ class RedisFrontier:
         self._srv_unmet: set[str] = set()  # a demand not met is recorded in Redis
         self._srv_probing: dict[str, bool] = {}  # a raise reported, not judged yet
         self._srv_idle: dict[str, float] = {}  # held with no work since
+        # A turn: places newly granted while another worker waits are kept until a
+        # round of them is over (the rounds' rest end moves past this) or, unused, a
+        # third of a lease after they could first be used; (rest end, granted at).
+        self._srv_turn: dict[str, tuple[float, float]] = {}
         self._srv_reassert = False
         self._srv_swept = 0.0
         shared.server_grace = exchange_timeout + clock_skew
@@ -761,11 +765,13 @@ class RedisFrontier:
             # than the workers that want places: they take turns), asked for again next
             # batch; a probe keeps its places until judged (a few rounds), and one its
             # demand cannot fill is given up with the limit it tried.
-            if d.contended and d.round_over and d.granted > 0 and not probing:
+            if (d.contended and d.round_over and d.granted > 0 and not probing
+                    and self._turn_had(address, d, now)):
                 fair = d.limit // (d.others + 1)
                 if d.granted > fair:
                     want = fair
                     self._srv_again.add(address)
+                    self._srv_turn.pop(address, None)
             if probing and want < limit:
                 limit, probing = max(limit - 1, 1), False
             known = self._srv_lim.get(address)
@@ -787,6 +793,18 @@ class RedisFrontier:
                                     d.granted, probing, d.no_probe))
         return calls
 
+    def _turn_had(self, address: str, d: ServerDemand, now: float) -> bool:
+        """Whether places granted to this worker had their turn: a round of them is
+        over (the rounds' rest end moved past the one at the grant), or they stayed
+        unused a third of a lease after they could first be used (its origins rest).
+        Given back before, a place granted while both workers wait went back and forth
+        between them in the batches, each giving it back before its rest let it send."""
+        turn = self._srv_turn.get(address)
+        if turn is None:
+            return True
+        until, at = turn
+        return d.until > until or now - max(until, at) >= max(self.ttl / 3, self.interval)
+
     def _apply_grants(self, out: Outcome) -> None:
         """The servers' answers: places granted (a rest another worker left is waited,
         plus the clock skew), the shared limit, a failure's wait every worker's sites
@@ -802,6 +820,11 @@ class RedisFrontier:
             wait = g.wait + self.clock_skew if g.wait > max(d.wait, now) else g.wait
             f.server_granted(g.address, g.granted, limit=g.limit, until=until, wait=wait,
                              others=g.waiting, no_probe=g.no_probe)
+            if g.granted > d.granted:  # a turn starts: its rounds' rest end as granted
+                after = f.server_demand(g.address)
+                self._srv_turn[g.address] = (after.until if after is not None else 0.0, now)
+            elif g.granted == 0:
+                self._srv_turn.pop(g.address, None)
             self._srv_lim[g.address] = g.limit
             if d.want > g.granted:
                 self._srv_again.add(g.address)  # still waiting: asked again next batch
@@ -981,6 +1004,7 @@ class RedisFrontier:
         self._srv_unmet.clear()
         self._srv_probing.clear()
         self._srv_idle.clear()
+        self._srv_turn.clear()
         old, self.shared.worker = self.shared.worker, worker_id()
         logger.error("The lease of worker %(old)s in Redis ran out (stalled, or Redis "
                      "restarted); its origins go to other workers, and it rejoins as worker "
