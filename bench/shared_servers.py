@@ -22,10 +22,10 @@ the next. Each site name is its own registrable domain (``.test`` is no public s
 the Public Suffix List names, so ``s01.test`` is an owner of its own): the owner bound
 is not what this bench measures.
 
-Names resolve through a table the bench writes (``SHARED_SERVERS_DNS``, a JSON file):
-the project's crawler reads it through its injectable lookup
-(``POLITE_DNS_LOOKUP=bench.shared_servers.dns_lookup``), stock Scrapy through a resolver
-of the same table (``TWISTED_DNS_RESOLVER=bench.shared_servers.TableResolver``).
+Names resolve through a table the bench writes (:mod:`demo.names`: a JSON file named by
+``DEMO_DNS_TABLE``): the project's crawler reads it through its injectable lookup
+(``POLITE_DNS_LOOKUP=demo.names.dns_lookup``), stock Scrapy through a resolver of the
+same table (``TWISTED_DNS_RESOLVER=bench.shared_servers.TableResolver``).
 Nothing leaves loopback and no system file is touched.
 
 One crawl of all 222 sites of both machines at once, each crawler in its own process,
@@ -77,7 +77,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import functools
 import html
 import itertools
 import json
@@ -95,6 +94,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from demo.names import dns_lookup, write_table
+from demo.spans import most_open
+
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
 
@@ -102,23 +104,11 @@ ROOT = Path(__file__).resolve().parent.parent
 POLITE_AGENT = "PoliteCrawler"
 STOCK_AGENT = "StockScrapyBench"
 REST = 3.0  # the project's POLITE_REST_PAGE default, the public floor names rest
-DNS_ENV = "SHARED_SERVERS_DNS"
 BOT_URL = "https://bot.example/"
+LOOKUP = "demo.names.dns_lookup"  # POLITE_DNS_LOOKUP: the names of demo.names's table
 
 
-# --- names ------------------------------------------------------------------------------
-@functools.cache
-def _table() -> dict[str, list[str]]:
-    path = os.environ.get(DNS_ENV, "")
-    table: dict[str, list[str]] = json.loads(Path(path).read_text()) if path else {}
-    return table
-
-
-def dns_lookup(name: str, port: int) -> list[str]:
-    """The bench's names (``SHARED_SERVERS_DNS``, JSON name -> addresses); [] otherwise."""
-    return list(_table().get(name.lower().rstrip("."), []))
-
-
+# --- names (demo.names: the table the crawler's injected lookup reads) --------------------
 class TableResolver:
     """Stock Scrapy's ``TWISTED_DNS_RESOLVER``: the bench's names from the same table;
     IP literals as themselves; any other name resolves to nothing."""
@@ -461,17 +451,6 @@ def read_log(path: Path) -> tuple[list[Req], list[Conn]]:
     return reqs, conns
 
 
-def most_open(spans: Iterable[tuple[float, float]]) -> int:
-    """The most spans (start, end) open at once; one ending as another starts is not two."""
-    events = sorted(itertools.chain.from_iterable(((s, 1), (e, -1)) for s, e in spans),
-                    key=lambda x: (x[0], x[1]))
-    most = now = 0
-    for _t, step in events:
-        now += step
-        most = max(most, now)
-    return most
-
-
 def gaps_by_name(reqs: Sequence[Req]) -> tuple[list[float], int]:
     """Per host name (schemes and ports together), in arrival order: the gaps from the end
     of one request to the arrival of the next, and how many of them are overlaps (< 0)."""
@@ -732,7 +711,7 @@ def polite_settings(d: Path, extra: Sequence[str], state: Path | None = None,
     args: list[str] = []
     for k, v in {"POLITE_STATE_DIR": state or d / "state", "LOG_LEVEL": "INFO",
                  "LOG_FILE": d / "crawl.log", "POLITE_STATS_FILE": d / "stats.json",
-                 "POLITE_DNS_LOOKUP": "bench.shared_servers.dns_lookup",
+                 "POLITE_DNS_LOOKUP": LOOKUP,
                  "POLITE_BOT_URL": BOT_URL, **more}.items():
         args += ["-s", f"{k}={v}"]
     for kv in extra:
@@ -871,9 +850,8 @@ def main(argv: list[str]) -> int:
     signal.signal(signal.SIGTERM, _terminate)
     signal.signal(signal.SIGHUP, _terminate)
     tmp = Path(tempfile.mkdtemp(prefix="shared-servers-"))
-    dns = tmp / "names.json"
-    dns.write_text(json.dumps(names_table([small, edge])))
-    env = {**os.environ, "PYTHONPATH": str(ROOT), DNS_ENV: str(dns)}
+    env = {**os.environ, "PYTHONPATH": str(ROOT),
+           **write_table(tmp / "names.json", names_table([small, edge]))}
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, check=False,
                             capture_output=True, text=True).stdout.strip() or f"({ROOT})"
     runs: list[Run] = []
@@ -887,7 +865,7 @@ def main(argv: list[str]) -> int:
                   f"server log {servers.log}", flush=True)
             print("polite crawl: the project's defaults (POLITE_REST_PAGE 3, POLITE_JITTER "
                   "1.0); set: POLITE_STATE_DIR, POLITE_STATS_FILE, LOG_FILE, "
-                  "POLITE_DNS_LOOKUP=bench.shared_servers.dns_lookup, "
+                  f"POLITE_DNS_LOOKUP={LOOKUP}, "
                   f"POLITE_BOT_URL={BOT_URL}" + (f"; extra {a.extra}" if a.extra else ""),
                   flush=True)
             if not a.skip_polite:

@@ -20,13 +20,13 @@ from bench.shared_servers import (
     Servers,
     edge_figures,
     gaps_by_name,
-    most_open,
     page_paths,
     peak_busy,
     read_log,
     site_ideal_fraction,
     small_figures,
 )
+from demo.spans import most_open
 
 if TYPE_CHECKING:
     from pathlib import Path
