@@ -46,10 +46,10 @@ import random
 from collections import Counter
 from dataclasses import dataclass, field
 from operator import itemgetter
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from urllib.parse import urlsplit
 
-from polite_crawler.interfaces import LeaseAnswer
+from polite_crawler.interfaces import Lease, LeaseAnswer, OriginLeases
 from polite_crawler.policy.blocks import is_refusal
 from polite_crawler.policy.network import Network, is_test_host
 from polite_crawler.policy.owners import owner_of
@@ -82,7 +82,7 @@ from polite_crawler.policy.urls import host_of_origin
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
-    from polite_crawler.interfaces import OriginLeases, URLQueue
+    from polite_crawler.interfaces import URLQueue
     from polite_crawler.policy.verdicts import FailureState
     from polite_crawler.records import Row
 
@@ -103,6 +103,25 @@ LATE = 0.5
 DONE_GRACE = 300.0
 # The stop of an origin whose owner (another of its hosts) refused the crawler.
 OWNER_REFUSED = "owner_refused"
+
+
+@runtime_checkable
+class SharedRows(OriginLeases, Protocol):
+    """Rows the jobs of one state directory share, written in batches too (the embedded
+    backend's origin, host and owner rows: :class:`polite_crawler.frontier.store.OriginStore`).
+    With them the host's row is the one lease (see :class:`_Host`)."""
+
+    def take(self, origin: str, now: float, ttl: float, dead_rest: float,
+             state: OriginState | None = None, *, send_at: float | None = None,
+             ) -> tuple[Lease, bool]:
+        """:meth:`OriginLeases.try_lease`, and whether another process wrote the row
+        since this one last did (the rows kept under it may be newer than ours)."""
+
+    def write(self, states: list[OriginState], now: float) -> None:
+        """Store the states in one transaction, keeping whoever holds their leases."""
+
+    def give_back(self, states: list[OriginState], now: float) -> None:
+        """Store the states and end this process's leases of them, in one transaction."""
 
 
 @dataclass
@@ -141,15 +160,29 @@ class Dispatch:
 class _Host:
     """One host name's gate: the request in flight on any of its origins, and the end
     of its rest (``state.next_allowed``: the latest end-of-rest any of its origins set,
-    waits the server asked for included). On the embedded backend the same state is a
-    row with a lease in the shared state DB (``Frontier.host_store``), so jobs sharing
-    the state directory keep one request per host between them; on a cluster a worker
-    owns all of a host's origins or none (docs/CLUSTER.md), and it stays in memory."""
+    waits the server asked for included).
+
+    On the embedded backend the same state is a row with a lease in the shared state DB
+    (``Frontier.host_store``), the one lease jobs sharing the state directory take, so
+    they keep one request per host between them; the rows of its origins keep their
+    state only. A job holds the lease across the host's requests while it has work for
+    the host, renewed at the checkpoints, and gives it back (its row and its origins'
+    rows written) when it has none, at its turn's end (``Frontier.config.lease_ttl``
+    after taking it: another job waiting for the host gets it then) and as it closes.
+    A job killed with the lease is taken over as a dead holder's: the host rests from
+    then, ``dead_rest``. On a cluster a worker owns all of a host's origins or none
+    (docs/CLUSTER.md), and the host stays in memory."""
 
     state: OriginState  # keyed by the host name
     in_flight: str | None = None  # the origin whose request is out
     waiting: set[str] = field(default_factory=set)  # origins parked until it is freed
+    origins: list[str] = field(default_factory=list)  # its origins this frontier knows
     leased: bool = False  # this process holds the host's row lease (host_store)
+    leased_at: float = 0.0  # when it took the lease (its turn's start)
+    lease_until: float = 0.0  # the lease's end as last taken or renewed
+    # It gave the lease back at its turn's end: it asks again a margin after the
+    # host's rest, so a job that waits for the host (and asks at the rest's end) gets it.
+    yielded: bool = False
 
 
 @dataclass
@@ -213,9 +246,9 @@ class Frontier:
         rng: random.Random | None = None,
         robots: Callable[[], Any] = lambda: None,
         count: Callable[[str, int], None] = lambda key, n: None,
-        hosts: OriginLeases | None = None,
+        hosts: SharedRows | None = None,
         address_of: Callable[[str], str | None] | None = None,
-        owners: OriginLeases | None = None,
+        owners: SharedRows | None = None,
         shared_servers: bool = False,
     ) -> None:
         self.queue = queue
@@ -224,6 +257,16 @@ class Frontier:
         # host gate is this process's alone (a cluster worker owns whole hosts).
         self.host_store = hosts
         self._hosts: dict[str, _Host] = {}
+        self._leased: dict[str, _Host] = {}  # hosts whose row lease this process holds
+        # With host rows the host's lease is the one lease: the origin rows keep state
+        # only, written at each checkpoint when it changed (``_dirty``), at once when
+        # what the server said changed, and before the host's lease goes back.
+        self.origin_rows: SharedRows | None = None
+        if hosts is not None:
+            if not isinstance(origins, SharedRows):
+                raise TypeError("host rows need origin rows of the same kind (SharedRows)")
+            self.origin_rows = origins
+        self._dirty: set[str] = set()
         # Host name -> the address it connects to (None: not known yet, asked now);
         # None: no server bound (tests of the host rules alone).
         self.address_of = address_of
@@ -296,6 +339,8 @@ class Frontier:
         host = self._host(origin)
         rec = _Origin(state, self._params_for(origin), host, self._owner(host.state.origin))
         self._origins[origin] = rec
+        if origin not in host.origins:
+            host.origins.append(origin)
         self._host_learns(rec)
         return rec
 
@@ -370,6 +415,8 @@ class Frontier:
             host.waiting.add(origin)
             return
         at = max(at, host.state.next_allowed)
+        if host.yielded:
+            at += DISPATCH_MARGIN
         seq = next(self._seq)
         rec.heap_seq = seq
         place = at + DISPATCH_MARGIN
@@ -580,39 +627,71 @@ class Frontier:
 
     def _lease(self, origin: str, rec: _Origin, kind: str, now: float,
                send_at: float) -> bool:
-        """Take the host's lease, then the origin's (processes sharing the state DB);
-        refused, the origin is placed again at the time the answer gives."""
-        host_lease = None
+        """Take the lease that lets this process send to the origin (processes sharing
+        the state DB: its host's, held across the host's requests; a cluster: the
+        origin's); refused, the origin is placed again at the time the answer gives."""
         if self.host_store is not None:
-            host_lease = self.host_store.try_lease(
-                rec.host.state.origin, now, self.config.lease_ttl, rec.params.base(False),
-                state=rec.host.state, send_at=send_at,
-            )
-            rec.host.state = host_lease.state
-            rec.host.leased = host_lease.taken
-        if host_lease is not None and not host_lease.taken:
-            lease = host_lease
+            lease = self._lease_host(rec, now, send_at)
+            if lease is None:
+                return True
         else:
             lease = self.origin_store.try_lease(
                 origin, now, self.config.lease_ttl, rec.params.base(False), state=rec.state,
                 send_at=send_at,
             )
             rec.state = lease.state
-            if not lease.taken:
-                self._unlease_host(rec.host, now)
+            if lease.taken:
+                return True
+        if kind == ROBOTS:
+            rec.robots_fetches -= 1
+        self.count("polite/frontier/lease_busy", 1)
+        retry = max(lease.retry_at, now + 0.001)
+        # The shared row's rest is what waits (another process fetched meanwhile):
+        # asked again ahead, as that process asks, so neither always wins. A lease
+        # another process holds (or, on a cluster, an origin not this worker's) is
+        # asked again at its time.
+        ahead = lease.answer is LeaseAnswer.RESTING
+        self._reheap(origin, rec, retry, ahead=ahead, after=now)
+        return False
+
+    def _lease_host(self, rec: _Origin, now: float, send_at: float) -> Lease | None:
+        """The host's row lease for a request of ``rec`` (None: held, the request may
+        go; else the refusal). Held already, nothing is asked: the host's rest and its
+        origins' are in this process's memory while it holds the lease."""
+        host = rec.host
+        if host.leased:
+            return None
+        assert self.host_store is not None
+        name = host.state.origin
+        lease, other = self.host_store.take(
+            name, now, self.config.lease_ttl, rec.params.base(False), state=host.state,
+            send_at=send_at,
+        )
+        host.state = lease.state
+        host.yielded = False
         if not lease.taken:
-            if kind == ROBOTS:
-                rec.robots_fetches -= 1
-            self.count("polite/frontier/lease_busy", 1)
-            retry = max(lease.retry_at, now + 0.001)
-            # The shared row's rest is what waits (another process fetched meanwhile):
-            # asked again ahead, as that process asks, so neither always wins. A lease
-            # another process holds (or, on a cluster, an origin not this worker's) is
-            # asked again at its time.
-            ahead = lease.answer is LeaseAnswer.RESTING
-            self._reheap(origin, rec, retry, ahead=ahead, after=now)
-            return False
-        return True
+            return lease
+        host.leased, host.leased_at = True, now
+        host.lease_until = now + self.config.lease_ttl
+        self._leased[name] = host
+        if other:
+            # Another process held the host since this one last wrote its row: its
+            # origins' rows are newer than the states held here.
+            self._read_origins(host)
+            at = max(rec.state.eligible_at(), host.state.next_allowed)
+            if at > send_at:
+                return Lease(LeaseAnswer.RESTING, rec.state, at)
+        return None
+
+    def _read_origins(self, host: _Host) -> None:
+        """The host's origins' states as their rows hold them (none is in flight)."""
+        for origin in host.origins:
+            rec = self._origins.get(origin)
+            if rec is None or rec.in_flight is not None:
+                continue
+            rec.state = self.origin_store.load(origin)[0]
+            self._dirty.discard(origin)
+            self._host_learns(rec)
 
     def _hand_out(self, origin: str, rec: _Origin, kind: str, row: Row | None, *,
                   server: _Server | None, owner: _Owner | None, now: float,
@@ -694,7 +773,7 @@ class Frontier:
             rec.robots_fetches = max(rec.robots_fetches - 1, 0)
         self.count("polite/frontier/put_back", 1)
         now = self.clock()
-        self.origin_store.release(rec.state, now)
+        self._store_origin(origin, rec, now)
         self._free_host(rec, now)
         self._reheap(origin, rec, rec.state.eligible_at())
         return True
@@ -750,21 +829,26 @@ class Frontier:
                 # (every worker's sites wait), or the round is over while another
                 # worker waits for places.
                 self.server_asks.add(server.state.address)
+        state = rec.state
+        # What the server said (a wait, a failure, a stop) and the latency factor are
+        # stored at once; the rest of the state at the next checkpoint (_store_origin).
+        said = failure is not None and failure != state.failure
+        factor = state.latency_factor
         if failure is not None:
-            rec.state.failure = failure
+            state.failure = failure
         robots = self._robots()
         if robots is not None:
             delay = robots.crawl_delay(origin)
-            rec.state.crawl_delay = float(delay) if delay is not None else None
-        rest, doubled = settle(rec.state, rec.params, start=start, end=end, api=api,
+            state.crawl_delay = float(delay) if delay is not None else None
+        rest, doubled = settle(state, rec.params, start=start, end=end, api=api,
                                rng=self.rng, observe=observe)
         if doubled:
             self.count("polite/frontier/latency_doubled", 1)
             logger.info(
                 "%(origin)s answers slower than when the crawl began: its rest doubles (x%(f)g)",
-                {"origin": origin, "f": rec.state.latency_factor},
+                {"origin": origin, "f": state.latency_factor},
             )
-        self._free(origin, rec, end)
+        self._free(origin, rec, end, at_once=said or state.latency_factor != factor)
         return rest
 
     def release(self, origin: str, token: int | None) -> None:
@@ -775,19 +859,59 @@ class Frontier:
         self.count("polite/frontier/released", 1)
         self._free(origin, rec, self.clock())
 
-    def _free(self, origin: str, rec: _Origin, now: float) -> None:
+    def _free(self, origin: str, rec: _Origin, now: float, *, at_once: bool = False) -> None:
         if rec.in_flight_row is not None:
             self._settled_rows[rec.in_flight_row] = now
         rec.in_flight = None
         rec.in_flight_row = None
-        self.origin_store.release(rec.state, now)
+        self._store_origin(origin, rec, now, at_once=at_once)
         self._free_host(rec, now)
         self._reheap(origin, rec, rec.state.eligible_at())
 
-    def _unlease_host(self, host: _Host, now: float) -> None:
-        if host.leased and self.host_store is not None:
-            self.host_store.release(host.state, now)
-        host.leased = False
+    def _store_origin(self, origin: str, rec: _Origin, now: float, *,
+                      at_once: bool = False) -> None:
+        """The origin's exchange is over: its state goes to its store. With host rows
+        (its host's lease held still) its row is written at the next checkpoint, or
+        before the host's lease goes back; ``at_once`` (what the server said changed:
+        a wait, a failure, the latency factor) now, so a kill -9 keeps it."""
+        rows = self.origin_rows
+        if rows is None:
+            self.origin_store.release(rec.state, now)
+        elif at_once:
+            rows.save(rec.state, now)
+            self._dirty.discard(origin)
+        else:
+            self._dirty.add(origin)
+
+    def _has_work(self, host: _Host) -> bool:
+        """Whether an origin of the host has a request out or waiting."""
+        origins = self._origins
+        for origin in host.origins:
+            rec = origins.get(origin)
+            if rec is not None and origin not in self.stopped and (
+                    rec.queued or rec.transient or rec.in_flight is not None):
+                return True
+        return False
+
+    def _give_back(self, hosts: list[_Host], now: float) -> None:
+        """The hosts' leases go back: their origins' rows written first (whoever takes
+        a host next reads them), then the hosts' rows with the rest's end."""
+        if not hosts or self.host_store is None:
+            return
+        origins = [o for host in hosts for o in host.origins if o in self._dirty]
+        self._write_origins(origins, now)
+        self.host_store.give_back([host.state for host in hosts], now)
+        for host in hosts:
+            host.leased = False
+            self._leased.pop(host.state.origin, None)
+
+    def _write_origins(self, names: list[str] | set[str], now: float) -> None:
+        """The origin rows of ``names`` written, in one transaction."""
+        if self.origin_rows is None or not names:
+            return
+        known = self._origins
+        self.origin_rows.write([known[o].state for o in names if o in known], now)
+        self._dirty.difference_update(names)
 
     def _free_server(self, rec: _Origin, now: float) -> None:
         """The origin's request left its server (answered, or never sent: its place in
@@ -951,7 +1075,14 @@ class Frontier:
         self._free_server(rec, now)
         self._free_owner(rec)
         host.in_flight = None
-        self._unlease_host(host, now)
+        if host.leased:
+            if now - host.leased_at >= self.config.lease_ttl:
+                # This process's turn is over: a job sharing the state directory that
+                # waits for the host takes it at the end of its rest.
+                self._give_back([host], now)
+                host.yielded = True
+            elif not self._has_work(host):
+                self._give_back([host], now)
         if host.waiting:
             waiting, host.waiting = host.waiting, set()
             for other in waiting:
@@ -1006,6 +1137,8 @@ class Frontier:
         self.queue.stop(origin, reason)
         rec = self._get(origin)
         rec.state.failure.stopped = rec.state.failure.stopped or reason
+        if self.origin_rows is not None:
+            self._dirty.add(origin)
         dropped = self._drop_all(origin, rec, "stopped")
         self.queue.commit()
         self.count(f"polite/origin/stopped/{reason}", 1)
@@ -1060,7 +1193,6 @@ class Frontier:
                 self.count("polite/frontier/hold_expired", len(rows))
                 self.release_held(key)
         busy = []
-        busy_hosts = []
         for origin, rec in list(self._origins.items()):
             if rec.in_flight is None:
                 continue
@@ -1072,28 +1204,49 @@ class Frontier:
                 self._free(origin, rec, now)
             else:
                 busy.append(origin)
-                if rec.host.leased:
-                    busy_hosts.append(rec.host.state.origin)
-        self.origin_store.renew(busy, now, self.config.lease_ttl)
+        if self.origin_rows is None:
+            self.origin_store.renew(busy, now, self.config.lease_ttl)
+        self._write_origins(self._dirty, now)
         self._save_owners(now)
-        if self.host_store is not None:
-            self.host_store.renew(busy_hosts, now, self.config.lease_ttl)
+        self._renew_hosts(now)
         self.queue.commit()
+
+    def _renew_hosts(self, now: float) -> None:
+        """The host leases this process holds: given back where it has no work for the
+        host any more (a stop dropped its queue) or its turn is over with nothing in
+        flight; renewed where they would run out before two more checkpoints could
+        renew them (half their time left)."""
+        if self.host_store is None or not self._leased:
+            return
+        ttl = self.config.lease_ttl
+        done, renew = [], []
+        for name, host in self._leased.items():
+            if host.in_flight is None and (now - host.leased_at >= ttl
+                                           or not self._has_work(host)):
+                done.append(host)
+                host.yielded = now - host.leased_at >= ttl
+            elif host.lease_until - now < ttl / 2:
+                renew.append(name)
+                host.lease_until = now + ttl
+        self._give_back(done, now)
+        self.host_store.renew(renew, now, ttl)
 
     def _save_owners(self, now: float) -> None:
         """The owners' budget counts go to their shared rows (once a checkpoint)."""
         if self.owner_store is None or not self._owners_dirty:
             return
-        for name in self._owners_dirty:
-            self.owner_store.save(self._owners[name].state, now)
+        self.owner_store.write([self._owners[name].state for name in self._owners_dirty], now)
         self._owners_dirty = set()
 
     def close(self, finished: bool) -> None:
         """Store everything; a finished crawl has no request left in flight."""
-        self._save_owners(self.clock())
+        now = self.clock()
+        self._save_owners(now)
         if finished:
             self._done_all()
         self.queue.commit()
+        self._write_origins(self._dirty, now)
+        self._give_back(list(self._leased.values()), now)
         self.origin_store.release_all()
         if self.host_store is not None:
             self.host_store.release_all()

@@ -3,8 +3,11 @@
 :class:`~polite_crawler.frontier.scheduler.FrontierScheduler` is the one scheduler;
 without ``POLITE_FRONTIER`` (:func:`polite_crawler.backend.backend_of`) it runs
 :class:`EmbeddedDriver`: the job's queue and seen set in ``JOBDIR`` (a temporary file
-in the state directory without one), origin, host and owner state and leases in the
-state directory's origin store, shared by the jobs of one machine.
+in the state directory without one), origin, host and owner state in the state
+directory's origin store, shared by the jobs of one machine. The host's row holds the
+one lease a job takes (across the host's requests while it has work for it); the origin
+and owner rows keep state, written at the frontier's checkpoints
+(:class:`polite_crawler.frontier.core.SharedRows`).
 """
 
 from __future__ import annotations

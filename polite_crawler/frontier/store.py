@@ -252,6 +252,20 @@ CREATE TABLE IF NOT EXISTS polite_origin (
 """
 
 
+# A row's state stored, its lease kept (OriginStore.save, .write).
+_SAVE_SQL = (
+    "INSERT INTO {table} (origin, next_allowed, run_id, state, updated) VALUES (?, ?, ?, ?, ?) "
+    "ON CONFLICT(origin) DO UPDATE SET next_allowed=excluded.next_allowed, "
+    "run_id=excluded.run_id, state=excluded.state, updated=excluded.updated"
+)
+# A row's state stored and this process's lease of it ended (OriginStore.release, .give_back).
+_RELEASE_SQL = (
+    "UPDATE {table} SET next_allowed=?, state=?, run_id=?, updated=?, "
+    "lease_owner=CASE WHEN lease_owner=? THEN NULL ELSE lease_owner END, "
+    "lease_until=CASE WHEN lease_owner=? THEN 0 ELSE lease_until END WHERE origin=?"
+)
+
+
 def process_owner() -> str:
     """Lease owner of this process: ``host:pid:token`` (the token tells a reused pid apart)."""
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
@@ -278,8 +292,9 @@ class OriginStore:
         self.conn.close()
 
     def _read(self, origin: str) -> tuple[OriginState, str, str | None, float, float] | None:
+        """``(state, run_id, lease owner, lease end, updated)`` of the row, or None."""
         row = self.conn.execute(
-            f"SELECT state, run_id, lease_owner, lease_until, lease_taken FROM {self.table} "
+            f"SELECT state, run_id, lease_owner, lease_until, updated FROM {self.table} "
             "WHERE origin=?",
             (origin,),
         ).fetchone()
@@ -290,24 +305,32 @@ class OriginStore:
         return state, row[1], row[2], row[3], row[4]
 
     def load(self, origin: str) -> tuple[OriginState, str | None, float]:
-        """The stored state (run-scoped parts reset for another run), lease owner and taken time."""
+        """The stored state (run-scoped parts reset for another run), lease owner and lease end."""
         found = self._read(origin)
         if found is None:
             return OriginState(origin), None, 0.0
-        state, run_id, owner, _until, taken = found
+        state, run_id, owner, until, _updated = found
         if run_id != self.run_id:
             state.reset_run()
-        return state, owner, taken
+        return state, owner, until
 
     def try_lease(self, origin: str, now: float, ttl: float, dead_rest: float,
                   state: OriginState | None = None, *, send_at: float | None = None,
                   ) -> Lease:
-        """Take the origin's lease if nobody holds it and its rest is over.
+        """Take the row's lease if nobody holds it and its rest is over (:meth:`take`)."""
+        return self.take(origin, now, ttl, dead_rest, state, send_at=send_at)[0]
+
+    def take(self, origin: str, now: float, ttl: float, dead_rest: float,
+             state: OriginState | None = None, *, send_at: float | None = None,
+             ) -> tuple[Lease, bool]:
+        """Take the row's lease if nobody holds it and its rest is over; and whether
+        another process wrote the row since this store last did (the rows kept under
+        it, its origins', may be newer than this process's copies).
 
         A lease held by a dead process of this machine is taken over, but not before
         ``dead_rest`` after now (its exchange may have ended at any moment).
 
-        ``state`` is the caller's copy of the origin's state. When the row is still
+        ``state`` is the caller's copy of the row's state. When the row is still
         as this store last wrote it and nobody holds its lease, one conditional
         UPDATE takes the lease and that copy stands; otherwise the row is read
         (and a dead holder's lease taken over) in a transaction. ``send_at``: see
@@ -318,7 +341,7 @@ class OriginStore:
         if state is not None and stamp is not None:
             at = state.eligible_at()
             if at > due:
-                return Lease(LeaseAnswer.RESTING, state, at)
+                return Lease(LeaseAnswer.RESTING, state, at), False
             cur = self.conn.execute(
                 f"UPDATE {self.table} SET lease_owner=?, lease_until=?, lease_taken=?, updated=? "
                 "WHERE origin=? AND lease_owner IS NULL AND run_id=? AND updated=?",
@@ -326,7 +349,7 @@ class OriginStore:
             )
             if cur.rowcount == 1:
                 self._written[origin] = now
-                return Lease(LeaseAnswer.GRANTED, state, now)
+                return Lease(LeaseAnswer.GRANTED, state, now), False
         self._written.pop(origin, None)
         conn = self.conn
         conn.execute("BEGIN IMMEDIATE")
@@ -339,9 +362,10 @@ class OriginStore:
                     "VALUES (?, 0, ?, ?, ?)",
                     (origin, self.run_id, state.to_json(), now),
                 )
-                owner, until = None, 0.0
+                owner, until, other = None, 0.0, False
             else:
-                state, run_id, owner, until, _taken = found
+                state, run_id, owner, until, updated = found
+                other = updated != stamp
                 if run_id != self.run_id:
                     state.reset_run()
             if owner is not None and owner != self.owner:
@@ -358,11 +382,11 @@ class OriginStore:
                 else:
                     conn.execute("COMMIT")
                     return Lease(LeaseAnswer.HELD, state,
-                                 min(until, now + max(dead_rest, 0.1)))
+                                 min(until, now + max(dead_rest, 0.1))), other
             at = state.eligible_at()
             if at > due:
                 conn.execute("COMMIT")
-                return Lease(LeaseAnswer.RESTING, state, at)
+                return Lease(LeaseAnswer.RESTING, state, at), other
             conn.execute(
                 f"UPDATE {self.table} SET lease_owner=?, lease_until=?, lease_taken=?, run_id=?, "
                 "updated=? WHERE origin=?",
@@ -370,7 +394,7 @@ class OriginStore:
             )
             conn.execute("COMMIT")
             self._written[origin] = now
-            return Lease(LeaseAnswer.GRANTED, state, now)
+            return Lease(LeaseAnswer.GRANTED, state, now), other
         except BaseException:
             conn.execute("ROLLBACK")
             raise
@@ -378,10 +402,7 @@ class OriginStore:
     def release(self, state: OriginState, now: float) -> None:
         """Store the origin's state and give its lease back (if this process holds it)."""
         cur = self.conn.execute(
-            f"UPDATE {self.table} SET next_allowed=?, state=?, run_id=?, updated=?, "
-            "lease_owner=CASE WHEN lease_owner=? THEN NULL ELSE lease_owner END, "
-            "lease_until=CASE WHEN lease_owner=? THEN 0 ELSE lease_until END "
-            "WHERE origin=?",
+            _RELEASE_SQL.format(table=self.table),
             (min(state.next_allowed, 1e18), state.to_json(), self.run_id, now, self.owner,
              self.owner, state.origin),
         )
@@ -392,19 +413,43 @@ class OriginStore:
 
     def save(self, state: OriginState, now: float) -> None:
         """Store the origin's state, keeping whoever holds its lease."""
-        self.conn.execute(
-            f"INSERT INTO {self.table} (origin, next_allowed, run_id, state, updated) "
-            "VALUES (?, ?, ?, ?, ?) ON CONFLICT(origin) DO UPDATE SET "
-            "next_allowed=excluded.next_allowed, run_id=excluded.run_id, state=excluded.state, "
-            "updated=excluded.updated",
-            (state.origin, min(state.next_allowed, 1e18), self.run_id, state.to_json(), now),
-        )
+        self.conn.execute(_SAVE_SQL.format(table=self.table), self._saved(state, now))
         self._written[state.origin] = now
+
+    def _saved(self, state: OriginState, now: float) -> tuple[str, float, str, str, float]:
+        return (state.origin, min(state.next_allowed, 1e18), self.run_id, state.to_json(), now)
+
+    def write(self, states: list[OriginState], now: float) -> None:
+        """Store the states in one transaction, keeping whoever holds their leases
+        (:meth:`save` for many: a checkpoint's rows)."""
+        if not states:
+            return
+        rows = [self._saved(state, now) for state in states]
+        with self.conn:
+            self.conn.execute("BEGIN")
+            self.conn.executemany(_SAVE_SQL.format(table=self.table), rows)
+        for state in states:
+            self._written[state.origin] = now
+
+    def give_back(self, states: list[OriginState], now: float) -> None:
+        """Store the states and end this process's leases of them, in one transaction
+        (:meth:`release` for many)."""
+        if not states:
+            return
+        owner = self.owner
+        rows = [(min(s.next_allowed, 1e18), s.to_json(), self.run_id, now, owner, owner, s.origin)
+                for s in states]
+        with self.conn:
+            self.conn.execute("BEGIN")
+            self.conn.executemany(_RELEASE_SQL.format(table=self.table), rows)
+        for state in states:
+            self._written[state.origin] = now
 
     def renew(self, origins: list[str], now: float, ttl: float) -> None:
         if not origins:
             return
         with self.conn:
+            self.conn.execute("BEGIN")  # one transaction, not one a row
             self.conn.executemany(
                 f"UPDATE {self.table} SET lease_until=? WHERE origin=? AND lease_owner=?",
                 [(now + ttl, o, self.owner) for o in origins],
