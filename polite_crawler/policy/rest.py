@@ -28,6 +28,7 @@ import math
 import statistics
 import time
 from dataclasses import dataclass, field, fields, replace
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from polite_crawler.policy.verdicts import FailureState
@@ -269,10 +270,17 @@ def settle(
 def utc_day(now: float) -> str:
     """The UTC day of ``now``, the key of the daily budget.
 
-    >>> utc_day(0.0)
-    '1970-01-01'
+    >>> utc_day(0.0), utc_day(86_399.9), utc_day(86_400.0)
+    ('1970-01-01', '1970-01-01', '1970-01-02')
     """
-    return time.strftime("%Y-%m-%d", time.gmtime(now))
+    # POSIX time has 86,400 seconds a day: the day's number says it (asked several
+    # times a request, by the budget's checks and charges; strftime once a day).
+    return _day_name(int(now // 86_400))
+
+
+@lru_cache(maxsize=4)
+def _day_name(day: int) -> str:
+    return time.strftime("%Y-%m-%d", time.gmtime(day * 86_400))
 
 
 def budget_left(state: OriginState, limit: int, now: float) -> int:
