@@ -308,7 +308,8 @@ _BOUNDS = {
     NONE: "nothing the stored state holds keeps it back: it may go now",
     ORIGIN_REST: "the origin's own rest (the base rest, 5x its last answer, its Crawl-delay)",
     ORIGIN_WAIT: "a Retry-After or backoff the site asked for",
-    HOST_BUSY: "another request of the host name is out (any scheme or port)",
+    HOST_BUSY: "another request of the host name is out, or another job crawls the host "
+               "now (it holds the host's lease while it has work for it; any scheme or port)",
     HOST_REST: "the host's rest after its last request (on any of its origins)",
     ADDRESS_UNKNOWN: "the name's address is being looked up",
     SERVER_FULL: "the server's round is full (its concurrency limit)",
@@ -374,10 +375,10 @@ def bounds_state(settings: BaseSettings, origin: str, reader: StateReader,
     """The URL's host, server and owner, and which bound decides its next request
     (:func:`polite_crawler.policy.bounds.next_request`) from what the reader finds
     stored: the origin's row, its host's (:meth:`StateReader.host_state`: its rest's end;
-    a lease while a request of it is out, or on a cluster the worker that holds its
-    owner's group) and its owner's daily budget (:meth:`StateReader.owner_state`). The
-    server's bound is a running crawl's memory only: the decision leaves it out and says
-    so."""
+    the lease of the job crawling it, held while the job has work for the host, or on a
+    cluster the worker that holds its owner's group) and its owner's daily budget
+    (:meth:`StateReader.owner_state`). The server's bound is a running crawl's memory
+    only: the decision leaves it out and says so."""
     from polite_crawler.backend import backend_of
 
     host = host_of_origin(origin)
@@ -830,8 +831,10 @@ def bounds_lines(d: dict[str, Any]) -> list[str]:
         lines.append("  no stored state yet")
     elif "lease" in h:
         lines.append(f"  rest ends {when(h['next_allowed'])}"
-                     + (f"; a request of it is out (leased by {h['lease']['owner']} until "
-                        f"{when(h['lease']['until'])})" if h["lease"] else ""))
+                     + (f"; leased by {h['lease']['owner']} until "
+                        f"{when(h['lease']['until'])}: the job crawling it now (its "
+                        "request out and its rest are in that job's memory; it gives the "
+                        "host back when it has no work for it)" if h["lease"] else ""))
     else:
         lines.append(f"  rest ends {when(h['next_allowed'])} as its last worker left it"
                      + (f"; held by worker {h['worker']} (its request in flight and its "

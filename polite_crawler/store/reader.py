@@ -126,26 +126,31 @@ class EmbeddedReader(_PagesOf):
             "SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", (table,)
         ).fetchone() is not None
 
-    def origin_state(self, origin: str) -> tuple[OriginState, str | None, float | None] | None:
-        if self.conn is None or not self._has("polite_origin"):
+    def _lease_row(self, table: str,
+                   key: str) -> tuple[OriginState, str | None, float | None] | None:
+        """A row of the origin store's leased tables (``polite_origin``, ``polite_host``):
+        its state, and its lease's holder and end (None, None: nobody holds it)."""
+        if self.conn is None or not self._has(table):
             return None
-        row = self.conn.execute("SELECT state, lease_owner, lease_until FROM polite_origin "
-                                "WHERE origin=?", (origin,)).fetchone()
+        row = self.conn.execute(f"SELECT state, lease_owner, lease_until FROM {table} "
+                                "WHERE origin=?", (key,)).fetchone()
         if row is None:
             return None
         state = OriginState.from_json(row[0])
-        state.origin = origin
+        state.origin = key
         return state, row[1] or None, row[2] if row[1] else None
 
+    def origin_state(self, origin: str) -> tuple[OriginState, str | None, float | None] | None:
+        # The origin's row keeps its state; the one lease is its host's (a row of
+        # an older crawler may still name a holder).
+        return self._lease_row("polite_origin", origin)
+
     def host_state(self, host: str) -> HostRecord | None:
-        if self.conn is None or not self._has("polite_host"):
+        found = self._lease_row("polite_host", host)
+        if found is None:
             return None
-        row = self.conn.execute("SELECT state, lease_owner, lease_until FROM polite_host "
-                                "WHERE origin=?", (host,)).fetchone()
-        if row is None:
-            return None
-        return HostRecord(host, OriginState.from_json(row[0]).next_allowed, row[1] or None,
-                          row[2] if row[1] else None)
+        state, holder, until = found
+        return HostRecord(host, state.next_allowed, holder, until)
 
     def owner_state(self, owner: str) -> OwnerRecord | None:
         if self.conn is None or not self._has("polite_owner"):
