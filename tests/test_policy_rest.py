@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 import math
 import random
 
@@ -250,6 +251,16 @@ def test_state_round_trips_through_json() -> None:
     back.reset_run()
     assert back.latency_factor == 1.0 and back.failure.stopped is None
     assert back.failure.wait_until == math.inf and back.budget_used == 7
+
+
+def test_a_state_is_stored_with_what_differs_from_a_new_one() -> None:
+    # An owner's row holds its budget count, a host's its rest's end: written at each
+    # checkpoint, with nothing else to serialise.
+    owner = OriginState("example.org", budget_day="2024-01-01", budget_used=3)
+    assert json.loads(owner.to_json()) == {"origin": "example.org",
+                                           "budget_day": "2024-01-01", "budget_used": 3}
+    assert OriginState.from_json(owner.to_json()) == owner
+    assert OriginState.from_json(OriginState("h").to_json()) == OriginState("h")
 
 
 def test_dispatch_lead_is_the_setting_at_most_a_quarter_of_the_base_rest() -> None:

@@ -127,11 +127,21 @@ class OriginState:
         return max(self.next_allowed, self.failure.wait_until)
 
     def to_json(self) -> str:
-        data = dict(vars(self))  # shallow: json copies the lists itself
-        data["failure"] = dict(vars(self.failure))
-        data["failure"]["wait_until"] = _finite(self.failure.wait_until)
-        data["next_allowed"] = _finite(self.next_allowed)
-        return json.dumps(data, separators=(",", ":"))
+        """The state as stored: the fields that differ from a new state's (the rest
+        read back as their defaults by :meth:`from_json`). A host's row holds its rest's
+        end, an owner's its budget count: little else to write at each checkpoint."""
+        data: dict[str, Any] = {"origin": self.origin}
+        for name, value in vars(self).items():
+            if name in _STATE_DEFAULTS and value != _STATE_DEFAULTS[name]:
+                data[name] = value  # shallow: json copies the lists itself
+        failure = {k: v for k, v in vars(self.failure).items() if v != _FAILURE_DEFAULTS[k]}
+        if failure:
+            if "wait_until" in failure:
+                failure["wait_until"] = _finite(self.failure.wait_until)
+            data["failure"] = failure
+        if "next_allowed" in data:
+            data["next_allowed"] = _finite(self.next_allowed)
+        return _dumps(data)
 
     @classmethod
     def from_json(cls, text: str) -> OriginState:
@@ -148,6 +158,13 @@ class OriginState:
         self.window = []
         self.latency_factor = 1.0
         self.failure = FailureState(wait_until=self.failure.wait_until)
+
+
+# What a new state holds, field by field (to_json leaves these out).
+_STATE_DEFAULTS: dict[str, Any] = {
+    k: v for k, v in vars(OriginState("")).items() if k not in ("origin", "failure")}
+_FAILURE_DEFAULTS: dict[str, Any] = dict(vars(FailureState()))
+_dumps = json.JSONEncoder(separators=(",", ":")).encode
 
 
 def _finite(value: float) -> float:
