@@ -32,7 +32,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from polite_crawler.frontier.core import Frontier
+from polite_crawler.frontier.core import OWNER_REFUSED, Frontier
 from polite_crawler.frontier.dupefilter import url_fingerprint
 from polite_crawler.frontier.redis_shared import (
     OriginSync,
@@ -1064,6 +1064,10 @@ class RedisFrontier:
             used = sum(int(c.split()[1]) for c in t.owner_budget if c.split()[0] == today)
             self.frontier.take_owner_budget(t.origin, today, used)
         self.frontier.set_queued(t.origin, own.remote)
+        if t.owner_stop and not t.stop:
+            # Its owner refused the crawler earlier in the crawl (its group keeps the
+            # stop): stopped as the holder that saw the refusal stopped its hosts.
+            self.frontier.stop(t.origin, OWNER_REFUSED)
 
     # --- upkeep ----------------------------------------------------------------------
     def close(self, finished: bool) -> None:

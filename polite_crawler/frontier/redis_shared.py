@@ -28,7 +28,10 @@ on one Redis Cluster slot:
   holds), and when it gives its last one back the group is free again, with
   ``u:<host>``, each host's rest end, for the next owner. ``b:<O>`` is each origin's
   budget count ("<day> <used>", written after its state): their sum for today is the
-  owner's daily count a worker taking the group starts from. An origin another worker
+  owner's daily count a worker taking the group starts from. ``s:<C>`` is the owner's
+  stop for crawl C: a refusal (402, 403, a challenge page) from one of its hosts,
+  "<reason> from <O>", written with that origin's stop; a worker taking an origin of the
+  group stops it too. An origin another worker
   found held waits in ``w:<O>`` (and in the owner's nudge set: the owner takes it); the
   release puts those back in the free set.
 - ``P:active:C`` set of origins with rows queued or claimed; ``P:free:C`` those of them
@@ -53,6 +56,7 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
+from polite_crawler.policy.blocks import is_refusal
 from polite_crawler.policy.owners import owner_of
 from polite_crawler.policy.urls import host_of_origin
 from polite_crawler.store.redis_keys import (
@@ -574,6 +578,10 @@ class Taken:
     # "<day> <used>", whose today's sum is the owner's count (None: held here already,
     # this worker's own count is newer).
     owner_budget: list[str] | None = None
+    # The owner's stop for this crawl, as its group holds it (a refusal from one of its
+    # hosts, "<reason> from <origin>"; "" none): the worker that takes the group stops
+    # the origin as the refusal stopped the owner's hosts for the holder that saw it.
+    owner_stop: str = ""
 
 
 def row_body(origin: str, url: str, data: bytes) -> bytes:
@@ -635,6 +643,11 @@ class RedisShared:
     def gkey(self, origin: str) -> str:
         """The group key of the origin's owner (its host's registrable domain)."""
         return group_key(owner_of(host_of_origin(origin)), self.p)
+
+    @property
+    def owner_stop_field(self) -> str:
+        """The field of an owner's group that holds its stop for this crawl."""
+        return f"s:{self.crawl}"
 
     def qkey(self, origin: str) -> str:
         return queue_key(origin, self.crawl, self.p)
@@ -718,9 +731,16 @@ class RedisShared:
         tpl = templates_key(self.crawl, self.p)
         for tid, data in templates.items():
             pipe.hsetnx(tpl, str(tid), data)
+        refusals = 0
         for origin, reason in stops.items():
             pipe.hset(self.okey(origin), f"stop:{self.crawl}", reason)
             pipe.delete(self.qkey(origin))
+            if is_refusal(reason):
+                refusals += 1
+                # The owner's answer: kept with its group for the crawl (``s:<crawl>``),
+                # so a worker taking the group later stops its hosts without asking.
+                pipe.hsetnx(self.gkey(origin), self.owner_stop_field,
+                            f"{reason} from {origin}")
         for origin in drops:
             pipe.delete(self.qkey(origin))
         push_order = []
@@ -769,7 +789,7 @@ class RedisShared:
                                str(c.held), "1" if c.probing else "0",
                                repr(c.no_probe)], client=pipe)
         out = pipe.execute()
-        i = len(templates) + 2 * len(stops) + len(drops)
+        i = len(templates) + 2 * len(stops) + refusals + len(drops)
         pushed: dict[str, tuple[int, int]] = {}
         unowned: list[str] = []
         nudges: dict[str, list[str]] = {}
@@ -949,7 +969,7 @@ class RedisShared:
             if w and w != self.worker and w not in dead:
                 continue
             members.setdefault(self.gkey(o), []).append((o, w))
-        tried, group_until, group_budget, freed, nudges = self._take_groups(
+        tried, group_until, group_budget, freed, nudges, group_stop = self._take_groups(
             members, group_owners, dead)
         pipe = self.r.pipeline(transaction=False)
         for o, w in tried:
@@ -970,7 +990,7 @@ class RedisShared:
                              int(res[4]), bytes(res[5]).decode(), last,
                              dead.get(w, 0.0) if last else 0.0, up,
                              group_until.get((g, host_of_origin(o)), 0.0),
-                             group_budget.get(g)))
+                             group_budget.get(g), group_stop.get(g, "")))
         if out:
             self.r.sadd(self.owned_key(self.worker), *[t.origin for t in out])
         self.release_groups(missed)  # members not taken after all
@@ -980,11 +1000,13 @@ class RedisShared:
     def _take_groups(self, members: dict[str, list[tuple[str, str]]],
                      group_owners: dict[str, str], dead: dict[str, float],
                      ) -> tuple[list[tuple[str, str]], dict[tuple[str, str], float],
-                                dict[str, list[str]], list[str], dict[str, list[str]]]:
+                                dict[str, list[str]], list[str], dict[str, list[str]],
+                                dict[str, str]]:
         """Take the owners' groups of the origins (group -> (origin, its owner)): the
         origins whose group is taken (to take), each (group, host)'s rest end, the budget
         counts of groups taken afresh, the origins that waited for a group taken from a
-        dead owner, and the origins a live holder takes (holder -> origins)."""
+        dead owner, the origins a live holder takes (holder -> origins), and the owner's
+        stop for the crawl of each group taken that holds one."""
         pipe = self.r.pipeline(transaction=False)
         group_hosts: dict[str, list[str]] = {}
         for g, group in members.items():
@@ -993,12 +1015,16 @@ class RedisShared:
             self._group_take(keys=[g], args=[self.worker, gw if gw in dead else "",
                                              str(len(hosts)), *hosts,
                                              *[o for o, _w in group]], client=pipe)
+            pipe.hget(g, self.owner_stop_field)
         tried = []
         group_until: dict[tuple[str, str], float] = {}
         group_budget: dict[str, list[str]] = {}
         freed: list[str] = []
         nudges: dict[str, list[str]] = {}
-        for (g, group), res in zip(members.items(), pipe.execute(), strict=True):
+        group_stop: dict[str, str] = {}
+        found = pipe.execute()
+        for (g, group), res, stop in zip(members.items(), found[::2], found[1::2],
+                                         strict=True):
             if int(res[0]) != 1:
                 # Held by a live worker: it takes them (its nudge set), none of them here.
                 holder = bytes(res[1]).decode()
@@ -1012,7 +1038,9 @@ class RedisShared:
                 group_until[(g, h)] = float(u)
             freed += [bytes(o).decode("utf-8") for o in res[3 + nb + len(hosts):]]
             tried += group
-        return tried, group_until, group_budget, freed, nudges
+            if stop:
+                group_stop[g] = bytes(stop).decode("utf-8")
+        return tried, group_until, group_budget, freed, nudges, group_stop
 
     def dead_owned(self, n: int, now: float, ttl: float) -> list[str]:
         """Up to ``n`` origins held by workers whose lease is gone (from each worker's
