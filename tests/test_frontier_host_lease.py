@@ -226,3 +226,18 @@ def test_a_job_taking_a_host_another_held_reads_its_origins_rows(tmp_path: Path)
     assert two.f.state(A).budget_used == 2  # one's count and its own
     one.close()
     two.close()
+
+
+def test_a_job_frozen_past_its_host_lease_asks_the_row_again(tmp_path: Path) -> None:
+    clock = Clock(T0)
+    one = _started(tmp_path, clock, 4)  # holds the host through its rest
+    two = Job(tmp_path, clock, "two")
+    two.push(f"{A2}/x")
+    clock.t += TTL + 1.0  # one is frozen: no checkpoint renews its lease
+    assert two.fetch() is None  # the lease ran out: taken over, the host rests from now
+    clock.t += REST + 2 * DISPATCH_MARGIN
+    assert two.fetch() is not None
+    assert one.fetch() is None  # one does not send on a lease it no longer holds
+    assert one.stats["polite/frontier/lease_busy"] == 1
+    one.close()
+    two.close()

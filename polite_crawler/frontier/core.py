@@ -660,7 +660,12 @@ class Frontier:
         origins' are in this process's memory while it holds the lease."""
         host = rec.host
         if host.leased:
-            return None
+            if host.lease_until > now:
+                return None
+            # Not renewed in time (the process was frozen past its lease's end): another
+            # job may have taken the host since; asked of the row again.
+            host.leased = False
+            self._leased.pop(host.state.origin, None)
         assert self.host_store is not None
         name = host.state.origin
         lease, other = self.host_store.take(
