@@ -786,6 +786,12 @@ class RedisFrontier:
             if (want == d.granted and not report and not waited and not judged
                     and address not in reassert and address not in self._srv_unmet):
                 continue  # nothing to tell (an unmet demand recorded is withdrawn)
+            if want < d.granted:
+                # Places given back stop counting here now, as the plan is made: the
+                # batch goes out on a thread, and a request dispatched meanwhile on a
+                # place Redis then grants another worker was a second one at once.
+                f.server_granted(address, want, limit=d.limit, until=0.0, wait=0.0,
+                                 others=d.others)
             if waited:
                 self._srv_wait[address] = d.wait
             self._srv_probing[address] = probing
