@@ -25,8 +25,11 @@ from polite_crawler.handlers import GuardedHTTPDownloadHandler
 from polite_crawler.middlewares.addresses import AddressRefusedError, address_policy
 from polite_crawler.resolver import release_resolver
 from tests.netguard import LOOPBACK, guard_connections
+from tests.tls_web import TLSTestWeb, self_signed, server_context
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from twisted.internet.defer import Deferred
 
 START = "127.0.0.1"
@@ -150,3 +153,36 @@ async def test_a_name_that_moves_is_followed_once_its_answer_is_old(web_factory)
     assert len(web.entries(START)) == 2
     assert len(web.entries(OTHER)) == 1
     assert resolved == ["moving.test"] and dns.calls == 2
+
+
+@pytest_twisted.ensureDeferred
+async def test_https_goes_straight_to_the_address_and_a_kept_connection_makes_no_tls_setup(
+        tmp_path: Path) -> None:
+    """TLS is wrapped round the direct connection with the URL's host for SNI, and a
+    request on a kept connection builds no endpoint and no TLS connection creator."""
+    cert, key = self_signed(tmp_path, ["good.test"], [START])
+    web = TLSTestWeb({START: Site({"/": page("a"), "/b": page("b")})},
+                     server_context(cert, key)).start()
+    try:
+        handler, resolved, _dns = _handler(Answers({"good.test": [START]}), networks=LOOPBACK)
+        handler.pool.max_idle = 8  # keep the connection (the test crawl's budget keeps none)
+        made: list[bytes] = []
+        factory: Any = handler._contextFactory
+        creator = factory.creatorForNetloc
+
+        def counted(host: bytes, port: int) -> Any:
+            made.append(host)
+            return creator(host, port)
+
+        factory.creatorForNetloc = counted
+        assert await _known(handler, "good.test") == START
+        for path in ("/", "/b"):
+            response = await deferred_from_coro(handler.download_request(
+                Request(f"https://good.test:{web.port}{path}", meta={"polite_origin": "o"})))
+            assert response.status == 200
+        await deferred_from_coro(handler.close())
+    finally:
+        web.stop()
+    assert [e.path for e in web.entries(START)] == ["/", "/b"]
+    assert made == [b"good.test"]  # one connection, one TLS setup, for the URL's host
+    assert resolved == []

@@ -389,11 +389,29 @@ def test_private_hooks_still_exist() -> None:
     wrapped = wrapClientTLS(None, name)  # type: ignore[arg-type]
     assert type(wrapped) is _WrapperEndpoint and wrapped._wrappedEndpoint is name
     assert callable(wrapped._wrapperFactory)
+    # The guarded agent (handlers._GuardedAgent, _LazyEndpoint) and the copy of Scrapy's
+    # download_request in GuardedHTTPDownloadHandler._download_if_held.
+    from scrapy.utils import _download_handlers
+
+    assert hasattr(http11._ScrapyAgent, "_get_agent")
+    assert issubclass(http11._BindAddressAgent, http11.Agent)
+    for helper in ("wrap_twisted_exceptions", "get_dataloss_msg", "normalize_bind_address"):
+        assert hasattr(_download_handlers, helper)
+    from twisted.web.client import BrowserLikePolicyForHTTPS
+
+    agent = http11._BindAddressAgent(reactor, BrowserLikePolicyForHTTPS(), 5, None, None)  # type: ignore[arg-type]
+    made = agent._endpointFactory
+    assert (made._connectTimeout, made._bindAddress) == (5, None)
+    assert hasattr(made, "_policyForHTTPS") and hasattr(made, "endpointForURI")
     assert issubclass(http11._LenientHTTP11ClientProtocol, HTTP11ClientProtocol)
     assert hasattr(http11._LenientHTTPClientParser, "lineReceived")
     assert "_parser" in HTTP11ClientProtocol.request.__code__.co_names
     crawler = get_crawler(Spider)
-    assert isinstance(http11.HTTP11DownloadHandler(crawler)._pool, HTTPConnectionPool)
+    scrapy_handler = http11.HTTP11DownloadHandler(crawler)
+    assert isinstance(scrapy_handler._pool, HTTPConnectionPool)
+    for name in ("_contextFactory", "_bind_address", "_default_maxsize", "_default_warnsize",
+                 "_fail_on_dataloss", "_fail_on_dataloss_warned", "_tls_verbose_logging"):
+        assert hasattr(scrapy_handler, name), name
     # How the resolver tells a crawl that failed before its engine existed.
     assert crawler._started is False and crawler._engine is None
 
