@@ -65,11 +65,12 @@ def seen_key(origin: str, crawl: str, prefix: str = PREFIX) -> str:
 
 def group_key(owner: str, prefix: str = PREFIX) -> str:
     """``P:g:{O}`` hash, shared by every crawl: the group of origins of one owner (its
-    registrable domain: its host names, their schemes and ports), held by one worker at a time: ``owner``, ``m:<origin>`` for each origin the holder
-    holds, ``w:<origin>`` for each origin another worker found held, ``u:<host>`` (a
-    host's rest end as its last holder left it), ``b:<origin>`` (the origin's budget
-    count, "<day> <used>", for the owner's daily budget) and ``s:<crawl>`` (why a
-    refusal stopped the owner in that crawl)."""
+    registrable domain: its host names, their schemes and ports), held by one worker at
+    a time: ``owner``, ``m:<origin>`` for each origin the holder holds, ``w:<origin>``
+    for each origin another worker found held, ``u:<host>`` (a host's rest end as its
+    last holder left it), ``b:<origin>`` (the origin's budget count, "<day> <used>",
+    for the owner's daily budget) and ``s:<crawl>`` (why a refusal stopped the owner in
+    that crawl)."""
     return f"{prefix}:g:{{{owner}}}"
 
 
