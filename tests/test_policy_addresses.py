@@ -6,7 +6,7 @@ import ipaddress
 from urllib.parse import quote
 
 import pytest
-from hypothesis import example, given
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from polite_crawler.policy.addresses import (
@@ -396,3 +396,24 @@ def test_check_address_agrees_with_classification(
     inner = ip.ipv4_mapped if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped else ip
     if not inner.is_global:
         assert expected is not None
+
+
+# --- the plain URL's short way (check_url without urlsplit) reads as urlsplit does ---------
+_URL_CHARS = "abcxyz019.-_:/?#@[]%\\ \t\n\r\x00ABC\uff0e\u3002"
+
+
+@settings(max_examples=600, deadline=None)
+@given(scheme=st.sampled_from(["http", "https", "HTTP", "ftp", "http:"]),
+       authority=st.one_of(
+           st.text(alphabet=_URL_CHARS, max_size=24),
+           st.from_regex(r"[a-z0-9._-]{1,12}(:[0-9]{0,6})?", fullmatch=True),
+           st.sampled_from(["127.0.0.1", "127.1", "2852039166", "localhost", "a.local",
+                            "example.org", "127.0.0.1:8080", "127.0.0.1:22", "0x7f.1"])),
+       rest=st.text(alphabet=_URL_CHARS, max_size=8))
+def test_check_url_short_way_agrees_with_urlsplit(scheme: str, authority: str,
+                                                   rest: str) -> None:
+    policy = AddressPolicy(allow_networks=["10.0.0.0/8"],
+                           start_urls=["http://127.0.0.1:8080/", "http://intranet.local/"])
+    url = f"{scheme}://{authority}{rest}"
+    # A leading space takes the urlsplit way (urlsplit strips it as check_url does).
+    assert policy.check_url(url) == policy.check_url(" " + url), url

@@ -93,6 +93,12 @@ _SPECIAL_SUFFIXES = (".localhost", ".local", ".internal", ".home.arpa", ".invali
 # characters) is refused: resolvers read such hosts differently (glibc's
 # inet_aton reads "127.0.0.1 x" as 127.0.0.1).
 _NAME_CHARS = re.compile(r"[a-z0-9_.-]+")
+# A URL whose authority is a plain lower-case host (letters, digits, ".", "-", "_") and
+# an optional port, right after "http://" or "https://" and ended by "/", "?", "#" or
+# the URL's end: urlsplit gives it the same scheme, host and port (nothing it strips or
+# reads otherwise, no credentials, no brackets), so AddressPolicy.check_url reads it
+# without urlsplit.
+_PLAIN_URL = re.compile(r"(https?)://([a-z0-9._-]+)(?::([0-9]{1,5}))?(?=[/?#]|\Z)", re.ASCII)
 # Full stops that IDNA treats as label separators (UTS #46).
 _DOTS = str.maketrans({"\u3002": ".", "\uff0e": ".", "\uff61": "."})
 
@@ -381,6 +387,14 @@ class AddressPolicy:
         """
         if self.max_url_length and len(url) > self.max_url_length:
             return "url-too-long"
+        plain = _PLAIN_URL.match(url)
+        if plain is not None:
+            # The common URL, read as urlsplit reads it (every request is asked).
+            scheme, host, digits = plain.groups()
+            if digits is None:
+                return self.check_host(host, _DEFAULT_PORTS[scheme])
+            if int(digits) <= 0xFFFF:
+                return self.check_host(host, int(digits))
         try:
             parts = urlsplit(url.strip())
             port = parts.port
