@@ -134,8 +134,9 @@ def test_a_busy_host_is_leased_once_and_its_requests_write_no_row(tmp_path: Path
     got = _drain(job, clock.t + 6 * (REST + 0.1) + 1)
     assert len(got) == 6  # one request at a time per host, the whole rest between
     # Requests of a held host ask and write nothing of the shared rows between
-    # checkpoints (each took and gave back the host's and the origin's lease).
-    assert job.statements == first
+    # checkpoints (each took and gave back the host's and the origin's lease), but
+    # for the other origin's row at its first request.
+    assert job.statements == first + 1
     _state, holder = _row(tmp_path, HOST_TABLE, "127.0.0.1")
     assert holder is not None  # still held: it has work for the host
     job.f.checkpoint()  # the origins' rows written, in one transaction
@@ -241,3 +242,21 @@ def test_a_job_frozen_past_its_host_lease_asks_the_row_again(tmp_path: Path) -> 
     assert one.stats["polite/frontier/lease_busy"] == 1
     one.close()
     two.close()
+
+
+def test_the_lease_waits_for_what_the_last_response_queues(tmp_path: Path) -> None:
+    clock = Clock(T0)
+    job = Job(tmp_path, clock, "job")
+    job.push(f"{A}/")
+    clock.t += DISPATCH_MARGIN
+    d = job.f.pop()
+    assert d is not None and d.row is not None
+    job.f.settle(d.origin, d.token, start=clock.t, end=clock.t + 0.1)
+    taken = job.statements
+    job.push(f"{A}/linked")  # the page's link, queued before the spider is done with it
+    job.f.done(d.row.id)
+    assert job.statements == taken  # kept: not given back and taken again
+    assert _row(tmp_path, HOST_TABLE, "127.0.0.1")[1] is not None
+    assert _drain(job, clock.t + REST + 1) == [f"{A}/linked"]
+    assert _row(tmp_path, HOST_TABLE, "127.0.0.1")[1] is None  # nothing more: given back
+    job.close()

@@ -233,6 +233,7 @@ class _Origin:
     in_flight_kind: str = CONTENT
     heap_seq: int | None = None  # sequence number of this origin's live heap entry
     robots_fetches: int = 0
+    stored: bool = False  # its shared row written by this process (with host rows)
 
 
 class Frontier:
@@ -297,6 +298,10 @@ class Frontier:
         self.stopped: dict[str, str] = dict(queue.stopped())
         self.pending = 0  # queued rows plus transient objects, over origins not stopped
         self._settled_rows: dict[int, float] = {}  # row id -> settle time, until done
+        # Row id -> the host whose lease waits for the spider to be done with that row:
+        # what its response queues (links, a sitemap's pages) may be the host's next
+        # work, so the lease is not given back and taken again in between.
+        self._awaited: dict[int, _Host] = {}
         self._held: dict[str, list[tuple[int, float]]] = {}  # key -> (row, since): see hold
         self._floor_warned = False
         self._opened = clock()
@@ -633,6 +638,11 @@ class Frontier:
         if self.host_store is not None:
             lease = self._lease_host(rec, now, send_at)
             if lease is None:
+                if not rec.stored:
+                    # Its row from its first request on, as when each request leased
+                    # it: the operator's commands know the origin (forget, explain).
+                    self.origin_store.save(rec.state, now)
+                    rec.stored = True
                 return True
         else:
             lease = self.origin_store.try_lease(
@@ -865,12 +875,13 @@ class Frontier:
         self._free(origin, rec, self.clock())
 
     def _free(self, origin: str, rec: _Origin, now: float, *, at_once: bool = False) -> None:
-        if rec.in_flight_row is not None:
-            self._settled_rows[rec.in_flight_row] = now
+        row = rec.in_flight_row
+        if row is not None:
+            self._settled_rows[row] = now
         rec.in_flight = None
         rec.in_flight_row = None
         self._store_origin(origin, rec, now, at_once=at_once)
-        self._free_host(rec, now)
+        self._free_host(rec, now, row=row)
         self._reheap(origin, rec, rec.state.eligible_at())
 
     def _store_origin(self, origin: str, rec: _Origin, now: float, *,
@@ -1072,9 +1083,11 @@ class Frontier:
                 server.granted = 0
                 server.contended = False
 
-    def _free_host(self, rec: _Origin, now: float) -> None:
+    def _free_host(self, rec: _Origin, now: float, *, row: int | None = None) -> None:
         """The host's request ended (or never went): its rest is the latest the origin
-        set, its lease goes back, and the origins that waited for it are placed again."""
+        set, its lease goes back where the job has no work for the host (once the
+        spider is done with ``row``, the settled request's, whose response may bring
+        more), and the origins that waited for it are placed again."""
         host = rec.host
         self._host_learns(rec)
         self._free_server(rec, now)
@@ -1087,7 +1100,10 @@ class Frontier:
                 self._give_back([host], now)
                 host.yielded = True
             elif not self._has_work(host):
-                self._give_back([host], now)
+                if row is None:
+                    self._give_back([host], now)
+                else:
+                    self._awaited[row] = host  # asked again when it is done (_done_with)
         if host.waiting:
             waiting, host.waiting = host.waiting, set()
             for other in waiting:
@@ -1106,6 +1122,15 @@ class Frontier:
         self._settled_rows.pop(row_id, None)
         self.queue.delete(row_id)
         self.queue.commit()
+        self._done_with(row_id)
+
+    def _done_with(self, row_id: int) -> None:
+        """The spider is done with the row's response: the host's lease goes back if the
+        job has still no work for the host (what the response queued is in by now)."""
+        host = self._awaited.pop(row_id, None)
+        if host is not None and host.leased and host.in_flight is None \
+                and not self._has_work(host):
+            self._give_back([host], self.clock())
 
     def hold(self, row_id: int | None, key: str) -> None:
         """The spider is finished with the row's response but keeps some of what it made
@@ -1116,6 +1141,7 @@ class Frontier:
             return
         self._settled_rows.pop(row_id, None)
         self._held.setdefault(key, []).append((row_id, self.clock()))
+        self._done_with(row_id)
 
     def release_held(self, key: str) -> None:
         """What the spider kept for ``key`` is queued now: the rows held for it go."""
