@@ -190,10 +190,13 @@ class _Owner:
     """One registrable domain: its hosts' shared daily budget (``state.budget_*``) and
     their requests open at once."""
 
-    state: OriginState  # keyed by the owner's domain; only the budget is used
+    state: OriginState  # keyed by the owner's domain; its budget and its stop are used
     in_flight: int = 0
     waiting: dict[str, None] = field(default_factory=dict)  # origins its cap holds
-    refused: str = ""  # a refusal from one of its hosts stopped them all this run (why)
+    # A refusal from one of its hosts stopped them all this run (why). Kept in the
+    # owner's stored state too (``state.failure.stopped``, a run's): the processes of
+    # the run that share the owner's row learn it from there.
+    refused: str = ""
 
 
 @dataclass
@@ -337,7 +340,9 @@ class Frontier:
         name = owner_of(host)
         owner = self._owners.get(name)
         if owner is None:
-            owner = self._owners[name] = _Owner(self._stored(self.owner_store, name))
+            state = self._stored(self.owner_store, name)
+            # A stop its shared row holds (another process of the run saw the refusal).
+            owner = self._owners[name] = _Owner(state, refused=state.failure.stopped or "")
         return owner
 
     def _new(self, origin: str, state: OriginState) -> _Origin:
@@ -455,6 +460,10 @@ class Frontier:
                 self.queue.drop_origin(origin)
                 continue
             rec = self._get(origin)
+            if rec.owner is not None and rec.owner.refused:
+                # Its owner refused the crawler earlier in the run (its stored state).
+                self.stop(origin, OWNER_REFUSED)
+                continue
             rec.queued = n
             self.pending += n
             self._reheap(origin, rec, rec.state.eligible_at())
@@ -1177,7 +1186,9 @@ class Frontier:
             "Stopped %(origin)s for this run (%(reason)s); %(n)d queued requests dropped",
             {"origin": origin, "reason": reason, "n": dropped},
         )
-        if is_refusal(reason):
+        if is_refusal(reason) or reason == OWNER_REFUSED:
+            # An owner's stop learnt from the shared store (a cluster worker that took
+            # the owner's group) stops the owner here as the refusal did there.
             self._stop_owner(origin, rec, reason)
 
     def _stop_owner(self, origin: str, rec: _Origin, reason: str) -> None:
@@ -1189,6 +1200,11 @@ class Frontier:
         if owner is None or owner.refused:
             return
         owner.refused = f"{reason} from {origin}"
+        # Part of the owner's stored state: written with its row at the next checkpoint
+        # (the embedded backend; a run's, reset for another run), so a resumed job or
+        # another process of the run stops the owner's hosts without asking them again.
+        owner.state.failure.stopped = owner.refused
+        self._owners_dirty.add(owner.state.origin)
         others = [o for o, r in self._origins.items()
                   if r.owner is owner and o not in self.stopped]
         if others:
