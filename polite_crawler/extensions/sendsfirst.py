@@ -53,7 +53,7 @@ from polite_crawler.context import polite_context
 from polite_crawler.defaults import polite_settings
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Coroutine
 
     from scrapy.core.engine import ExecutionEngine
     from scrapy.core.scraper import Scraper
@@ -99,14 +99,17 @@ class WaveOrder:
     the module docstring).
 
     ``frontier()``: the frontier's core, None before it opens and after it closes.
-    ``clock``: the frontier's (epoch seconds). ``call_later(delay, fn)``: the event
-    loop's timer."""
+    ``clock``: the frontier's (epoch seconds). ``lead``: POLITE_DISPATCH_LEAD.
+    ``call_later(delay, fn)``: the event loop's timer."""
 
     def __init__(self, engine: ExecutionEngine, *,
                  frontier: Callable[[], FrontierView | None], clock: Callable[[], float],
                  lead: float, max_wait: float,
-                 call_later: Callable[[float, Callable[[], None]], Any]) -> None:
+                 call_later: Callable[[float, Callable[[], None]], Any],
+                 start: Callable[[Coroutine[Any, Any, None]], None] = _schedule_coro
+                 ) -> None:
         self.engine = engine
+        self.start = start  # runs an answer's read (Scrapy's: a task on the event loop)
         # The frontier hands a request out up to ``lead`` before its time (the handler
         # holds it until then): behind is later than that by more than BEHIND.
         self.late_after = max(lead, 0.0) + BEHIND
@@ -216,7 +219,7 @@ class WaveOrder:
                 if self._arrivals:
                     self._arrivals.popleft()
                 result, request, queue_dfd = slot.next_response_request_deferred()
-                _schedule_coro(scraper._wait_for_processing(result, request, queue_dfd))
+                self.start(scraper._wait_for_processing(result, request, queue_dfd))
         finally:
             self._reading = False
 
