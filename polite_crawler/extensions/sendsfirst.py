@@ -111,8 +111,10 @@ class WaveOrder:
         self.engine = engine
         self.start = start  # runs an answer's read (Scrapy's: a task on the event loop)
         # The frontier hands a request out up to ``lead`` before its time (the handler
-        # holds it until then): behind is later than that by more than BEHIND.
-        self.late_after = max(lead, 0.0) + BEHIND
+        # holds it until then; the scheduler's bounds, 0 to 2 s): behind is later than
+        # that by more than BEHIND. An origin resting under 4 leads is handed out less
+        # ahead (a quarter of its rest), so found behind a little later.
+        self.late_after = min(max(lead, 0.0), 2.0) + BEHIND
         self.scraper: Scraper = engine.scraper
         self.frontier = frontier
         self.clock = clock
@@ -162,7 +164,7 @@ class WaveOrder:
         now = self.clock()
         if self._since is None:
             if not self.behind(now, self.late_after):
-                self._read(len(queue))  # the steady rate: as Scrapy reads them
+                self._read(len(queue))  # the engine keeps up: as Scrapy reads them
                 if queue:
                     self._arm(0.0)  # one came in while reading (a reactor without asyncio)
                 return
