@@ -97,6 +97,7 @@ COMPONENTS: dict[str, dict[str, int | None]] = {
         "polite_crawler.extensions.descriptors.DescriptorBudget": 0,  # RLIMIT_NOFILE, EMFILE
         "polite_crawler.extensions.yieldrelease.YieldRelease": 0,  # finished sites' hashes
         "polite_crawler.extensions.slots.IdleSlots": 0,  # idle downloader slots dropped
+        "polite_crawler.extensions.sendsfirst.SendsFirst": 0,  # a wave's sends before answers
     },
 }
 

@@ -195,6 +195,13 @@ POLITE_DEFAULTS: dict[str, Any] = {
     # Seconds between two sweeps of Scrapy's downloader slots (extensions.slots): a slot
     # with no request in it is dropped at the next sweep, not after Scrapy's 60 s.
     "POLITE_SLOT_SWEEP": 5.0,
+    # Seconds at most an answer already in waits, unread, while the engine is behind the
+    # frontier's sends (extensions.sendsfirst: a wave of due requests goes out before
+    # the pages that came back ahead of it are read; when the engine keeps up none
+    # waits). Above a wave's time at 110 requests a second (2.5 to 4 s): 2 s read the
+    # wave's first answers in its tail and its last sites fell behind
+    # (bench/DESCRIPTORS.md). Bounds: 0 reads every answer at once, as Scrapy does.
+    "POLITE_SENDS_FIRST_MAX_WAIT": 5.0,
     "POLITE_DNS_LOOKUP": "",  # (name, port) -> [address]; empty: getaddrinfo (tests inject one)
     # --- the operator's side -----------------------------------------------------------
     # Seconds between two reads of the opt-out list's version by a running crawl

@@ -210,6 +210,10 @@ class FrontierView(Protocol):
         """The soonest the origin's next request may go (epoch seconds): its rest and
         waits, its host's rest, its server's round's rest; ``math.inf`` once stopped."""
 
+    def next_eligible(self) -> float | None:
+        """When the frontier's next request may be handed out (epoch seconds, its
+        dispatch lead and margin applied); None: nothing waits."""
+
 
 @runtime_checkable
 class FrontierService(Protocol):
