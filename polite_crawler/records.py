@@ -153,9 +153,10 @@ class Job:
 @dataclass(frozen=True)
 class HostRecord:
     """A host name's shared gate as stored (``StateReader.host_state``): on one machine
-    the ``polite_host`` row (its rest's end and the lease a process holds while a
-    request of the host is out); on a cluster the host's part of its owner's group (the
-    worker that holds every origin of the owner, the rest's end its last holder left)."""
+    the ``polite_host`` row (its rest's end and the lease the job crawling it holds
+    while it has work for the host, a turn of POLITE_LEASE_TTL at most); on a cluster
+    the host's part of its owner's group (the worker that holds every origin of the
+    owner, the rest's end its last holder left)."""
 
     host: str
     next_allowed: float  # the end of the host's rest as stored (0: none)
