@@ -106,13 +106,17 @@ def plan_descriptors(limit: int, requests: int, idle: int, *, browser: bool = Fa
     (64, 0, True)
     >>> plan_descriptors(64, 128, 256).refusal is not None
     True
+    >>> plan_descriptors(20000, 2, 0).refusal is None  # fewer asked for than the minimum
+    True
     """
     files = OWN_FILES + (BROWSER if browser else 0)
     spare = max(limit - files - headroom(limit), 0)
     fitted = min(requests, spare) if requests > 0 else spare
     kept = min(idle, spare - fitted)
     refusal = None
-    if fitted < MIN_REQUESTS:
+    # Refused only when the limit cuts below the minimum what was asked for: a crawl
+    # that asks for fewer requests in flight than MIN_REQUESTS gets what it asked.
+    if fitted < min(MIN_REQUESTS, requests if requests > 0 else MIN_REQUESTS):
         need = files + headroom(limit) + MIN_REQUESTS
         refusal = (f"the open-file limit (RLIMIT_NOFILE, ulimit -n) is {limit}; the crawl "
                    f"needs at least {need} ({files} for its own files, "
