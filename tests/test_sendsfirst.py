@@ -80,7 +80,7 @@ def start(coro: Any) -> None:
 
 
 class Rig:
-    def __init__(self) -> None:
+    def __init__(self, max_held: int = 512) -> None:
         self.clock = Clock()
         self.scraper = Scraper()
         self.engine: Any = cast("Any", SimpleNamespace(
@@ -88,8 +88,8 @@ class Rig:
         self.frontier: Any = Frontier()
         self.loop = Loop()
         self.order = WaveOrder(self.engine, frontier=lambda: self.frontier, clock=self.clock,
-                               lead=LEAD, max_wait=MAX_WAIT, call_later=self.loop.call_later,
-                               start=start)
+                               lead=LEAD, max_wait=MAX_WAIT, max_held=max_held,
+                               call_later=self.loop.call_later, start=start)
         self.n = 0
 
     def answer(self, k: int = 1) -> None:
@@ -170,6 +170,21 @@ def test_an_answer_waits_at_most_the_bound() -> None:
     rig.loop.run()
     assert rig.scraper.read == ["r1"]
     assert rig.loop.pending() == [RECHECK]  # looked at again, within its own bound
+
+
+def test_no_more_answers_wait_than_the_bound() -> None:
+    rig = Rig(max_held=2)
+    rig.behind_by(1.0)
+    rig.answer(2)
+    assert rig.scraper.read == []  # two wait: the bound
+    rig.answer()  # a third: the oldest is read, the engine still behind
+    rig.loop.run()
+    assert rig.scraper.read == ["r1"]
+    assert len(rig.scraper.slot.queue) == 2
+    assert rig.order.over_held == 1
+    rig.loop.run()
+    assert rig.scraper.read == ["r1"]  # back at the bound: the two wait on
+    assert rig.loop.pending() == [RECHECK]
 
 
 def test_none_waits_when_the_engine_cannot_send() -> None:

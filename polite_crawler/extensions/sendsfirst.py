@@ -21,7 +21,10 @@ hand-out time (the wave is still going out), and are then read one an event-loop
 the test asked again before each.
 
 Bounds: an answer waits at most POLITE_SENDS_FIRST_MAX_WAIT seconds (then the oldest
-are read, one a step, whatever is due); nothing waits while the engine is paused or
+are read, one a step, whatever is due); at most POLITE_SENDS_FIRST_MAX_HELD answers wait
+(the oldest read beyond it: a held answer is about 17 KB of the process, and a wave's
+size grows with the sites, so without it the memory a site grew with the wave,
+bench/DESCRIPTORS.md); nothing waits while the engine is paused or
 closing, or while the scraper's slot is over SCRAPER_SLOT_MAX_ACTIVE_SIZE (5 MB of
 bodies by Scrapy's count: the engine sends nothing more until answers are read, so they
 are read). Nothing is dropped, and no rest is shortened: an answer is only ever read
@@ -29,6 +32,7 @@ later, and a site's rest runs from its answer's end (the gate's settle at the do
 end), not from its read. Stats: ``polite/sendsfirst/holds`` (times the engine was found
 behind with answers in), ``polite/sendsfirst/waited`` (answers that waited),
 ``polite/sendsfirst/at_bound`` (read at the bound, the engine still behind),
+``polite/sendsfirst/over_held`` (read because more than the bound were waiting),
 ``polite/sendsfirst/longest_hold`` (seconds).
 
 Private Scrapy names this relies on (Scrapy is pinned to 2.19.x and
@@ -107,7 +111,7 @@ class WaveOrder:
 
     def __init__(self, engine: ExecutionEngine, *,
                  frontier: Callable[[], FrontierView | None], clock: Callable[[], float],
-                 lead: float, max_wait: float,
+                 lead: float, max_wait: float, max_held: int = 512,
                  call_later: Callable[[float, Callable[[], None]], Any],
                  start: Callable[[Coroutine[Any, Any, None]], None] = _schedule_coro
                  ) -> None:
@@ -122,10 +126,12 @@ class WaveOrder:
         self.frontier = frontier
         self.clock = clock
         self.max_wait = max_wait
+        self.max_held = max(max_held, 0)
         self.call_later = call_later
         self.holds = 0  # times answers were held
         self.waited = 0  # answers that waited
         self.at_bound = 0  # answers read at the bound, the engine still behind
+        self.over_held = 0  # answers read because more than max_held were waiting
         self.longest_hold = 0.0
         self._since: float | None = None  # when the hold in progress began
         # During a hold: when each answer waiting came in, oldest first (the queue's order).
@@ -178,12 +184,15 @@ class WaveOrder:
             self.waited += 1
         waited = now - arrivals[0]
         if self.behind(now, 0.0):
-            if waited < self.max_wait:
+            if len(queue) > self.max_held:
+                self.over_held += 1  # memory: no more than max_held answers wait
+            elif waited < self.max_wait:
                 self._arm(min(RECHECK, self.max_wait - waited))
                 return
-            self.at_bound += 1
-        # Caught up, or the oldest answer's wait is at its bound: one answer an event-loop
-        # step, the test asked again before the next.
+            else:
+                self.at_bound += 1
+        # Caught up, the oldest answer's wait at its bound, or more answers waiting than
+        # the bound: one answer an event-loop step, the test asked again before the next.
         self._read(1)
         if queue:
             self._arm(0.0)
@@ -236,6 +245,7 @@ class SendsFirst:
         self.crawler = crawler
         settings = polite_settings(crawler.settings)
         self.max_wait = max(settings.getfloat("POLITE_SENDS_FIRST_MAX_WAIT"), 0.0)
+        self.max_held = max(settings.getint("POLITE_SENDS_FIRST_MAX_HELD"), 0)
         self.lead = settings.getfloat("POLITE_DISPATCH_LEAD")
         self.order: WaveOrder | None = None
         crawler.signals.connect(self.spider_opened, signal=signals.spider_opened)
@@ -267,7 +277,8 @@ class SendsFirst:
             return service.frontier if service is not None else None
 
         self.order = WaveOrder(engine, frontier=frontier, clock=ctx.clock, lead=self.lead,
-                               max_wait=self.max_wait, call_later=reactor.callLater)
+                               max_wait=self.max_wait, max_held=self.max_held,
+                               call_later=reactor.callLater)
         self.order.install()
 
     def spider_closed(self) -> None:
@@ -276,6 +287,7 @@ class SendsFirst:
             stats.set_value("polite/sendsfirst/holds", order.holds)
             stats.set_value("polite/sendsfirst/waited", order.waited)
             stats.set_value("polite/sendsfirst/at_bound", order.at_bound)
+            stats.set_value("polite/sendsfirst/over_held", order.over_held)
             stats.set_value("polite/sendsfirst/longest_hold", round(order.longest_hold, 3))
 
 
