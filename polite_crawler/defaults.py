@@ -82,8 +82,9 @@ POLITE_DEFAULTS: dict[str, Any] = {
     # Shared durable state (origin state, robots cache, page store). Empty:
     # .scrapy/polite, shared by every run whatever its JOBDIR.
     "POLITE_STATE_DIR": "",
-    # Seconds a cross-process origin lease lives (a dead process's lease frees itself).
-    # Bounds: at least 1.
+    # Seconds a cross-process host lease lives (a dead process's lease frees itself),
+    # and the longest turn a job holds a host it has work for while another job may be
+    # waiting for it. Bounds: at least 1.
     "POLITE_LEASE_TTL": 60.0,
     # Seconds before its origin's time a request may be handed out to Scrapy's
     # downloader; the download handler holds it until the time (the steps between the

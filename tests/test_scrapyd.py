@@ -255,10 +255,16 @@ def test_two_jobs_on_shared_hosts_keep_one_request_in_flight_and_the_rest(
     sizes = {a: n, b: 40, c: n}
     prefixes = {a: "a", b: "b", c: "c"}
     web = web_factory({h: _pages_site(prefixes[h], sizes[h], 0.02) for h in prefixes})
-    # The From header tells the two jobs' requests apart in the server's log.
-    job1 = scrapyd.schedule("site", job_settings(POLITE_CONTACT="job-one@example.org"),
+    # The From header tells the two jobs' requests apart in the server's log. A job
+    # holds a host for a turn of POLITE_LEASE_TTL while it has work for it: a turn of
+    # 3 s (renewed at checkpoints of 0.5 s) hands b from one job to the other within
+    # job one's 12 s on it.
+    turns = {"POLITE_LEASE_TTL": 3, "POLITE_CHECKPOINT_INTERVAL": 0.5}
+    job1 = scrapyd.schedule("site", job_settings(POLITE_CONTACT="job-one@example.org",
+                                                 **turns),
                             url=f"{web.url(a)},{web.url(b)}")
-    job2 = scrapyd.schedule("site", job_settings(POLITE_CONTACT="job-two@example.org"),
+    job2 = scrapyd.schedule("site", job_settings(POLITE_CONTACT="job-two@example.org",
+                                                 **turns),
                             url=f"{web.url(b)},{web.url(c)}")
     scrapyd.wait_finished(job1)
     scrapyd.wait_finished(job2)
