@@ -509,6 +509,9 @@ class RedisFrontier:
         # third of a lease after they could first be used; (rest end, granted at).
         self._srv_turn: dict[str, tuple[float, float]] = {}
         self._srv_reassert = False
+        # Addresses a failed batch asked about: told again in the next batch, whatever
+        # changed since (a place asked for, or given back and already not counted here).
+        self._srv_tell: set[str] = set()
         self._srv_swept = 0.0
         shared.server_grace = exchange_timeout + clock_skew
         self.walk_all = False  # visit every owned origin (the reference, in tests)
@@ -733,8 +736,9 @@ class RedisFrontier:
     def _server_calls(self, now: float) -> list[ServerCall]:
         """The servers whose places this batch asks for: those the core asked about
         (places wanted, the limit moved, the machine failed, a round over while another
-        worker waits), those asked again, every one held after Redis lost a log's end,
-        and, every third of a lease, those held with no work left (given back)."""
+        worker waits), those asked again, those a failed batch asked about, every one
+        held after Redis lost a log's end, and, every third of a lease, those held with
+        no work left (given back)."""
         f = self.frontier
         self.shared.server_window = self.restart_window
         ask, f.server_asks = f.server_asks, set()
@@ -743,6 +747,8 @@ class RedisFrontier:
         self._srv_again = set()
         reassert = set(f.shared_servers_held()) if self._srv_reassert else set()
         self._srv_reassert = False
+        reassert |= self._srv_tell
+        self._srv_tell = set()
         ask |= reassert
         if now - self._srv_swept >= max(self.ttl / 3, self.interval):
             self._srv_swept = now
@@ -853,6 +859,11 @@ class RedisFrontier:
         for origin, reason in plan.stops.items():
             q.stops.setdefault(origin, reason)
         q.drops.extend(plan.drops)
+        # Its server calls are made again: the origins of a server that waited for a
+        # place wait out of the heap until one comes, and places it gave back stopped
+        # counting here as it was planned, so Redis must be told, or it counts them
+        # against every other worker while this one lives.
+        self._srv_tell.update(c.address for c in plan.servers)
         for s in plan.syncs:
             q.touched.add(s.origin)  # planned again in the next batch
             if s.done:

@@ -1,0 +1,144 @@
+"""A server's places across a failed batch and a Redis restart: two workers on a real
+redis-server, an injected clock (the helpers of tests/test_cluster_shared_bounds.py).
+
+A batch that fails (Redis stopped or restarting) carries what it asked of the servers
+as it carries rows: the next batch that goes through tells Redis again. Before, a
+failed batch's server calls were lost: a worker whose site waited for a place never
+asked again (the origin waits out of the heap until a place comes), and a give-back
+applied in the worker as the plan was made stayed counted in Redis against every
+other worker while its holder lived.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pytest
+
+from polite_crawler.frontier.core import CONTENT, DISPATCH_MARGIN
+from polite_crawler.frontier.redis_frontier import Plan, RedisFrontier, execute
+from polite_crawler.store.redis_keys import server_key
+from tests.clock import Clock
+from tests.redis_server import (  # noqa: F401  (fixtures)
+    redis_server,
+    redis_server_session,
+    redis_url,
+)
+from tests.test_cluster_shared_bounds import (
+    SERVER,
+    T0,
+    TTL,
+    most_open,
+    offer,
+    on_one_server,
+    out_on_the_server,
+    run,
+    worker,
+)
+
+if TYPE_CHECKING:
+    from tests.redis_server import RedisServer
+
+# ruff: noqa: F811
+
+
+def failed_batch(w: RedisFrontier, server: RedisServer, plan: Plan | None = None) -> None:
+    """One batch of ``w`` (``plan``, or one planned now) sent while Redis is stopped: it
+    fails and is unplanned (what the scheduler does with a failed batch); Redis then
+    starts again on its data (the AOF, fsync always: nothing lost)."""
+    plan = plan if plan is not None else w.plan()
+    server.stop_process()
+    try:
+        with pytest.raises(Exception, match=r"(?i)connect"):
+            execute(w.shared, plan, w.ttl)
+        w.unplan(plan)
+    finally:
+        server.start()
+
+
+def test_a_place_asked_for_in_a_failed_batch_is_asked_for_again(
+        redis_server: RedisServer) -> None:
+    """The worker's site waits for the server's place; the batch asking for it fails
+    (Redis restarting): the batches after it ask again, and the site is crawled.
+    Before, the ask was lost with the batch and the site waited for ever ("1 sites
+    ready", nothing sent)."""
+    clock = Clock(T0)
+    w = worker(redis_server.url, clock, "w0", limit=1, address_of=lambda name: SERVER)
+    for p in range(2):
+        offer(w, f"http://127.0.9.1:8000/{p}")
+    w.run_batch()  # the origin taken
+    w.run_batch()  # its rows claimed: nothing more of the origin to ask Redis
+    clock.t += DISPATCH_MARGIN
+    assert w.frontier.pop() is None  # no place of the server yet: asked in the next batch
+    plan = w.plan()
+    assert [(c.address, c.want) for c in plan.servers] == [(SERVER, 1)]
+    assert plan.syncs == []
+    failed_batch(w, redis_server, plan)
+    w.shared.register(clock(), TTL)
+    sent = run([w], clock, clock.t + 20)
+    assert [s.origin for s in sent] == ["http://127.0.9.1:8000"] * 2
+
+
+def test_places_given_back_in_a_failed_batch_are_given_back_by_the_next(
+        redis_server: RedisServer) -> None:
+    """Worker a holds the server's one place and its site runs out of work: the batch
+    that gives the place back fails. The place stopped counting in a as the plan was
+    made; the next batch must give it back in Redis, or b's site (same server) never
+    gets it while a lives."""
+    clock = Clock(T0)
+    a, b = on_one_server(redis_server.url, clock, 1)
+    d = out_on_the_server(a, clock, "http://127.0.9.1:8000/0")
+    assert d is not None and d.kind == CONTENT
+    clock.t += 0.2
+    a.frontier.settle(d.origin, d.token, start=clock.t - 0.2, end=clock.t)
+    a.frontier.done(d.row.id if d.row else None)
+    key = server_key(SERVER)
+    r = a.shared.r
+    for _ in range(400):  # idle: the place is kept a while, then given back
+        clock.t += 0.5
+        plan = a.plan()
+        if any(c.want < c.held for c in plan.servers):
+            failed_batch(a, redis_server, plan)
+            break
+        a.apply(execute(a.shared, plan, a.ttl))
+    else:
+        raise AssertionError("the place was never given back")
+    for w in (a, b):
+        w.shared.register(clock(), TTL)
+    assert r.hget(key, f"h:{a.shared.worker}") == b"1"  # Redis still counts it
+    offer(b, "http://127.0.9.2:8000/0")
+    b.run_batch()
+    clock.t += DISPATCH_MARGIN
+    sent = run([a, b], clock, clock.t + 30)
+    assert r.hget(key, f"h:{a.shared.worker}") is None
+    assert [(s.worker, s.origin) for s in sent] == [(1, "http://127.0.9.2:8000")]
+
+
+def test_a_restart_that_lost_every_key_while_a_place_is_held_leaves_no_worker_stuck(
+        redis_server: RedisServer) -> None:
+    """Redis restarts empty (no persistence, or its data lost) while worker a holds the
+    server's place with a request out: a finds its lease gone and rejoins under a new
+    identity, its old places lapse with its lease, and rows queued after the restart
+    on the server's sites are crawled by both workers, one at a time."""
+    clock = Clock(T0)
+    a, b = on_one_server(redis_server.url, clock, 1)
+    d = out_on_the_server(a, clock, "http://127.0.9.1:8000/0")
+    assert d is not None and d.kind == CONTENT
+    r = a.shared.r
+    r.flushall()  # what survives the restart: nothing
+    redis_server.restart()
+    old = a.shared.worker
+    clock.t += 0.2
+    a.frontier.settle(d.origin, d.token, start=clock.t - 0.2, end=clock.t)
+    a.frontier.done(d.row.id if d.row else None)
+    a.run_batch()
+    assert a.shared.worker != old  # its lease was lost with the keys: a new identity
+    b.run_batch()
+    for p in range(2):
+        offer(a, f"http://127.0.9.1:8000/n{p}")
+        offer(b, f"http://127.0.9.2:8000/n{p}")
+    sent = run([a, b], clock, clock.t + 60)
+    assert sorted((s.worker, s.origin) for s in sent) == [
+        (0, "http://127.0.9.1:8000"), (0, "http://127.0.9.1:8000"),
+        (1, "http://127.0.9.2:8000"), (1, "http://127.0.9.2:8000")]
+    assert most_open(sent) == 1
