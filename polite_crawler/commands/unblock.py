@@ -7,6 +7,10 @@ store, or Redis with ``-s POLITE_FRONTIER=redis://...``). An operator who knows 
 site will have the crawler again (an agreement, a fixed firewall rule) lifts it here:
 the next request of any job asks the site (a running job reads the blocks again within
 a second; an origin it already stopped for this run stays stopped until the job ends).
+On a cluster it also lifts the stop the origin's owner's group keeps for each crawl (a
+refusal from one host of a registrable domain stops its every host for the crawl,
+docs/CLUSTER.md "Owners"): a host of the owner that the crawl has not stopped yet is
+asked again when a worker takes it.
 ``scrapy explain URL`` shows a block, when it ends and why. ``--list`` prints them all.
 """
 
@@ -68,7 +72,14 @@ class Command(ScrapyCommand):
                 origins_db(state)
             from polite_crawler.backend import backend_of
 
-            store = backend_of(settings).block_store(settings, state)
+            backend = backend_of(settings)
+            store = backend.block_store(settings, state)
+            groups: Any = None
+            if backend.cluster and not opts.list:
+                from polite_crawler.store.redis_keys import redis_client
+
+                groups = redis_client(backend.frontier_url,
+                                      settings.getfloat("POLITE_REDIS_STATE_TIMEOUT"))
             now = time.time()
             try:
                 if opts.list:
@@ -85,17 +96,33 @@ class Command(ScrapyCommand):
                 for origin in origins:
                     found = store.load(origin)
                     store.delete(origin)
+                    lifted = _lift_owner_stops(groups, origin)
                     data.append({"origin": origin, "was_blocked": found is not None
-                                 and found.active(now)})
+                                 and found.active(now), "owner_stops_lifted": lifted})
                     if found is None:
-                        lines.append(f"{origin}: not blocked")
+                        line = f"{origin}: not blocked"
                     else:
-                        lines.append(f"{origin}: block lifted ({describe(found, now)}); "
-                                     "the next request of any job asks it")
+                        line = (f"{origin}: block lifted ({describe(found, now)}); "
+                                "the next request of any job asks it")
+                    lines.append(line + "".join(
+                        f"; its owner's stop in crawl {crawl} lifted ({stop})"
+                        for crawl, stop in sorted(lifted.items())))
                 emit(opts, data, "\n".join(lines))
             except store.errors as exc:
                 raise CommandError(f"the block list could not be changed: {exc}") from exc
             finally:
                 store.close()
+                if groups is not None:
+                    groups.close()
         except CommandError as exc:
             fail("unblock", str(exc))
+
+
+def _lift_owner_stops(groups: Any, origin: str) -> dict[str, str]:
+    """The stops the origin's owner's group keeps for each crawl, deleted (a cluster's
+    Redis client; None on the embedded backend: nothing to lift)."""
+    if groups is None:
+        return {}
+    from polite_crawler.frontier.redis_shared import lift_owner_stops
+
+    return lift_owner_stops(groups, origin)

@@ -31,7 +31,8 @@ on one Redis Cluster slot:
   owner's daily count a worker taking the group starts from. ``s:<C>`` is the owner's
   stop for crawl C: a refusal (402, 403, a challenge page) from one of its hosts,
   "<reason> from <O>", written with that origin's stop; a worker taking an origin of the
-  group stops it too. An origin another worker
+  group stops it too; ``scrapy unblock`` of any origin of the owner deletes them
+  (:func:`lift_owner_stops`). An origin another worker
   found held waits in ``w:<O>`` (and in the owner's nudge set: the owner takes it); the
   release puts those back in the free set.
 - ``P:active:C`` set of origins with rows queued or claimed; ``P:free:C`` those of them
@@ -1097,6 +1098,32 @@ class RedisShared:
 
     def close(self) -> None:
         self.r.close()
+
+
+# KEYS: g.  The owner's stops (``s:<crawl>``) of every crawl deleted in one step, so a
+# stop a worker writes meanwhile is either returned or kept. Returns {crawl, stop, ...}.
+_LIFT_OWNER_STOPS = """
+local out = {}
+for _, k in ipairs(redis.call('HKEYS', KEYS[1])) do
+  if string.sub(k, 1, 2) == 's:' then
+    out[#out + 1] = string.sub(k, 3)
+    out[#out + 1] = redis.call('HGET', KEYS[1], k)
+    redis.call('HDEL', KEYS[1], k)
+  end
+end
+return out
+"""
+
+
+def lift_owner_stops(r: Any, origin: str, prefix: str = PREFIX) -> dict[str, str]:
+    """Delete the stops the origin's owner's group keeps for every crawl (a refusal from
+    one of its hosts stops them all): the operator lifted the origin's block, so hosts of
+    the owner that a crawl has not stopped yet are asked again when taken. Returns
+    crawl -> the stop lifted ("<reason> from <origin>")."""
+    key = group_key(owner_of(host_of_origin(origin)), prefix)
+    out = r.eval(_LIFT_OWNER_STOPS, 1, key)
+    pairs = [bytes(x).decode("utf-8") for x in out or []]
+    return dict(zip(pairs[::2], pairs[1::2], strict=True))
 
 
 def row_template(raw: bytes) -> int | None:
