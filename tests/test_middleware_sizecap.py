@@ -17,6 +17,7 @@ from scrapy.utils.test import get_crawler
 from demo.web.server import Resp, Site
 from polite_crawler.middlewares.sizecap import ROBOTS_MIN_BYTES, SizeCapMiddleware
 from tests.fetch import FetchSpider, fetch, plain_settings
+from tests.zlib_count import counting_zlib
 
 MB = 1024 * 1024
 
@@ -190,3 +191,27 @@ def test_a_body_left_encoded_is_counted() -> None:
     assert stats.get_value("polite/sizecap/undecoded") == 2
     assert stats.get_value("polite/sizecap/undecoded/other") == 1  # a coding named by the server
     assert stats.get_value("polite/sizecap/undecoded/br") == 1
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_gzip_page_is_decoded_once_on_its_way_in(web_factory, tmp_path,
+                                                         monkeypatch) -> None:
+    # The gate decodes the head of a body for its challenge check, the size cap the
+    # whole: the size cap goes on from the gate's decoding, so each byte of a page is
+    # inflated once (before, the first 32 KiB twice).
+    count = counting_zlib(monkeypatch)
+    pages = {"/small": b"<html><title>small</title>" + b"<p>words</p>" * 100 + b"</html>",
+             "/large": b"<html><title>large</title>" + b"<p>more words</p>" * 20_000}
+    web = web_factory({"127.0.0.1": Site({
+        "/robots.txt": Resp(200, b"User-agent: *\nAllow: /\n", content_type="text/plain",
+                            gzip_ok=False),
+        **{path: Resp(200, body) for path, body in pages.items()},
+    })})
+    result = await fetch([web.url("127.0.0.1", p) for p in pages],
+                         {"POLITE_STATE_DIR": str(tmp_path)})
+    assert {i["url"].rsplit("/", 1)[1]: i["body"] for i in result.items} == {
+        "small": pages["/small"], "large": pages["/large"]}
+    sent = {e.path: e.bytes_sent for e in web.entries()}
+    assert sent["/large"] < len(pages["/large"]) // 10  # gzip on the wire
+    assert count.streams == 2
+    assert count.bytes_out == sum(map(len, pages.values()))

@@ -14,7 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import polite_crawler.policy.codings as codings_module
-from polite_crawler.policy.codings import decode_capped, decoded_head, split_encodings
+from polite_crawler.policy.codings import Decoding, decode_capped, decoded_head, split_encodings
+from tests.zlib_count import counting_zlib
 
 DATA = os.urandom(3000) * 20 + b"tail" * 5000  # compressible, not trivially
 
@@ -170,3 +171,50 @@ def test_br_on_a_brotli_that_cannot_bound_its_output_is_left_encoded(monkeypatch
     # The other codings are decoded as ever.
     assert decode_capped(gzip.compress(DATA), [b"gzip"], 10)[0] == DATA[:10]
     assert codings_module.accept_encoding(False) == b"gzip, deflate, zstd"
+
+
+def test_a_later_gzip_member_is_decoded_once() -> None:
+    # A first member longer than one decoding step: at its end, the input past it was
+    # in both unused_data and unconsumed_tail, and asking the finished decompressor
+    # again appended it twice (the second member came out twice).
+    first = os.urandom(200_000)
+    body = gzip.compress(first) + gzip.compress(b"second member")
+    assert decode_capped(body, [b"gzip"], 10**7) == (first + b"second member", [], False)
+
+
+def test_a_decoding_goes_on_from_its_head(monkeypatch) -> None:
+    # The gate asks for the head (the challenge markers), the size cap for the rest:
+    # the body is decoded once, not the head twice.
+    count = counting_zlib(monkeypatch)
+    page = DATA + os.urandom(50_000)
+    decoding = Decoding(gzip.compress(page), [b"gzip"])
+    assert decoding.head(32 * 1024) == page[:32 * 1024]
+    assert decoding.capped(10**7) == (page, [], False)
+    assert count.streams == 1
+    assert count.bytes_out == len(page)
+    # Asked again, less or as much: nothing more decoded.
+    assert decoding.head(100) == page[:100]
+    assert decoding.capped(1000) == (page[:1000], [], True)
+    assert count.bytes_out == len(page)
+
+
+_VALID_OR_CUT = st.tuples(st.binary(max_size=80_000), st.sampled_from(sorted(COMPRESS)),
+                          st.floats(min_value=0.0, max_value=1.0), st.booleans())
+
+
+@settings(max_examples=80, deadline=None)
+@given(_VALID_OR_CUT, st.integers(min_value=0, max_value=40_000),
+       st.integers(min_value=1, max_value=100_000))
+def test_a_resumed_decoding_is_a_fresh_one(stream: tuple[bytes, bytes, float, bool],
+                                           head: int, cap: int) -> None:
+    # Whole streams, and truncated ones of the codings whose decoder gives all it can
+    # before the end of its input: the head, then the rest, give what a decoding from
+    # the start gives. (A stream that fails part-way, zstd's truncated one included,
+    # keeps what decoded before the failing step, whichever steps it was asked in.)
+    data, coding, keep, cut = stream
+    body = COMPRESS[coding](data)
+    if cut and coding != b"zstd":
+        body = body[: int(len(body) * keep)]
+    decoding = Decoding(body, [coding])
+    assert decoding.head(head) == decoded_head(body, [coding], head)
+    assert decoding.capped(cap) == decode_capped(body, [coding], cap)

@@ -69,6 +69,8 @@ from polite_crawler.context import polite_context
 from polite_crawler.defaults import polite_settings
 from polite_crawler.frontier.scheduler import FrontierScheduler
 from polite_crawler.handlers import DescriptorsExhaustedError, LeaseLapsedError, kept_connections
+from polite_crawler.middlewares.sizecap import response_decodings
+from polite_crawler.policy.codings import Decoding
 from polite_crawler.policy.verdicts import (
     Action,
     Verdict,
@@ -113,6 +115,9 @@ class GateMiddleware:
         # Idle kept-alive connections, closed when the origin's next request is further
         # away than the keep-alive time (handlers.KeptConnections).
         self._kept = kept_connections(crawler)
+        # The body decodings begun here for the challenge check, which the size cap
+        # (590) carries on with: a body is decoded once.
+        self._decodings = response_decodings(crawler)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> GateMiddleware:
@@ -153,10 +158,10 @@ class GateMiddleware:
         origin = request.meta.get("polite_origin", "")
         # The whole body: the policy reads as much of it as challenge markers are
         # searched in (policy.challenges.BODY_HEAD_BYTES, decoded), no more.
-        verdict = classify_response(
-            response.status, text_headers(response.headers), response.body, end,
-            params=self._params_for(origin),
-        )
+        headers = text_headers(response.headers)
+        body = Decoding.of(response.body, headers.get("content-encoding"))
+        verdict = classify_response(response.status, headers, body, end,
+                                    params=self._params_for(origin))
         self._inc(f"polite/verdicts/{verdict.reason}")
         if request.meta.get("polite_robots"):
             verdict = for_robots_txt(verdict, response.status)
@@ -166,6 +171,8 @@ class GateMiddleware:
         if verdict.action is Action.STOP_ORIGIN or self._stopped(origin):
             self.frontier.done(request)
             raise IgnoreRequest(f"origin stopped: {verdict.reason}")
+        if body.codings:
+            self._decodings.keep(response, body)
         return response
 
     def process_exception(self, request: Request, exception: Exception) -> Request | None:

@@ -14,7 +14,10 @@ read), which also keeps the first 500 KiB of an oversized robots.txt
   (``StopDownload(fail=False)``) once a response passes its cap; the
   response arrives with what was received and the ``download_stopped`` flag.
 * Decoded: each content coding is decoded in bounded steps and stops at the
-  cap.
+  cap. The gate (990, before this on the way back) has decoded the head of the
+  body for its challenge check; it keeps that :class:`Decoding` for the response
+  (:func:`response_decodings`) and the decoding goes on from there: a body is
+  decoded once.
 
 A cut response carries the ``polite_truncated`` flag and
 ``meta["polite_truncated"] = "wire" | "decoded"``; stats
@@ -27,6 +30,7 @@ POLITE_MAX_BYTES.
 from __future__ import annotations
 
 import logging
+import weakref
 from typing import TYPE_CHECKING, Any
 
 from scrapy import signals
@@ -38,7 +42,7 @@ from polite_crawler.defaults import polite_settings
 from polite_crawler.policy.codings import (
     ACCEPT_ENCODING,
     DECODED,
-    decode_capped,
+    Decoding,
     split_encodings,
 )
 
@@ -51,6 +55,33 @@ logger = logging.getLogger(__name__)
 
 ROBOTS_MIN_BYTES = 500 * 1024  # RFC 9309 section 2.5
 _RX_KEY = "_polite_rx_bytes"
+_DECODINGS_ATTR = "_polite_response_decodings"
+
+
+class ResponseDecodings:
+    """The body decodings the gate began, each kept with its response for the size cap.
+
+    Weak on the response: a response dropped on the way (a redirect, a stop) takes its
+    decoding with it; and never in the request's meta, which a redirect or retry copies.
+    """
+
+    def __init__(self) -> None:
+        self._kept: weakref.WeakKeyDictionary[Response, Decoding] = weakref.WeakKeyDictionary()
+
+    def keep(self, response: Response, decoding: Decoding) -> None:
+        self._kept[response] = decoding
+
+    def take(self, response: Response) -> Decoding | None:
+        return self._kept.pop(response, None)
+
+
+def response_decodings(crawler: Crawler) -> ResponseDecodings:
+    """The crawl's :class:`ResponseDecodings` (made on first use, kept on the crawler)."""
+    kept: ResponseDecodings | None = getattr(crawler, _DECODINGS_ATTR, None)
+    if kept is None:
+        kept = ResponseDecodings()
+        setattr(crawler, _DECODINGS_ATTR, kept)
+    return kept
 
 
 class SizeCapMiddleware:
@@ -65,6 +96,7 @@ class SizeCapMiddleware:
             settings.getint("POLITE_ROBOTS_MAX_BYTES"),
         )
         crawler.signals.connect(self.bytes_received, signal=signals.bytes_received)
+        self._decodings = response_decodings(crawler)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> SizeCapMiddleware:
@@ -99,7 +131,12 @@ class SizeCapMiddleware:
         codings = split_encodings(response.headers.getlist(b"Content-Encoding"))
         left = codings
         if codings and request.method != "HEAD":
-            body, left, truncated = decode_capped(body, codings, cap)
+            # The gate's decoding of this very body, when it began one (not of a body
+            # cut here on the wire, nor of another response a middleware put instead).
+            decoding = self._decodings.take(response)
+            if decoding is None or decoding.body is not body or decoding.codings != codings:
+                decoding = Decoding(body, codings)
+            body, left, truncated = decoding.capped(cap)
             if truncated and cut is None:
                 cut = "decoded"
             if left:

@@ -6,6 +6,10 @@ inflated size. A truncated or corrupt stream gives what decoded before the
 damage; a stream that cannot be decoded under the cap (br on a brotli before 1.2)
 is left encoded, like a corrupt one. No Scrapy here: the size-cap middleware and
 the verdicts both use it.
+
+A body is decoded once: a :class:`Decoding` goes only as far as it is asked and
+goes on from there when asked for more (the gate asks for the head the challenge
+markers are searched in, the size cap for the rest, up to its cap).
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from __future__ import annotations
 import io
 import zlib
 from itertools import chain
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import brotli
 import zstandard
@@ -53,117 +57,207 @@ BROTLI_BOUNDED = brotli_is_bounded()
 ACCEPT_ENCODING = accept_encoding(BROTLI_BOUNDED)
 
 
-class _Capped(Exception):
-    """Output reached the cap (internal)."""
+class _Reader(Protocol):
+    def read(self, n: int) -> bytes:
+        """At most ``n`` more decoded bytes (a truncated stream's last may be more);
+        ``b""`` at the end."""
+        ...
 
 
-def _drain(step: Callable[[int], bytes], out: bytearray, cap: int) -> None:
-    """Call ``step(max_len)`` until it yields nothing, appending at most ``cap`` bytes."""
-    while True:
-        room = cap - len(out)
-        chunk = step(min(_STEP, room + 1))
-        if not chunk:
-            return
-        out += chunk
-        if len(out) > cap:
-            del out[cap:]
-            raise _Capped
+class _ZlibReader:
+    """gzip (several members in a row are one body, RFC 1952 section 2.2) or deflate."""
+
+    def __init__(self, data: bytes, wbits: int) -> None:
+        self._data = data  # the members not started yet
+        self._wbits = wbits
+        self._d: Any = None
+        self._pending = b""
+
+    def read(self, n: int) -> bytes:
+        while self._d is not None or self._data:
+            d = self._d
+            if d is None:
+                d = self._d = zlib.decompressobj(self._wbits)
+                self._pending, self._data = self._data, b""
+            if not d.eof:
+                # Never asked again once at its end: the input past the end is then in
+                # both unused_data and unconsumed_tail, and a second call would append
+                # it to unused_data again (the next member decoded twice).
+                chunk: bytes = d.decompress(self._pending, n)
+                self._pending = d.unconsumed_tail
+                if chunk:
+                    return chunk
+                if not d.eof:  # truncated: what it holds, then the end
+                    self._d = None
+                    flushed: bytes = d.flush()
+                    return flushed
+            self._d = None
+            rest: bytes = d.unused_data if self._wbits != -zlib.MAX_WBITS else b""
+            self._data = rest if rest.strip(b"\x00") else b""
+        return b""
 
 
-def _zlib_capped(data: bytes, wbits: int, cap: int, out: bytearray) -> None:
-    # Several gzip members in a row are one body (RFC 1952 section 2.2).
-    while data:
-        d = zlib.decompressobj(wbits)
-        pending = data
+class _DeflateReader:
+    """deflate, zlib-wrapped, or raw without the wrapper (some servers send it)."""
 
-        def step(n: int, d: Any = d) -> bytes:
-            nonlocal pending
-            chunk: bytes = d.decompress(pending, n)
-            pending = d.unconsumed_tail
-            return chunk
+    def __init__(self, data: bytes) -> None:
+        self._data = data
+        self._inner = _ZlibReader(data, zlib.MAX_WBITS)
+        self._started = False
 
-        _drain(step, out, cap)
-        if not d.eof:
-            out += d.flush()[: cap - len(out)]
-            return
-        data = d.unused_data if wbits != -15 else b""
-        if data.strip(b"\x00") == b"":
-            return
-
-
-def _run(
-    fill: Callable[[bytes, int, bytearray], None],
-    data: bytes,
-    cap: int,
-    errors: tuple[type[Exception], ...],
-) -> bytes:
-    """Run a decoder that fills ``out``; a corrupt or truncated stream keeps what came out."""
-    out = bytearray()
-    try:
-        fill(data, cap, out)
-    except _Capped:
-        pass
-    except errors:
-        if not out:
-            raise
-    return bytes(out)
-
-
-def _gunzip(data: bytes, cap: int) -> bytes:
-    return _run(lambda d, c, o: _zlib_capped(d, 16 + zlib.MAX_WBITS, c, o), data, cap,
-                (zlib.error,))
-
-
-def _inflate(data: bytes, cap: int) -> bytes:
-    try:
-        return _run(lambda d, c, o: _zlib_capped(d, zlib.MAX_WBITS, c, o), data, cap,
-                    (zlib.error,))
-    except zlib.error:
-        # Raw deflate without the zlib wrapper (some servers send it).
-        return _run(lambda d, c, o: _zlib_capped(d, -zlib.MAX_WBITS, c, o), data, cap,
-                    (zlib.error,))
-
-
-def _brotli_fill(data: bytes, cap: int, out: bytearray) -> None:
-    if not BROTLI_BOUNDED:
-        raise brotli.error("brotli before 1.2 cannot decode under a size cap")
-    d = brotli.Decompressor()
-    first = [True]
-
-    def step(n: int) -> bytes:
-        if d.is_finished():
-            return b""
+    def read(self, n: int) -> bytes:
         try:
-            chunk: bytes = d.process(data if first[0] else b"", output_buffer_limit=n)
-        except TypeError as exc:  # a brotli without output_buffer_limit: not decoded
-            raise brotli.error(f"brotli cannot decode under a size cap: {exc}") from exc
-        first[0] = False
+            chunk = self._inner.read(n)
+        except zlib.error:
+            if self._started:
+                raise
+            self._started = True
+            self._inner = _ZlibReader(self._data, -zlib.MAX_WBITS)
+            chunk = self._inner.read(n)
+        self._started = self._started or bool(chunk)
         return chunk
 
-    _drain(step, out, cap)
+
+class _BrotliReader:
+    def __init__(self, data: bytes) -> None:
+        self._data = data
+        self._d: Any = None
+
+    def read(self, n: int) -> bytes:
+        if not BROTLI_BOUNDED:
+            raise brotli.error("brotli before 1.2 cannot decode under a size cap")
+        data = b""
+        if self._d is None:
+            self._d, data = brotli.Decompressor(), self._data
+        if self._d.is_finished():
+            return b""
+        try:
+            chunk: bytes = self._d.process(data, output_buffer_limit=n)
+        except TypeError as exc:  # a brotli without output_buffer_limit: not decoded
+            raise brotli.error(f"brotli cannot decode under a size cap: {exc}") from exc
+        return chunk
 
 
-def _unbrotli(data: bytes, cap: int) -> bytes:
-    return _run(_brotli_fill, data, cap, (brotli.error,))
+class _ZstdReader:
+    def __init__(self, data: bytes) -> None:
+        self._reader = zstandard.ZstdDecompressor().stream_reader(
+            io.BytesIO(data), read_across_frames=True)
+
+    def read(self, n: int) -> bytes:
+        chunk: bytes = self._reader.read(n)
+        return chunk
 
 
-def _zstd_fill(data: bytes, cap: int, out: bytearray) -> None:
-    reader = zstandard.ZstdDecompressor().stream_reader(io.BytesIO(data), read_across_frames=True)
-    _drain(reader.read, out, cap)
-
-
-def _unzstd(data: bytes, cap: int) -> bytes:
-    return _run(_zstd_fill, data, cap, (zstandard.ZstdError,))
-
-
-_DECODERS: dict[bytes, Callable[[bytes, int], bytes]] = {
-    b"gzip": _gunzip,
-    b"x-gzip": _gunzip,
-    b"deflate": _inflate,
-    b"br": _unbrotli,
-    b"zstd": _unzstd,
+# Coding -> (reader, the errors after which what decoded before them is kept).
+_READERS: dict[bytes, tuple[Callable[[bytes], _Reader], tuple[type[Exception], ...]]] = {
+    b"gzip": (lambda d: _ZlibReader(d, 16 + zlib.MAX_WBITS), (zlib.error,)),
+    b"x-gzip": (lambda d: _ZlibReader(d, 16 + zlib.MAX_WBITS), (zlib.error,)),
+    b"deflate": (_DeflateReader, (zlib.error,)),
+    b"br": (_BrotliReader, (brotli.error,)),
+    b"zstd": (_ZstdReader, (zstandard.ZstdError,)),
 }
-DECODED = frozenset(_DECODERS)  # the content codings decoded here
+DECODED = frozenset(_READERS)  # the content codings decoded here
+# A stream that fails with one of these decodes to nothing (it is left encoded).
+_FAILURES = (zlib.error, brotli.error, zstandard.ZstdError, EOFError, OSError)
+
+
+class _Layer:
+    """One content coding being undone: what came out so far, and the reader to go on."""
+
+    def __init__(self, data: bytes, coding: bytes) -> None:
+        make, self._keeps = _READERS[coding]
+        self._reader = make(data)
+        self.out = bytearray()
+        self.ended = False
+        self.failed = False  # ended with nothing decoded: the body stays encoded
+
+    def fill(self, want: int) -> None:
+        """Decode until more than ``want`` bytes are out or the stream ends.
+
+        A stream that fails part-way loses what the failing step decoded, so the steps
+        asked are those a decoding from the start to the same ``want`` would ask."""
+        out = self.out
+        while not self.ended and len(out) <= want:
+            try:
+                chunk = self._reader.read(min(_STEP, want - len(out) + 1))
+            except _FAILURES as exc:
+                self.ended = True
+                self.failed = not out or not isinstance(exc, self._keeps)
+                return
+            if not chunk:
+                self.ended = True
+                return
+            out += chunk
+
+    def first(self, cap: int) -> tuple[bytes, bool]:
+        """The first ``cap`` decoded bytes, and whether there are more."""
+        self.fill(cap + 1)
+        if len(self.out) <= cap:
+            return bytes(self.out), False
+        with memoryview(self.out) as view, view[:cap] as part:
+            return bytes(part), True
+
+
+class Decoding:
+    """A body's content codings undone as far as asked, and no further.
+
+    ``codings`` in the order applied (:func:`split_encodings`). A body under one coding
+    (the usual gzip) is decoded once however often it is asked, and each time only as
+    far as that asks: :meth:`head` for the challenge markers, then :meth:`capped` for
+    the size cap goes on from where the head stopped. Several codings are undone layer
+    by layer at each ask. A stream that fails part-way (corrupt, truncated zstd, bytes
+    after its end) keeps what decoded before the failing step, and the steps differ
+    when asked in two goes: how much it keeps may differ by up to a step.
+
+    >>> import gzip
+    >>> d = Decoding(gzip.compress(b"a" * 10_000), [b"gzip"])
+    >>> d.head(4), d.capped(100)[0] == b"a" * 100, d.capped(100)[2]
+    (b'aaaa', True, True)
+    """
+
+    __slots__ = ("_layer", "body", "codings")
+
+    def __init__(self, body: bytes, codings: list[bytes]) -> None:
+        self.body = body
+        self.codings = codings
+        self._layer = _Layer(body, codings[0]) \
+            if len(codings) == 1 and codings[0] in _READERS else None
+
+    @classmethod
+    def of(cls, body: bytes, content_encoding: str | bytes | list[bytes] | None) -> Decoding:
+        """The decoding of a body from its Content-Encoding value(s)."""
+        if isinstance(content_encoding, str):
+            # A character latin-1 cannot hold names no coding: "?" is an unknown one.
+            content_encoding = content_encoding.encode("latin-1", "replace")
+        if isinstance(content_encoding, bytes):
+            content_encoding = [content_encoding]
+        return cls(body, split_encodings(content_encoding or []))
+
+    def capped(self, cap: int) -> tuple[bytes, list[bytes], bool]:
+        """As :func:`decode_capped` (``body``, ``codings``, ``cap``)."""
+        layer = self._layer
+        if layer is not None:
+            decoded, truncated = layer.first(cap)
+            if layer.failed:
+                return self.body, list(self.codings), False
+            return decoded, [], truncated
+        body, codings, truncated = self.body, list(self.codings), False
+        while codings and codings[-1] in _READERS:
+            outer = _Layer(body, codings[-1])
+            decoded, cut = outer.first(cap)
+            if outer.failed:
+                break
+            body, truncated = decoded, truncated or cut
+            codings.pop()
+        return body, codings, truncated
+
+    def head(self, limit: int) -> bytes:
+        """The first ``limit`` decoded bytes; the body's own when it does not decode (it
+        may have been decoded already)."""
+        if not self.codings:
+            return self.body[:limit]
+        decoded, left, _ = self.capped(limit)
+        return decoded if not left else self.body[:limit]
 
 
 def split_encodings(values: list[bytes]) -> list[bytes]:
@@ -186,22 +280,7 @@ def decode_capped(body: bytes, encodings: list[bytes], cap: int) -> tuple[bytes,
     >>> decode_capped(gzip.compress(b"a" * 10_000), [b"gzip"], 100)[0] == b"a" * 100
     True
     """
-    codings = list(encodings)
-    truncated = False
-    while codings:
-        decoder = _DECODERS.get(codings[-1])
-        if decoder is None:
-            break
-        try:
-            decoded = decoder(body, cap + 1)
-        except (zlib.error, brotli.error, zstandard.ZstdError, EOFError, OSError):
-            return body, codings, truncated
-        if len(decoded) > cap:
-            decoded = decoded[:cap]
-            truncated = True
-        body = decoded
-        codings.pop()
-    return body, codings, truncated
+    return Decoding(body, list(encodings)).capped(cap)
 
 
 def decoded_head(body: bytes, content_encoding: str | bytes | list[bytes] | None,
@@ -216,15 +295,5 @@ def decoded_head(body: bytes, content_encoding: str | bytes | list[bytes] | None
     >>> decoded_head(b"plain", "gzip", 16)
     b'plain'
     """
-    if isinstance(content_encoding, str):
-        # A character latin-1 cannot hold names no coding: "?" is an unknown one.
-        content_encoding = content_encoding.encode("latin-1", "replace")
-    if isinstance(content_encoding, bytes):
-        content_encoding = [content_encoding]
-    codings = split_encodings(content_encoding or [])
-    if not codings:
-        return body[:limit]
-    head, left, _ = decode_capped(body, codings, limit)
-    return head[:limit] if not left else body[:limit]
-
-
+    decoding = Decoding.of(body, content_encoding)
+    return decoding.head(limit) if decoding.codings else body[:limit]

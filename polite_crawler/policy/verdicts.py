@@ -39,7 +39,7 @@ from datetime import UTC
 from typing import TYPE_CHECKING, Any, Protocol
 
 from polite_crawler.policy.challenges import BODY_HEAD_BYTES, detect_challenge
-from polite_crawler.policy.codings import decoded_head
+from polite_crawler.policy.codings import Decoding, decoded_head
 
 if TYPE_CHECKING:
     import random
@@ -220,7 +220,7 @@ def text_headers(headers: Mapping[Any, Any] | Iterable[tuple[Any, Any]]) -> dict
 def classify_response(
     status: int,
     headers: Mapping[str, str],
-    body_head: bytes,
+    body_head: bytes | Decoding,
     now: float,
     *,
     params: VerdictParams | None = None,
@@ -232,7 +232,9 @@ def classify_response(
     first that many bytes, decoded, are searched for challenge markers, and the cut
     is made here, once, for every caller (the gate, the render handler, ``explain``).
     A body still in its content coding (the gate sees it before decompression) is
-    decoded here, up to that many bytes.
+    decoded here, up to that many bytes; the gate passes its :class:`.codings.Decoding`
+    (of the body and its Content-Encoding), which the size cap then decodes on from
+    where this stopped.
 
     >>> v = classify_response(429, {"retry-after": "7"}, b"", now=0.0)
     >>> v.label, v.wait, v.rate_limited, v.failure
@@ -240,7 +242,10 @@ def classify_response(
     >>> classify_response(200, {"cf-mitigated": "challenge"}, b"", now=0.0).label
     'stop_origin:challenge:cloudflare'
     """
-    head = decoded_head(body_head, headers.get("content-encoding"), BODY_HEAD_BYTES)
+    if isinstance(body_head, Decoding):
+        head = body_head.head(BODY_HEAD_BYTES)
+    else:
+        head = decoded_head(body_head, headers.get("content-encoding"), BODY_HEAD_BYTES)
     challenge = detect_challenge(status, headers, head)
     if challenge is not None:
         return Verdict(Action.STOP_ORIGIN, f"challenge:{challenge}")
