@@ -47,6 +47,7 @@ from polite_crawler.frontier.redis_shared import (
     template_id,
 )
 from polite_crawler.interfaces import Lease, LeaseAnswer
+from polite_crawler.policy.owners import owner_used_today
 from polite_crawler.policy.rest import OriginState, utc_day
 from polite_crawler.policy.urls import canonicalize
 from polite_crawler.records import Row
@@ -1078,8 +1079,8 @@ class RedisFrontier:
             # The owner's group taken afresh: its daily count is its origins' as Redis
             # holds them (written with their states), not what this worker counted before.
             today = utc_day(now)
-            used = sum(int(c.split()[1]) for c in t.owner_budget if c.split()[0] == today)
-            self.frontier.take_owner_budget(t.origin, today, used)
+            self.frontier.take_owner_budget(t.origin, today,
+                                            owner_used_today(t.owner_budget, today))
         self.frontier.set_queued(t.origin, own.remote)
         if t.owner_stop and not t.stop:
             # Its owner refused the crawler earlier in the crawl (its group keeps the
