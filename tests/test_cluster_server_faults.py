@@ -7,6 +7,11 @@ failed batch's server calls were lost: a worker whose site waited for a place ne
 asked again (the origin waits out of the heap until a place comes), and a give-back
 applied in the worker as the plan was made stayed counted in Redis against every
 other worker while its holder lived.
+
+Also checked here, each passing before as after (what else could leave a worker with a
+ready site and nothing sent after a restart): a restart that lost every key while a
+place is held, and an ask refused by the guard after a restart (a server's hash that
+outlived it grants nobody more than it held for a while).
 """
 
 from __future__ import annotations
@@ -142,3 +147,30 @@ def test_a_restart_that_lost_every_key_while_a_place_is_held_leaves_no_worker_st
         (0, "http://127.0.9.1:8000"), (0, "http://127.0.9.1:8000"),
         (1, "http://127.0.9.2:8000"), (1, "http://127.0.9.2:8000")]
     assert most_open(sent) == 1
+
+
+def test_a_place_refused_in_the_restart_window_is_asked_for_until_granted(
+        redis_url: str) -> None:
+    """The server's hash outlived a restart of Redis (its recorded start is not this
+    one's): for the restart window it grants nobody more than it held, so the worker's
+    ask is refused. The worker asks again in every batch, with nothing new to say, and
+    sends once the window is over."""
+    clock = Clock(T0)
+    w = worker(redis_url, clock, "w0", limit=1, address_of=lambda name: SERVER)
+    r = w.shared.r
+    r.hset(server_key(SERVER), mapping={"lim": 1, "r": 1})  # a start long ago
+    w.restart_window = 1e9  # Redis started moments ago, as far as the guard knows
+    for p in range(2):
+        offer(w, f"http://127.0.9.1:8000/{p}")
+    w.run_batch()
+    w.run_batch()
+    clock.t += DISPATCH_MARGIN
+    for _ in range(5):
+        assert w.frontier.pop() is None
+        plan = w.plan()
+        assert [(c.address, c.want, c.held) for c in plan.servers] == [(SERVER, 1, 0)]
+        w.apply(execute(w.shared, plan, w.ttl))
+        clock.t += 0.5
+    w.restart_window = 0.0  # the window is over
+    sent = run([w], clock, clock.t + 20)
+    assert [s.origin for s in sent] == ["http://127.0.9.1:8000"] * 2
