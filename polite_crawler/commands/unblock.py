@@ -7,10 +7,12 @@ store, or Redis with ``-s POLITE_FRONTIER=redis://...``). An operator who knows 
 site will have the crawler again (an agreement, a fixed firewall rule) lifts it here:
 the next request of any job asks the site (a running job reads the blocks again within
 a second; an origin it already stopped for this run stays stopped until the job ends).
-On a cluster it also lifts the stop the origin's owner's group keeps for each crawl (a
-refusal from one host of a registrable domain stops its every host for the crawl,
-docs/CLUSTER.md "Owners"): a host of the owner that the crawl has not stopped yet is
-asked again when a worker takes it.
+It also lifts the stop the origin's owner keeps (a refusal from one host of a
+registrable domain stops its every host for the run, docs/ARCHITECTURE.md "Owner"): on
+one machine the owner's stored row keeps it for the run (``polite_owner``), on a cluster
+the owner's group for each crawl (docs/CLUSTER.md "Owners"); a host of the owner that a
+job has not stopped itself is asked again (by a resumed job, another job of the run, the
+worker that takes it).
 ``scrapy explain URL`` shows a block, when it ends and why. ``--list`` prints them all.
 """
 
@@ -33,9 +35,13 @@ from polite_crawler.commands._base import (
     with_defaults,
 )
 from polite_crawler.policy.blocks import describe
+from polite_crawler.policy.owners import owner_of
+from polite_crawler.policy.urls import host_of_origin
+from polite_crawler.store.paths import ORIGINS_DB
 
 if TYPE_CHECKING:
     import argparse
+    from pathlib import Path
 
 
 class Command(ScrapyCommand):
@@ -75,11 +81,14 @@ class Command(ScrapyCommand):
             backend = backend_of(settings)
             store = backend.block_store(settings, state)
             groups: Any = None
+            owners: Path | None = None  # the embedded backend's owner rows
             if backend.cluster and not opts.list:
                 from polite_crawler.store.redis_keys import redis_client
 
                 groups = redis_client(backend.frontier_url,
                                       settings.getfloat("POLITE_REDIS_STATE_TIMEOUT"))
+            elif not backend.cluster and state is not None:
+                owners = state / ORIGINS_DB
             now = time.time()
             try:
                 if opts.list:
@@ -96,7 +105,7 @@ class Command(ScrapyCommand):
                 for origin in origins:
                     found = store.load(origin)
                     store.delete(origin)
-                    lifted = _lift_owner_stops(groups, origin)
+                    lifted = _lift_owner_stops(groups, owners, origin, now)
                     data.append({"origin": origin, "was_blocked": found is not None
                                  and found.active(now), "owner_stops_lifted": lifted})
                     if found is None:
@@ -118,11 +127,18 @@ class Command(ScrapyCommand):
             fail("unblock", str(exc))
 
 
-def _lift_owner_stops(groups: Any, origin: str) -> dict[str, str]:
-    """The stops the origin's owner's group keeps for each crawl, deleted (a cluster's
-    Redis client; None on the embedded backend: nothing to lift)."""
-    if groups is None:
-        return {}
-    from polite_crawler.frontier.redis_shared import lift_owner_stops
+def _lift_owner_stops(groups: Any, owners: Path | None, origin: str,
+                      now: float) -> dict[str, str]:
+    """The stops the origin's owner keeps, deleted: crawl (a cluster's) or run (one
+    machine's) -> the stop. ``groups``: a cluster's Redis client (the owner's group
+    keeps one for each crawl); ``owners``: the origin store holding the embedded
+    backend's owner rows (the owner's row keeps its run's)."""
+    if groups is not None:
+        from polite_crawler.frontier.redis_shared import lift_owner_stops
 
-    return lift_owner_stops(groups, origin)
+        return lift_owner_stops(groups, origin)
+    if owners is None:
+        return {}
+    from polite_crawler.frontier.store import lift_owner_stop
+
+    return lift_owner_stop(owners, owner_of(host_of_origin(origin)), now)

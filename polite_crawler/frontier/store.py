@@ -460,3 +460,37 @@ class OriginStore:
             f"UPDATE {self.table} SET lease_owner=NULL, lease_until=0 WHERE lease_owner=?",
             (self.owner,),
         )
+
+
+def lift_owner_stop(path: Path | str, owner: str, now: float) -> dict[str, str]:
+    """Clear the stop an owner's stored row keeps for its run (a refusal from one of
+    the owner's hosts stopped them all, ``Frontier._stop_owner``): the operator lifted
+    the block (``scrapy unblock``), so a resumed job or another job of the run asks the
+    owner's hosts it has not stopped itself again. The row's other state (its budget
+    count, its lease) stays; ``updated`` moves, so a process's copy of the row is read
+    again. Returns run id -> the stop lifted ("<reason> from <origin>"), empty when
+    the row keeps none."""
+    conn = connect(path)
+    try:
+        if conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?",
+                        (OWNER_TABLE,)).fetchone() is None:
+            return {}  # a state directory no crawl with owner rows has written
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            row = conn.execute(f"SELECT state, run_id FROM {OWNER_TABLE} WHERE origin=?",
+                               (owner,)).fetchone()
+            state = OriginState.from_json(row[0]) if row is not None else None
+            if state is None or state.failure.stopped is None:
+                conn.execute("COMMIT")
+                return {}
+            stop, state.failure.stopped = state.failure.stopped, None
+            state.origin = owner
+            conn.execute(f"UPDATE {OWNER_TABLE} SET state=?, updated=? WHERE origin=?",
+                         (state.to_json(), now, owner))
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        return {str(row[1]): stop}
+    finally:
+        conn.close()
