@@ -4,13 +4,16 @@ ordinary pages that look a little like one are not taken for one."""
 from __future__ import annotations
 
 import doctest
+import gzip
 import re
 from typing import NamedTuple
 
+import brotli
 import hypothesis
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from scrapy.http import Headers
 
 import polite_crawler.policy.challenges as challenges_module
 from polite_crawler.policy.challenges import (
@@ -21,7 +24,8 @@ from polite_crawler.policy.challenges import (
     needles,
     sig,
 )
-from polite_crawler.policy.verdicts import Action, classify_response
+from polite_crawler.policy.codings import Decoding
+from polite_crawler.policy.verdicts import Action, HeaderView, classify_response, text_headers
 
 
 class Sample(NamedTuple):
@@ -257,3 +261,23 @@ def test_the_prefilter_is_used_for_most_markers() -> None:
     # A marker without literals is searched by its expression alone: keep those few.
     without = [p for p in _BODY_PATTERNS if not needles(p)]
     assert len(without) <= 2, without
+
+
+@pytest.mark.parametrize(("status", "headers", "body"),
+                         [(s.status, s.headers, s.body) for s in SAMPLES]
+                         + [(status, headers, body) for _, status, headers, body in NEGATIVES])
+@pytest.mark.parametrize("coding", [None, "gzip", "br"])
+def test_the_gates_reading_gives_the_same_verdict(status: int, headers: dict[str, str],
+                                                  body: bytes, coding: str | None) -> None:
+    # The gate reads Scrapy's headers as asked (HeaderView) and keeps its body decoding
+    # for the size cap (Decoding): the verdict is the one of every header converted and
+    # the body decoded on its own, for every sample and every ordinary page above.
+    raw = Headers(headers)
+    if coding is not None:
+        raw[b"Content-Encoding"] = coding
+        body = gzip.compress(body) if coding == "gzip" else brotli.compress(body)
+    view = HeaderView(raw)
+    assert dict(view) == text_headers(raw)
+    decoding = Decoding.of(body, view.get("content-encoding"))
+    assert classify_response(status, view, decoding, 0.0) == \
+        classify_response(status, text_headers(raw), body, 0.0)

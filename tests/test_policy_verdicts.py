@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from scrapy.http import Headers
 
 import polite_crawler.policy.verdicts as verdicts_module
 from polite_crawler.defaults import POLITE_DEFAULTS
@@ -21,6 +22,7 @@ from polite_crawler.policy.verdicts import (
     STOP_PARKED,
     Action,
     FailureState,
+    HeaderView,
     Verdict,
     VerdictParams,
     apply_verdict,
@@ -531,3 +533,10 @@ def test_issue15_unusable_answers_back_off_and_reach_the_breaker() -> None:
     ok = apply_verdict(FailureState(consecutive_failures=3), classify_response(200, {}, b"", NOW),
                        NOW, DEFAULT_PARAMS, _rng())
     assert ok.consecutive_failures == 0
+
+
+def test_the_gates_header_view_reads_retry_after() -> None:
+    view = HeaderView(Headers({"Retry-After": "7", "Content-Type": "text/html"}))
+    verdict = classify_response(429, view, b"", now=0.0)
+    assert (verdict.label, verdict.wait) == ("retry_later:429", 7.0)
+    assert "retry-after" in view and view.get("x-absent") is None and len(view) == 2

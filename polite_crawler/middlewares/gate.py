@@ -73,6 +73,7 @@ from polite_crawler.middlewares.sizecap import response_decodings
 from polite_crawler.policy.codings import Decoding
 from polite_crawler.policy.verdicts import (
     Action,
+    HeaderView,
     Verdict,
     VerdictParams,
     apply_verdict,
@@ -81,7 +82,6 @@ from polite_crawler.policy.verdicts import (
     describe_stop,
     for_robots_txt,
     may_retry,
-    text_headers,
 )
 from polite_crawler.store.pages import PageStoreDown
 
@@ -158,7 +158,7 @@ class GateMiddleware:
         origin = request.meta.get("polite_origin", "")
         # The whole body: the policy reads as much of it as challenge markers are
         # searched in (policy.challenges.BODY_HEAD_BYTES, decoded), no more.
-        headers = text_headers(response.headers)
+        headers = HeaderView(response.headers)  # only the names the rules ask, as asked
         body = Decoding.of(response.body, headers.get("content-encoding"))
         verdict = classify_response(response.status, headers, body, end,
                                     params=self._params_for(origin))
