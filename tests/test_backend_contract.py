@@ -25,7 +25,6 @@ from polite_crawler.frontier.core import (
     CONTENT,
     DISPATCH_MARGIN,
     Dispatch,
-    Frontier,
     FrontierConfig,
 )
 from polite_crawler.frontier.dupefilter import url_fingerprint
@@ -34,12 +33,10 @@ from polite_crawler.frontier.redis_shared import RedisShared
 from polite_crawler.frontier.store import (
     HOST_TABLE,
     ORIGIN_TABLE,
-    OWNER_TABLE,
-    OriginStore,
     QueueStore,
     process_owner,
 )
-from polite_crawler.policy.rest import OriginState, RestParams, utc_day
+from polite_crawler.policy.rest import OriginState, utc_day
 from polite_crawler.store.optout import OptOutList
 from polite_crawler.store.pages import FetchRecord
 from polite_crawler.store.paths import ORIGINS_DB, STATE_DB
@@ -48,6 +45,7 @@ from polite_crawler.store.redis_optout import RedisOptOutList
 from polite_crawler.store.redis_robots import RedisRobotsStore
 from polite_crawler.store.robots import RobotsBook, SQLiteRobotsStore
 from tests.clock import Clock
+from tests.frontier_fixtures import PARAMS, dead_owner, embedded_frontier
 from tests.pg import pg_server, pg_uri  # noqa: F401  (fixtures)
 from tests.redis_server import (  # noqa: F401  (fixtures)
     redis_server,
@@ -56,7 +54,6 @@ from tests.redis_server import (  # noqa: F401  (fixtures)
 )
 from tests.robots_numbers import ROBOTS_NUMBERS
 from tests.test_commands_forget import page
-from tests.test_frontier_core import dead_owner
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -64,10 +61,9 @@ if TYPE_CHECKING:
 T0 = 1_790_000_000.0
 A = "http://127.0.0.1:8000"
 B = "http://127.0.0.2:8000"
-REST = 1.0
+REST = PARAMS.rest_page
 TTL = 30.0
 TIMEOUT = 5.0  # no exchange lasts longer (the download handler's bound)
-PARAMS = RestParams(rest_page=REST, rest_api=0.5, duration_factor=5.0, jitter=0.0)
 
 
 class Worker:
@@ -80,17 +76,10 @@ class Worker:
         count = self.count
         self.sync_: RedisFrontier | None = None
         if side.kind == "embedded":
-            self.queue = QueueStore(side.tmp / f"{job}.sqlite3")
-            owner = f"{process_owner()}{name}"
-            self.store = OriginStore(side.tmp / ORIGINS_DB, owner, self.queue.run_id)
-            self.hosts = OriginStore(side.tmp / ORIGINS_DB, owner, self.queue.run_id,
-                                     table=HOST_TABLE)
-            self.owners = OriginStore(side.tmp / ORIGINS_DB, owner, self.queue.run_id,
-                                      table=OWNER_TABLE)
-            self.f = Frontier(self.queue, self.store, config, clock=clock,
-                              rng=random.Random(0), count=count, hosts=self.hosts,
-                              owners=self.owners)
-            self.f.restore()
+            built = embedded_frontier(side.tmp, clock, config, db=ORIGINS_DB,
+                                      owner=f"{process_owner()}{name}", job=job, count=count)
+            self.f, self.queue, self.store = built.f, built.queue, built.origins
+            self.hosts, self.owners = built.hosts, built.owners
         else:
             shared = RedisShared(side.url, "contract", f"{socket.gethostname()}:{name}")
             shared.register(clock(), TTL)

@@ -18,13 +18,11 @@ import scrapy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scrapy.http import HtmlResponse
-from scrapy.utils.test import get_crawler
 
 from demo.web.server import Site, page
 from polite_crawler.backend import backend_of
 from polite_crawler.context import polite_context
 from polite_crawler.frontier.admission import canonical_origin
-from polite_crawler.frontier.scheduler import FrontierScheduler
 from polite_crawler.frontier.url_rows import URL_ROW
 from polite_crawler.middlewares.trapmemory import TRAIL, TrapMemoryMiddleware
 from polite_crawler.middlewares.traps import DEPTH, TrapMiddleware
@@ -33,7 +31,8 @@ from polite_crawler.policy.sitemaps import _resolve
 from polite_crawler.policy.urls import URLError, canonicalize, origin_of
 from polite_crawler.spiders.site import SiteSpider
 from polite_crawler.store.traps import trap_book
-from tests.crawl import project_settings_dict, run_crawl
+from tests.crawl import run_crawl
+from tests.frontier_fixtures import open_scheduler, site_crawler
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -74,12 +73,8 @@ ADMISSION_STATS = ("polite/traps/", "polite/frontier/duplicate", "polite/frontie
 
 class _Setup:
     def __init__(self, tmp: Path, **extra: Any) -> None:
-        s = project_settings_dict(POLITE_STATE_DIR=str(tmp), JOBDIR=str(tmp / "job"),
-                                  POLITE_HOST_BUDGET=5, **extra)
-        self.crawler = get_crawler(SiteSpider, s)
-        self.spider = SiteSpider.from_crawler(self.crawler, url=",".join((A, B, C, D, E, F)))
-        self.crawler.spider = self.spider
-        self.crawler.stats.open_spider()  # type: ignore[union-attr]
+        self.crawler, self.spider = site_crawler(tmp, ",".join((A, B, C, D, E, F)),
+                                                 POLITE_HOST_BUDGET=5, **extra)
         self.ctx = polite_context(self.crawler)
         self.ctx.robots = backend_of(self.crawler.settings).robots_book(self.crawler.settings)
         self.ctx.robots.record_answer(E, 200, b"User-agent: *\nDisallow: /private\n")
@@ -87,8 +82,7 @@ class _Setup:
         self.memory = TrapMemoryMiddleware(self.crawler)
         trap_book(self.crawler).remember([f"{A}/cal/2024?m=1"], "repeated_segment",
                                          self.ctx.clock())
-        self.scheduler = FrontierScheduler.from_crawler(self.crawler)
-        self.scheduler.open(self.spider)
+        self.scheduler = open_scheduler(self.crawler, self.spider)
         f = self.scheduler.frontier
         assert f is not None
         self.traps.monitor._stopped.add(B)  # as the yield monitor does

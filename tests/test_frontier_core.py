@@ -3,11 +3,6 @@
 from __future__ import annotations
 
 import logging
-import random
-import socket
-import subprocess
-import sys
-from collections import Counter
 from typing import TYPE_CHECKING
 
 import pytest
@@ -17,79 +12,24 @@ from polite_crawler.frontier.core import (
     DISPATCH_MARGIN,
     ROBOTS,
     TRANSIENT,
-    Frontier,
     FrontierConfig,
 )
-from polite_crawler.frontier.store import OriginStore, QueueStore, process_owner
+from polite_crawler.frontier.store import OriginStore, process_owner
 from polite_crawler.interfaces import Lease, LeaseAnswer
 from polite_crawler.policy.rest import OriginState, RestParams
 from polite_crawler.policy.verdicts import FailureState
 from tests.clock import T0, Clock
+from tests.frontier_fixtures import PARAMS, Env, Robots, dead_owner
 
 if TYPE_CHECKING:
     from pathlib import Path
 
 A, B, C = "http://127.0.0.1", "http://127.0.0.2", "http://127.0.0.3"
-PARAMS = RestParams(rest_page=1.0, rest_api=0.5, duration_factor=5.0, jitter=0.0)
 
 
 def at(t: float) -> object:
     """The heap time of an origin eligible at ``t`` (to the microsecond)."""
     return pytest.approx(t + DISPATCH_MARGIN, abs=1e-6)
-
-
-def dead_owner() -> str:
-    """A lease owner of this machine whose process is gone (what kill -9 leaves)."""
-    dead = subprocess.Popen([sys.executable, "-c", "pass"])
-    dead.wait()
-    return f"{socket.gethostname()}:{dead.pid}:gone"
-
-
-class Robots:
-    """A stand-in for the robots.txt book (the frontier's collaborator, not under test)."""
-
-    def __init__(self) -> None:
-        self.known: dict[str, bool] = {}  # origin -> allow all?
-        self.retry: dict[str, float] = {}
-        self.disallow: set[str] = set()
-        self.delay: dict[str, float] = {}
-
-    def needs_fetch(self, origin: str) -> bool:
-        return origin not in self.known and origin not in self.retry
-
-    def ready(self, origin: str) -> bool:
-        return origin in self.known
-
-    def retry_at(self, origin: str) -> float:
-        return self.retry.get(origin, 0.0)
-
-    def allowed(self, url: str) -> bool:
-        return url not in self.disallow
-
-    def crawl_delay(self, origin: str) -> float | None:
-        return self.delay.get(origin)
-
-
-class Env:
-    def __init__(self, tmp: Path, clock: Clock, name: str = "job", robots: Robots | None = None,
-                 config: FrontierConfig | None = None) -> None:
-        self.stats: Counter[str] = Counter()
-        self.queue = QueueStore(tmp / f"{name}.sqlite3")
-        self.store = OriginStore(tmp / "state.sqlite3", process_owner(), self.queue.run_id)
-        self.robots = robots
-        self.f = Frontier(
-            self.queue, self.store, config or FrontierConfig(params=PARAMS), clock=clock,
-            rng=random.Random(0), robots=lambda: self.robots,
-            count=lambda k, n: self.stats.update({k: n}),
-        )
-
-    def push(self, url: str, prio: int = 0) -> int:
-        origin = url.split("/", 3)
-        return self.f.push("/".join(origin[:3]), prio, url, url.encode())
-
-    def close(self) -> None:
-        self.queue.close()
-        self.store.close()
 
 
 @pytest.fixture

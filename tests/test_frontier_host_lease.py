@@ -7,32 +7,26 @@ from __future__ import annotations
 
 import itertools
 import json
-import random
 import sqlite3
 from collections import Counter
 from typing import TYPE_CHECKING
 
-from polite_crawler.frontier.core import DISPATCH_MARGIN, Dispatch, Frontier, FrontierConfig
+from polite_crawler.frontier.core import DISPATCH_MARGIN, Dispatch, FrontierConfig
 from polite_crawler.frontier.store import (
     HOST_TABLE,
     ORIGIN_TABLE,
-    OWNER_TABLE,
-    OriginStore,
-    QueueStore,
     process_owner,
 )
-from polite_crawler.policy.rest import RestParams
 from polite_crawler.policy.verdicts import FailureState
 from tests.clock import T0, Clock
-from tests.test_frontier_core import dead_owner
+from tests.frontier_fixtures import PARAMS, dead_owner, embedded_frontier
 
 if TYPE_CHECKING:
     from pathlib import Path
 
 A = "http://127.0.0.1"
 A2 = "https://127.0.0.1"  # the same host name, the other scheme
-REST = 1.0
-PARAMS = RestParams(rest_page=REST, rest_api=0.5, duration_factor=5.0, jitter=0.0)
+REST = PARAMS.rest_page
 TTL = 30.0
 
 
@@ -42,19 +36,12 @@ class Job:
     def __init__(self, tmp: Path, clock: Clock, name: str) -> None:
         self.clock = clock
         self.stats: Counter[str] = Counter()
-        self.queue = QueueStore(tmp / f"{name}.sqlite3")
-        owner = process_owner() + name
-        db = tmp / "origins.sqlite3"
-        self.origins = OriginStore(db, owner, self.queue.run_id)
-        self.hosts = OriginStore(db, owner, self.queue.run_id, table=HOST_TABLE)
-        self.owners = OriginStore(db, owner, self.queue.run_id, table=OWNER_TABLE)
         self.statements = 0
-        for store in (self.origins, self.hosts, self.owners):
-            store.conn.set_trace_callback(self._traced)
-        self.f = Frontier(self.queue, self.origins, FrontierConfig(params=PARAMS, lease_ttl=TTL),
-                          clock=clock, rng=random.Random(0), count=self.count,
-                          hosts=self.hosts, owners=self.owners)
-        self.f.restore()
+        built = embedded_frontier(tmp, clock, FrontierConfig(params=PARAMS, lease_ttl=TTL),
+                                  db="origins.sqlite3", owner=process_owner() + name,
+                                  job=name, count=self.count, trace=self._traced)
+        self.f, self.queue, self.origins = built.f, built.queue, built.origins
+        self.hosts, self.owners = built.hosts, built.owners
 
     def _traced(self, _sql: str) -> None:
         self.statements += 1

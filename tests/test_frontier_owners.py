@@ -7,14 +7,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from polite_crawler.frontier.core import OWNER_REFUSED, FrontierConfig
-from polite_crawler.frontier.store import OWNER_TABLE, OriginStore, process_owner
 from polite_crawler.policy.owners import owner_of
-from tests.test_frontier_core import PARAMS, Clock, Env
+from tests.clock import T0, Clock
+from tests.frontier_fixtures import PARAMS, Env, with_owner_rows
 
 if TYPE_CHECKING:
     from pathlib import Path
-
-T0 = 1_700_000_000.0
 
 
 def _drain(env: Env, clock: Clock, seconds: float) -> list[str]:
@@ -84,16 +82,12 @@ def test_requests_at_once_across_an_owners_hosts_are_capped(tmp_path: Path) -> N
 def test_the_owners_budget_is_shared_by_jobs_through_the_state_db(tmp_path: Path) -> None:
     clock = Clock(T0)
     config = FrontierConfig(params=PARAMS, budget=2, owner_concurrency=0)
-    owners = OriginStore(tmp_path / "state.sqlite3", process_owner(), "run", table=OWNER_TABLE)
-    env = Env(tmp_path, clock, config=config)
-    env.f.owner_store = owners
+    env, _ = with_owner_rows(tmp_path, clock, "job", "run", config=config)
     env.push("http://a.example.org/1")
     env.push("http://a.example.org/2")
     assert len(_drain(env, clock, 10)) == 2
     env.f.checkpoint()
-    other = Env(tmp_path, clock, name="job2", config=config)
-    other.f.owner_store = OriginStore(tmp_path / "state.sqlite3", process_owner(), "run",
-                                      table=OWNER_TABLE)
+    other, _ = with_owner_rows(tmp_path, clock, "job2", "run", config=config)
     assert other.f.admit("http://b.example.org") == "budget_exhausted"
     env.close()
     other.close()

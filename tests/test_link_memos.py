@@ -16,7 +16,6 @@ from urllib.parse import urlsplit
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from scrapy.utils.test import get_crawler
 
 from polite_crawler.frontier import seen as seen_module
 from polite_crawler.frontier.admission import (
@@ -26,7 +25,6 @@ from polite_crawler.frontier.admission import (
     canonical_origin,
     safe_origin,
 )
-from polite_crawler.frontier.scheduler import FrontierScheduler
 from polite_crawler.frontier.seen import SEEN_URLS_KEPT
 from polite_crawler.policy import traps
 from polite_crawler.policy.traps import (
@@ -41,8 +39,7 @@ from polite_crawler.policy.traps import (
     url_trap,
 )
 from polite_crawler.policy.urls import URLError, canonicalize
-from polite_crawler.spiders.site import SiteSpider
-from tests.crawl import project_settings_dict
+from tests.frontier_fixtures import open_scheduler, site_crawler
 
 YIELD = YieldLimits(window=30, min_share=0.1, min_novelty=0.2)
 
@@ -170,17 +167,11 @@ class _Job:
 
     def __init__(self, tmp: Path, keep: bool) -> None:
         self.tmp, self.keep = tmp, keep
-        self.crawler = get_crawler(SiteSpider, project_settings_dict(
-            POLITE_STATE_DIR=str(tmp), JOBDIR=str(tmp / "job"), POLITE_HOST_BUDGET=1000))
-        self.spider = SiteSpider.from_crawler(self.crawler, url=f"{O1},{O2}")
-        self.crawler.spider = self.spider
-        assert self.crawler.stats is not None
-        self.crawler.stats.open_spider()
+        self.crawler, self.spider = site_crawler(tmp, f"{O1},{O2}", POLITE_HOST_BUDGET=1000)
         self.open()
 
     def open(self) -> None:
-        self.scheduler = FrontierScheduler.from_crawler(self.crawler)
-        self.scheduler.open(self.spider)
+        self.scheduler = open_scheduler(self.crawler, self.spider)
         seen = self.scheduler.seen
         assert seen is not None and (seen.known is not None) is True  # the embedded queue
         if not self.keep:

@@ -19,9 +19,10 @@ from scrapy.utils.test import get_crawler
 
 from polite_crawler.context import polite_context
 from polite_crawler.extensions.metrics import Metrics, Recorder
+from tests.clock import Clock
 from tests.crawl import project_settings_dict
+from tests.frontier_fixtures import Env
 from tests.redis_server import redis_server_session, redis_url  # noqa: F401  (fixtures)
-from tests.test_frontier_core import Clock, Env
 
 if TYPE_CHECKING:
     from pathlib import Path

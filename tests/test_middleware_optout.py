@@ -13,7 +13,8 @@ from scrapy.utils.test import get_crawler
 from polite_crawler.context import polite_context
 from polite_crawler.middlewares.optout import OptOutMiddleware
 from polite_crawler.store.optout import OptOutList
-from tests.test_frontier_core import T0, Clock, Env
+from tests.clock import T0, Clock
+from tests.frontier_fixtures import Env
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -14,9 +14,10 @@ from demo.web.server import Site, page
 from polite_crawler.extensions.progress import progress_line
 from polite_crawler.frontier.core import frontier_snapshot
 from polite_crawler.spiders.site import SiteSpider
+from tests.clock import T0, Clock
 from tests.crawl import run_crawl
+from tests.frontier_fixtures import Env
 from tests.robots_numbers import ROBOTS_NUMBERS
-from tests.test_frontier_core import T0, Clock, Env
 
 if TYPE_CHECKING:
     from pathlib import Path

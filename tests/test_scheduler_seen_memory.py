@@ -7,17 +7,15 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from scrapy.utils.test import get_crawler
-
-from polite_crawler.frontier.scheduler import FrontierScheduler
 from polite_crawler.policy.urls import origin_of
-from polite_crawler.spiders.site import SiteSpider
-from tests.crawl import project_settings_dict
+from tests.frontier_fixtures import open_scheduler, site_crawler
 from tests.redis_server import redis_server_session, redis_url  # noqa: F401  (fixtures)
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
     from pathlib import Path
+
+    from polite_crawler.frontier.scheduler import FrontierScheduler
 
 # ruff: noqa: F811
 
@@ -32,14 +30,7 @@ def scheduler(tmp_path: Path, *, answer: bool = False,
     fingerprints each batch asked of its seen set. ``answer``: the seen set's answers
     are given here, "seen" for a fingerprint asked before (Redis's queue answers "new"
     and decides at push time), so that a memory of them would show."""
-    crawler = get_crawler(SiteSpider, project_settings_dict(
-        POLITE_STATE_DIR=str(tmp_path), JOBDIR=str(tmp_path / "job"), **settings))
-    spider = SiteSpider.from_crawler(crawler, url=ORIGIN)
-    crawler.spider = spider
-    assert crawler.stats is not None
-    crawler.stats.open_spider()
-    sched = FrontierScheduler.from_crawler(crawler)
-    sched.open(spider)
+    sched = open_scheduler(*site_crawler(tmp_path, ORIGIN, **settings))
     asked: list[int] = []
     f = sched.frontier
     assert f is not None

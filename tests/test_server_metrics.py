@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING
 from polite_crawler.context import polite_context
 from polite_crawler.extensions.metrics import TOP_SERVERS
 from polite_crawler.frontier.core import server_snapshot
-from tests.test_frontier_core import Clock, Env
+from tests.clock import Clock
+from tests.frontier_fixtures import Env
 from tests.test_metrics import _families, _Frontier, _metrics
 
 if TYPE_CHECKING:

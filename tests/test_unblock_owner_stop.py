@@ -8,14 +8,14 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
-from polite_crawler.frontier.core import OWNER_REFUSED, FrontierConfig
+from polite_crawler.frontier.core import OWNER_REFUSED
 from polite_crawler.frontier.store import OWNER_TABLE, OriginStore, process_owner
 from polite_crawler.policy.blocks import Block
 from polite_crawler.store.blocks import SQLiteBlockStore
 from polite_crawler.store.paths import ORIGINS_DB
 from tests.clock import Clock
 from tests.commands_util import scrapy
-from tests.test_frontier_core import PARAMS, Env
+from tests.frontier_fixtures import Env, with_owner_rows
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -27,10 +27,7 @@ RUN = "run"
 
 def _job(tmp_path: Path, clock: Clock, name: str) -> tuple[Env, OriginStore]:
     """A job of the run: its owner rows in the state directory's origin store."""
-    env = Env(tmp_path, clock, name=name, config=FrontierConfig(params=PARAMS))
-    owners = OriginStore(tmp_path / ORIGINS_DB, process_owner(), RUN, table=OWNER_TABLE)
-    env.f.owner_store = owners
-    return env, owners
+    return with_owner_rows(tmp_path, clock, name, RUN, db=ORIGINS_DB)
 
 
 def _close(*jobs: tuple[Env, OriginStore]) -> None:
