@@ -71,13 +71,16 @@ Private Scrapy/Twisted names this relies on (Scrapy is pinned to 2.19.x and
 ``_LenientHTTPClientParser``, ``HTTP11ClientProtocol._parser`` and
 ``HTTPConnectionPool._newConnection``, ``_putConnection``, ``_removeConnection``,
 ``_connections`` and ``_timeouts``, ``HostnameEndpoint._timeout`` and ``_bindAddress``,
-``_WrapperEndpoint`` with its ``_wrappedEndpoint`` and ``_wrapperFactory``; Scrapy's
+``_WrapperEndpoint`` with its ``_wrappedEndpoint`` and ``_wrapperFactory``,
+``_WrappingFactory._connector``, ``HTTPClientParser.bodyDecoder``, a connector's
+``transport`` and ``factory``; Scrapy's
 ``_ScrapyAgent`` (its ``_get_agent``), ``_BindAddressAgent``, the handler's
 ``download_request`` as copied into :meth:`GuardedHTTPDownloadHandler._download_if_held`
 (its ``_contextFactory``, ``_bind_address``, ``_default_maxsize``, ``_default_warnsize``,
 ``_fail_on_dataloss``, ``_fail_on_dataloss_warned``, ``_tls_verbose_logging``) and
 Twisted's agent's endpoint factory (``_policyForHTTPS``, ``_connectTimeout``,
-``_bindAddress``).
+``_bindAddress``). ``tests/test_handler_cycles.py`` fails if the names the cycles are
+broken by move.
 """
 
 from __future__ import annotations
@@ -201,6 +204,18 @@ class _CappedHeadParser(_LenientHTTPClientParser):
         # the connection, and the exchange would wait for its timeout.
         raise HeadersTooLargeError(f"a response header line longer than {self.MAX_LENGTH} bytes")
 
+    def connectionLost(self, reason: Any = None) -> None:
+        # The protocol detaches the parser at every response's end through this call.
+        # A chunked body's decoder calls back into the parser (its finish callback is a
+        # bound method of it): a reference cycle holding the parser, its request and
+        # the protocol's exchange (response, headers), freed only by a full collection,
+        # which in a crawl's large heap rarely comes. Let go of the decoder once the
+        # parser is done with it.
+        try:
+            super().connectionLost(reason)
+        finally:
+            self.bodyDecoder = None
+
 
 # --- the exchange's duration at the transport ------------------------------------------
 
@@ -284,6 +299,30 @@ class _GuardedProtocol(_LenientHTTP11ClientProtocol):
             if write is not None and getattr(layer, "connected", False):
                 write()
                 return
+
+    def connectionLost(self, reason: Any = None) -> None:
+        transport: Any = self.transport
+        try:
+            super().connectionLost(reason)  # type: ignore[no-untyped-call]
+        finally:
+            # Twisted's connector and its TCP transport refer to each other after the
+            # connection is lost (the connector's ``transport``, the transport's
+            # ``connector``): a reference cycle holding the connection's objects until a
+            # full collection, which in a crawl's large heap rarely comes (one set a
+            # request when connections close after their exchange). The transport calls
+            # its connector's connectionLost after this returns, through its own
+            # reference; the connector's is dropped as Twisted drops it for a failed
+            # connection, and so is the endpoint's wrapping factory's
+            # (``_WrappingFactory._connector``, used only to cancel a connection
+            # attempt), a cycle with the connector too.
+            for layer in (transport, getattr(transport, "transport", None)):
+                connector = getattr(layer, "connector", None)
+                if connector is not None and getattr(connector, "transport", None) is layer:
+                    connector.transport = None
+                    wrapping: Any = getattr(connector, "factory", None)
+                    if getattr(wrapping, "_connector", None) is connector:
+                        wrapping._connector = None
+                    break
 
     def dataReceived(self, bytes: bytes) -> None:
         sock = self._sock
