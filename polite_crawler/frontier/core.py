@@ -156,7 +156,7 @@ class Dispatch:
     not_before: float = 0.0
 
 
-@dataclass
+@dataclass(slots=True)
 class _Host:
     """One host name's gate: the request in flight on any of its origins, and the end
     of its rest (``state.next_allowed``: the latest end-of-rest any of its origins set,
@@ -175,7 +175,9 @@ class _Host:
 
     state: OriginState  # keyed by the host name
     in_flight: str | None = None  # the origin whose request is out
-    waiting: set[str] = field(default_factory=set)  # origins parked until it is freed
+    # Origins parked until it is freed, in the order they came (a dict: an empty set
+    # takes 216 bytes, an empty dict 64, one a host).
+    waiting: dict[str, None] = field(default_factory=dict)
     origins: list[str] = field(default_factory=list)  # its origins this frontier knows
     leased: bool = False  # this process holds the host's row lease (host_store)
     leased_at: float = 0.0  # when it took the lease (its turn's start)
@@ -185,7 +187,7 @@ class _Host:
     yielded: bool = False
 
 
-@dataclass
+@dataclass(slots=True)
 class _Owner:
     """One registrable domain: its hosts' shared daily budget (``state.budget_*``) and
     their requests open at once."""
@@ -199,7 +201,7 @@ class _Owner:
     refused: str = ""
 
 
-@dataclass
+@dataclass(slots=True)
 class _Server:
     """One address's bound (policy.servers) and the origins its full round holds.
 
@@ -217,7 +219,7 @@ class _Server:
     origins: set[str] = field(default_factory=set)  # origins of its hosts seen here
 
 
-@dataclass
+@dataclass(slots=True)
 class _Origin:
     state: OriginState
     params: RestParams
@@ -422,7 +424,7 @@ class Frontier:
         if host.in_flight is not None:
             # Another origin of the host has a request out: placed when it ends (_free).
             rec.heap_seq = None
-            host.waiting.add(origin)
+            host.waiting[origin] = None
             return
         at = max(at, host.state.next_allowed)
         if host.yielded:
@@ -546,7 +548,7 @@ class Frontier:
         host = rec.host
         if host.in_flight is not None:
             self.count("polite/frontier/host_busy", 1)
-            host.waiting.add(origin)
+            host.waiting[origin] = None
             return None
         owner = rec.owner
         cap = self.config.owner_concurrency
@@ -1114,7 +1116,7 @@ class Frontier:
                 else:
                     self._awaited[row] = host  # asked again when it is done (_done_with)
         if host.waiting:
-            waiting, host.waiting = host.waiting, set()
+            waiting, host.waiting = host.waiting, {}
             for other in waiting:
                 orec = self._origins.get(other)
                 if orec is not None and orec.heap_seq is None and orec is not rec:
@@ -1364,7 +1366,7 @@ class Frontier:
             self.pending -= rec.queued
             rec.queued = 0
             rec.heap_seq = None
-            rec.host.waiting.discard(origin)
+            rec.host.waiting.pop(origin, None)
             if rec.server is not None:
                 rec.server.waiting.pop(origin, None)
             if rec.owner is not None:
