@@ -52,12 +52,11 @@ from urllib.parse import urlsplit
 from polite_crawler.interfaces import Lease, LeaseAnswer, OriginLeases
 from polite_crawler.policy.blocks import is_refusal
 from polite_crawler.policy.network import Network, is_test_host
-from polite_crawler.policy.owners import owner_of
+from polite_crawler.policy.owners import budget_spent, owner_of
 from polite_crawler.policy.rest import (
     OriginState,
     Rest,
     RestParams,
-    budget_left,
     charge_budget,
     dispatch_lead,
     floor_params,
@@ -481,12 +480,9 @@ class Frontier:
         if rec.owner is not None and rec.owner.refused:
             self.stop(origin, OWNER_REFUSED)  # another host of its owner refused the crawler
             return "stopped"
-        now = self.clock()
-        if budget_left(rec.state, self.config.budget, now) <= 0:
-            return "budget_exhausted"
-        if (rec.owner is not None
-                and budget_left(rec.owner.state, self.config.budget, now) <= 0):
-            return "budget_exhausted"  # the owner's: shared by its hosts
+        owner = rec.owner.state if rec.owner is not None else None
+        if budget_spent(rec.state, owner, self.config.budget, self.clock()):
+            return "budget_exhausted"  # the origin's, or its owner's: shared by its hosts
         return None
 
     def push(self, origin: str, prio: int, url: str, data: bytes) -> int:
@@ -619,9 +615,8 @@ class Frontier:
         the origin and its owner (None: nothing to send; a spent budget drops the
         queue, a disallowed row is deleted)."""
         rec.robots_fetches = 0  # robots.txt is usable: the fetch streak ends
-        if budget_left(rec.state, self.config.budget, now) <= 0 or (
-                owner is not None
-                and budget_left(owner.state, self.config.budget, now) <= 0):
+        if budget_spent(rec.state, owner.state if owner is not None else None,
+                        self.config.budget, now):
             self._drop_all(origin, rec, "budget_exhausted")
             logger.info("Daily budget of %(origin)s is spent; its queue is dropped",
                         {"origin": origin})
