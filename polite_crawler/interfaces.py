@@ -430,6 +430,26 @@ class OriginLeases(Protocol):
         """Release the store's connections."""
 
 
+@runtime_checkable
+class SharedRows(OriginLeases, Protocol):
+    """Rows the jobs of one state directory share, written in batches too (the embedded
+    backend's origin, host and owner rows: :class:`polite_crawler.frontier.store.OriginStore`).
+    With them the host's row is the one lease (see
+    :class:`polite_crawler.frontier.core._Host`)."""
+
+    def take(self, origin: str, now: float, ttl: float, dead_rest: float,
+             state: OriginState | None = None, *, send_at: float | None = None,
+             ) -> tuple[Lease, bool]:
+        """:meth:`OriginLeases.try_lease`, and whether another process wrote the row
+        since this one last did (the rows kept under it may be newer than ours)."""
+
+    def write(self, states: list[OriginState], now: float) -> None:
+        """Store the states in one transaction, keeping whoever holds their leases."""
+
+    def give_back(self, states: list[OriginState], now: float) -> None:
+        """Store the states and end this process's leases of them, in one transaction."""
+
+
 class RobotsStore(Protocol):
     """Where :class:`~polite_crawler.store.robots.RobotsBook` keeps its entries."""
 

@@ -46,10 +46,10 @@ import random
 from collections import Counter
 from dataclasses import dataclass, field
 from operator import itemgetter
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from polite_crawler.interfaces import Lease, LeaseAnswer, OriginLeases
+from polite_crawler.interfaces import Lease, LeaseAnswer, OriginLeases, SharedRows
 from polite_crawler.policy.blocks import is_refusal
 from polite_crawler.policy.network import Network, is_test_host
 from polite_crawler.policy.owners import budget_spent, owner_of
@@ -102,25 +102,6 @@ LATE = 0.5
 DONE_GRACE = 300.0
 # The stop of an origin whose owner (another of its hosts) refused the crawler.
 OWNER_REFUSED = "owner_refused"
-
-
-@runtime_checkable
-class SharedRows(OriginLeases, Protocol):
-    """Rows the jobs of one state directory share, written in batches too (the embedded
-    backend's origin, host and owner rows: :class:`polite_crawler.frontier.store.OriginStore`).
-    With them the host's row is the one lease (see :class:`_Host`)."""
-
-    def take(self, origin: str, now: float, ttl: float, dead_rest: float,
-             state: OriginState | None = None, *, send_at: float | None = None,
-             ) -> tuple[Lease, bool]:
-        """:meth:`OriginLeases.try_lease`, and whether another process wrote the row
-        since this one last did (the rows kept under it may be newer than ours)."""
-
-    def write(self, states: list[OriginState], now: float) -> None:
-        """Store the states in one transaction, keeping whoever holds their leases."""
-
-    def give_back(self, states: list[OriginState], now: float) -> None:
-        """Store the states and end this process's leases of them, in one transaction."""
 
 
 @dataclass

@@ -7,7 +7,7 @@ in the state directory without one), origin, host and owner state in the state
 directory's origin store, shared by the jobs of one machine. The host's row holds the
 one lease a job takes (across the host's requests while it has work for it); the origin
 and owner rows keep state, written at the frontier's checkpoints
-(:class:`polite_crawler.frontier.core.SharedRows`).
+(:class:`polite_crawler.interfaces.SharedRows`).
 """
 
 from __future__ import annotations
