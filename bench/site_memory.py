@@ -149,7 +149,10 @@ class TraceMemory:
         if self.loop is not None and self.loop.running:
             self.loop.stop()
         out: dict[str, Any] = {"peak": self.peak, "end": self.parts(),
-                               "peak_types": self.peak_types}
+                               "peak_types": self.peak_types,
+                               # the collector's work over the crawl, a generation each:
+                               # collections, and the cyclic garbage they freed
+                               "gc_stats": gc.get_stats()}
         if self.frames:
             end = tracemalloc.take_snapshot()  # what the crawl holds as it closes
             out["peak_lines"] = _by_line(self.best)
@@ -328,6 +331,12 @@ def main(argv: list[str]) -> int:
             print(f"{'KB a site':>10}  source line")
             for size, line in grew[:a.top]:
                 print(f"{size / a.sites / 1024:>10.2f}  {line}")
+    print("\nthe collector over the crawl, a generation each: collections, and the cyclic "
+          "garbage objects freed (a site)")
+    pairs = zip(small.get("gc_stats", []), big.get("gc_stats", []), strict=False)
+    for gen, (x, y) in enumerate(pairs):
+        print(f"  {gen}: {x['collections']:6d} {y['collections']:6d}   "
+              f"{x['collected'] / a.sites:8.1f} {y['collected'] / (2 * a.sites):8.1f} a site")
     print("\ntaken apart at the end (bytes in use that go when the part is emptied), "
           "KB a site")
     for name in small.get("apart", {}):
