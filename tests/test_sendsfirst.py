@@ -235,3 +235,38 @@ def test_the_addon_installs_it() -> None:
     PoliteAddon(crawler).update_settings(s)
     assert "polite_crawler.extensions.sendsfirst.SendsFirst" in s.getdict("EXTENSIONS")
     assert s.getfloat("POLITE_SENDS_FIRST_MAX_WAIT") == 5.0
+
+
+def test_a_failure_is_read_at_once_while_answers_wait() -> None:
+    from twisted.python.failure import Failure
+
+    rig = Rig()
+    rig.behind_by(1.0)
+    rig.answer(2)
+    assert rig.scraper.read == []
+    rig.n += 1
+    failure = Failure(ValueError("dropped on its way"))
+    rig.scraper.slot.queue.append(cast("Any", (failure, "f3", None)))
+    rig.answer()
+    # The failure is read as it comes; the responses before and after it wait on.
+    assert rig.scraper.read == ["f3"]
+    assert [entry[1] for entry in rig.scraper.slot.queue] == ["r1", "r2", "r4"]
+    assert rig.order.waited == 3
+    rig.frontier.at = rig.clock.t + 0.2  # caught up
+    for _ in range(3):
+        rig.loop.run()
+    assert rig.scraper.read == ["f3", "r1", "r2", "r4"]
+
+
+def test_a_failure_alone_in_ends_the_hold() -> None:
+    from twisted.python.failure import Failure
+
+    rig = Rig()
+    rig.behind_by(1.0)
+    rig.scraper.slot.queue.append(cast("Any", (Failure(ValueError("x")), "f1", None)))
+    rig.order.scrape_next()
+    assert rig.scraper.read == ["f1"]
+    assert rig.order.waited == 0
+    rig.answer()
+    assert rig.scraper.read == ["f1"]  # a response in waits as before
+    assert rig.order.waited == 1

@@ -24,13 +24,14 @@ Bounds: an answer waits at most POLITE_SENDS_FIRST_MAX_WAIT seconds (then the ol
 are read, one a step, whatever is due); at most POLITE_SENDS_FIRST_MAX_HELD answers wait
 (the oldest read beyond it: a held answer is about 17 KB of the process, and a wave's
 size grows with the sites, so without it the memory a site grew with the wave,
-bench/DESCRIPTORS.md); nothing waits while the engine is paused or
-closing, or while the scraper's slot is over SCRAPER_SLOT_MAX_ACTIVE_SIZE (5 MB of
-bodies by Scrapy's count: the engine sends nothing more until answers are read, so they
-are read). Nothing is dropped, and no rest is shortened: an answer is only ever read
-later, and a site's rest runs from its answer's end (the gate's settle at the download's
-end), not from its read. Stats: ``polite/sendsfirst/holds`` (times the engine was found
-behind with answers in), ``polite/sendsfirst/waited`` (answers that waited),
+bench/DESCRIPTORS.md); a failure (no response to read) never waits; nothing waits
+while the engine is paused or closing, or while the scraper's slot is over
+SCRAPER_SLOT_MAX_ACTIVE_SIZE (5 MB of bodies by Scrapy's count: the engine sends
+nothing more until answers are read, so they are read). Nothing is dropped, and no rest
+is shortened: an answer is only ever read later, and a site's rest runs from its
+answer's end (the gate's settle at the download's end), not from its read. Stats:
+``polite/sendsfirst/holds`` (times the engine was found behind with answers in),
+``polite/sendsfirst/waited`` (answers that waited),
 ``polite/sendsfirst/at_bound`` (read at the bound, the engine still behind),
 ``polite/sendsfirst/over_held`` (read because more than the bound were waiting),
 ``polite/sendsfirst/longest_hold`` (seconds).
@@ -45,6 +46,7 @@ crawl keeps Scrapy's own order, with one WARNING line.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import math
 from collections import deque
@@ -52,6 +54,7 @@ from typing import TYPE_CHECKING, Any
 
 from scrapy import signals
 from scrapy.utils.defer import _schedule_coro
+from twisted.python.failure import Failure
 
 from polite_crawler.context import polite_context
 from polite_crawler.defaults import polite_settings
@@ -179,6 +182,10 @@ class WaveOrder:
                 return
             self._since = now
             self.holds += 1
+        self._read_failures(len(queue) - len(arrivals))
+        if not queue:  # the answers in were failures, read
+            self._end_hold()
+            return
         while len(arrivals) < len(queue):  # answers in since the last look
             arrivals.append(now)
             self.waited += 1
@@ -198,6 +205,32 @@ class WaveOrder:
             self._arm(0.0)
         else:
             self._end_hold()
+
+    def _read_failures(self, new: int) -> None:
+        """Start reading at once the failures among the ``new`` answers last in (a
+        robots.txt answer the robots.txt middleware took, a request dropped on its way):
+        they cost the spider little, and a failure holds its exception's frames (the
+        response among them) in a reference cycle. Read at once, the cycle dies young, at
+        the collector's next young collection; held through a wave, it reached the
+        oldest generation and stayed until a full collection, which a crawl's large heap
+        rarely gets: about one a site for the whole crawl (bench.site_memory)."""
+        if new <= 0:
+            return
+        queue = self.scraper.slot.queue  # type: ignore[union-attr]
+        failed = [entry for entry in itertools.islice(reversed(queue), new)
+                  if isinstance(entry[0], Failure)]
+        if not failed:
+            return
+        scraper: Any = self.scraper
+        self._reading = True
+        try:
+            for entry in reversed(failed):  # in the order they came
+                queue.remove(entry)
+                queue.appendleft(entry)  # Scrapy's slot reads its queue's head
+                result, request, queue_dfd = scraper.slot.next_response_request_deferred()
+                self.start(scraper._wait_for_processing(result, request, queue_dfd))
+        finally:
+            self._reading = False
 
     def _end_hold(self) -> None:
         if self._since is not None:
