@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import itertools
 import os
@@ -24,6 +25,7 @@ from polite_crawler.middlewares.identity import identity_from_settings
 from polite_crawler.spiders.site import SiteSpider
 from tests.crawl import run_crawl
 from tests.services import needs
+from tests.zlib_count import counting_zlib
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 pytestmark = [
@@ -440,6 +442,34 @@ async def test_a_challenge_on_a_sub_request_stops_the_origin(tmp_path: Any) -> N
     assert stats["polite/gate/verdict/stop_origin"] == 1
     assert result.items == []
     assert not [e for e in web.entries(A) if e.path == "/story/2"]  # nothing after the stop
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_gzip_sub_request_is_decoded_once_for_its_judgement_and_the_browser(
+        tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The sub-request's verdict reads its body's head (for challenge markers) and the
+    browser is given the body decoded on from there: one gzip stream, not one each."""
+    web = _web()
+    site = web.sites[A]
+    real = site.handle
+
+    def handle(req: Req) -> Resp:  # only the JSON call gzip-encoded
+        return dataclasses.replace(real(req), gzip_ok=req.path == "/api/story/1.json")
+
+    site.handle = handle  # type: ignore[method-assign]
+    zlib_count = counting_zlib(monkeypatch)
+    try:
+        url = web.url(A, "/story/1")
+        result = await run_crawl(RenderSpider, _settings(tmp_path), urls=[url],
+                                 wait="#root[data-ready]")
+    finally:
+        web.stop()
+    [item] = result.items
+    for para in story(1)["paragraphs"]:  # the browser read the decoded JSON
+        assert para in _text(item)
+    served = [e for e in web.entries(A) if e.path == "/api/story/1.json"]
+    assert len(served) == 1
+    assert zlib_count.streams == 1
 
 
 @pytest_twisted.ensureDeferred

@@ -68,14 +68,14 @@ from polite_crawler.handlers import GuardedHTTPDownloadHandler, hold_until_due
 from polite_crawler.middlewares.addresses import address_policy
 from polite_crawler.middlewares.identity import identity_from_settings
 from polite_crawler.middlewares.signing import SigningMiddleware
-from polite_crawler.policy.codings import ACCEPT_ENCODING, decode_capped, split_encodings
+from polite_crawler.policy.codings import ACCEPT_ENCODING, Decoding
 from polite_crawler.policy.render import (
     SubrequestRules,
     ends_render,
     judge_subrequest,
     load_blocked_hosts,
 )
-from polite_crawler.policy.verdicts import classify_response, text_headers
+from polite_crawler.policy.verdicts import HeaderView, classify_response
 from polite_crawler.render.memory import descendants_rss
 from polite_crawler.render.middleware import AUTO, shell_cache
 
@@ -518,9 +518,12 @@ class RenderDownloadHandler(ScrapyPlaywrightDownloadHandler):  # type: ignore[mi
                                 sent, self.ctx.clock()))
         # An answer that speaks for the origin (a stop, a challenge, a wait): the render
         # stops sending, and its exchange answers the gate with it, not with the page.
+        # Judged as the gate judges an answer: the headers read as the verdict asks for
+        # them, the body's head decoded once, the browser's body decoded on from there.
+        view = HeaderView(response.headers)
+        decoding = Decoding.of(response.body, view.get("content-encoding"))
         if render.refusal is None and ends_render(classify_response(
-                response.status, text_headers(response.headers), response.body,
-                self.ctx.clock())):
+                response.status, view, decoding, self.ctx.clock())):
             render.refusal = response
             render.refused.set()
             logger.info("%(url)s answered %(status)d during the render of %(page)s: the "
@@ -528,16 +531,20 @@ class RenderDownloadHandler(ScrapyPlaywrightDownloadHandler):  # type: ignore[mi
                         {"url": preq.url, "status": response.status,
                          "page": render.request.url})
         self._inc("polite/render/subrequest_bytes", len(response.body))
-        body, headers = self._for_browser(response)
+        body, headers = self._for_browser(response, decoding)
         if preq.resource_type == "script" and response.status == 200 and _cacheable(headers):
             self.cache.put(preq.url, 200, _str_headers(headers), body)
         return response.status, headers, body
 
-    def _for_browser(self, response: Response) -> tuple[bytes, Headers]:
-        """The body decoded (under the size cap) and the headers without the transfer's."""
-        body, _left, _cut = decode_capped(
-            response.body, split_encodings(response.headers.getlist(b"Content-Encoding")),
-            self.max_bytes)
+    def _for_browser(
+        self, response: Response, decoding: Decoding | None = None,
+    ) -> tuple[bytes, Headers]:
+        """The body decoded (under the size cap) and the headers without the transfer's;
+        ``decoding``: the body's, begun already (the sub-request's judgement)."""
+        if decoding is None:
+            decoding = Decoding.of(response.body,
+                                   HeaderView(response.headers).get("content-encoding"))
+        body, _left, _cut = decoding.capped(self.max_bytes)
         headers = response.headers.copy()
         for name in _TRANSFER:
             headers.pop(name, None)
