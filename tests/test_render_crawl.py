@@ -9,7 +9,7 @@ import os
 import shutil
 import signal
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import pytest
@@ -26,6 +26,9 @@ from polite_crawler.spiders.site import SiteSpider
 from tests.crawl import run_crawl
 from tests.services import needs
 from tests.zlib_count import counting_zlib
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 pytestmark = [
@@ -104,6 +107,20 @@ def _web() -> TestWeb:
     site.__init__(f"http://{B}:{web.port}", stories=3,
                   internal_origin=f"http://{INTERNAL}:{web.port}")
     return web
+
+
+async def _crawl_story_1(
+    tmp_path: Any, web: TestWeb, handle: Callable[[Req], Resp],
+) -> tuple[str, Any]:
+    """Story 1 rendered by a crawl, its site answering through ``handle``; the web stopped."""
+    web.sites[A].handle = handle  # type: ignore[method-assign]
+    try:
+        url = web.url(A, "/story/1")
+        result = await run_crawl(RenderSpider, _settings(tmp_path), urls=[url],
+                                 wait="#root[data-ready]")
+    finally:
+        web.stop()
+    return url, result
 
 
 def _paths(entries: list[LogEntry]) -> list[str]:
@@ -398,13 +415,7 @@ async def test_a_sub_request_answered_429_is_the_exchanges_answer(tmp_path: Any)
                             headers={"Retry-After": "1"})
         return real(req)
 
-    site.handle = handle  # type: ignore[method-assign]
-    try:
-        url = web.url(A, "/story/1")
-        result = await run_crawl(RenderSpider, _settings(tmp_path), urls=[url],
-                                 wait="#root[data-ready]")
-    finally:
-        web.stop()
+    url, result = await _crawl_story_1(tmp_path, web, handle)
     stats = result.stats
     assert stats["polite/render/refused/429"] == 1
     assert stats["polite/verdicts/429"] == 1
@@ -456,14 +467,8 @@ async def test_a_gzip_sub_request_is_decoded_once_for_its_judgement_and_the_brow
     def handle(req: Req) -> Resp:  # only the JSON call gzip-encoded
         return dataclasses.replace(real(req), gzip_ok=req.path == "/api/story/1.json")
 
-    site.handle = handle  # type: ignore[method-assign]
     zlib_count = counting_zlib(monkeypatch)
-    try:
-        url = web.url(A, "/story/1")
-        result = await run_crawl(RenderSpider, _settings(tmp_path), urls=[url],
-                                 wait="#root[data-ready]")
-    finally:
-        web.stop()
+    _, result = await _crawl_story_1(tmp_path, web, handle)
     [item] = result.items
     for para in story(1)["paragraphs"]:  # the browser read the decoded JSON
         assert para in _text(item)
