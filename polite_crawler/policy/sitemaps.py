@@ -35,15 +35,20 @@ Entries outside the scope are dropped and counted.
 
 from __future__ import annotations
 
-import io
+import contextlib
 import re
+import threading
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urljoin
 
 from lxml import etree
 
 from polite_crawler.policy.codings import decode_capped
 from polite_crawler.policy.urls import URLError, canonicalize, origin_of
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 MAX_URLS = 50_000  # sitemaps.org: per file
 MAX_BYTES = 50 * 1024 * 1024  # sitemaps.org: 50 MB uncompressed
@@ -305,25 +310,64 @@ def _upper_case_tag(body: bytes) -> bool:
     return _UPPER_AFTER_LT.search(body.translate(None, _TAG_CASE_DELETE)) is not None
 
 
-def _xml_events(body: bytes, tag: tuple[str, ...] | None = None) -> etree.iterparse:
-    # resolve_entities=False: entity references stay references (no billion laughs,
-    # no external file or URL read); load_dtd/no_network: nothing is fetched.
-    # End events only: an element is read once it is complete; the root element (the
-    # first event's tree's root) says what kind of file it is.
-    return etree.iterparse(
-        io.BytesIO(body),
-        events=("end",),
-        tag=tag,
-        resolve_entities=False,
-        load_dtd=False,
-        no_network=True,
-        dtd_validation=False,
-        huge_tree=False,
-        remove_comments=True,
-        remove_pis=True,
-        collect_ids=False,
-        recover=True,
-    )
+# One pull parser a thread and filter, used again for every file (lxml: a feed parser
+# may be fed a new document after close). A parser made for one file and dropped is
+# left in a reference cycle whenever it filters by tag or stops before the end (its
+# tag matcher keeps the last document, which keeps its parser): garbage that waits for
+# a full collection, one parser's worth a sitemap, which a crawl's collector settings
+# make rare.
+_PARSERS = threading.local()
+_FEED = 64 * 1024
+
+
+def _pull_parser(tag: tuple[str, ...] | None) -> etree.XMLPullParser:
+    parsers: dict[tuple[str, ...] | None, etree.XMLPullParser] | None = getattr(
+        _PARSERS, "by_tag", None)
+    if parsers is None:
+        parsers = _PARSERS.by_tag = {}
+    parser = parsers.get(tag)
+    if parser is None:
+        # resolve_entities=False: entity references stay references (no billion laughs,
+        # no external file or URL read); load_dtd/no_network: nothing is fetched.
+        # End events only: an element is read once it is complete; the root element (the
+        # first event's tree's root) says what kind of file it is.
+        parser = parsers[tag] = etree.XMLPullParser(
+            events=("end",),
+            tag=tag,
+            resolve_entities=False,
+            load_dtd=False,
+            no_network=True,
+            dtd_validation=False,
+            huge_tree=False,
+            remove_comments=True,
+            remove_pis=True,
+            collect_ids=False,
+            recover=True,
+        )
+    return parser
+
+
+def _xml_events(body: bytes, tag: tuple[str, ...] | None = None
+                ) -> Iterator[tuple[str, Any]]:
+    """The file's end events (``tag``: those elements' alone), read as it is fed."""
+    parser = _pull_parser(tag)
+    finished = False
+    try:
+        view = memoryview(body)
+        for start in range(0, len(body), _FEED):
+            parser.feed(bytes(view[start:start + _FEED]))
+            yield from parser.read_events()
+        parser.close()
+        finished = True
+        yield from parser.read_events()
+    finally:
+        # Stopped early or by an error: the parser made ready for the next file (its
+        # document ended, no event of this one left to read).
+        if not finished:
+            with contextlib.suppress(etree.LxmlError):
+                parser.close()
+        for _ in parser.read_events():
+            pass
 
 
 _FREE_EVERY = 256  # entries read between two frees of the tree
@@ -359,7 +403,7 @@ def _parse_xml_events(body: bytes, base: str, scope: str, result: SitemapResult,
     if first is not None:  # read again from the tree once an element ends
         name = first.group(1).rpartition(b":")[2].decode("ascii", "replace").lower()
         result.kind = _ROOT_KINDS.get(name, UNKNOWN)
-    events = iter(_xml_events(body, only))
+    events = _xml_events(body, only)
     while True:
         try:
             _event, elem = next(events)
