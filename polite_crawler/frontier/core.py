@@ -46,7 +46,7 @@ import random
 from collections import Counter
 from dataclasses import dataclass, field
 from operator import itemgetter
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlsplit
 
 from polite_crawler.interfaces import Lease, LeaseAnswer, OriginLeases, SharedRows
@@ -102,6 +102,18 @@ LATE = 0.5
 DONE_GRACE = 300.0
 # The stop of an origin whose owner (another of its hosts) refused the crawler.
 OWNER_REFUSED = "owner_refused"
+
+
+class OwnerRows(SharedRows, Protocol):
+    """The owner rows jobs of one state directory share (the embedded backend's
+    ``polite_owner``: :class:`polite_crawler.frontier.store.OriginStore`), written
+    merged with what other jobs wrote there."""
+
+    def merge_owners(self, drafts: list[tuple[OriginState, str, int, float]],
+                     now: float) -> list[OriginState]:
+        """Store the owners' rows merged (``(state, day read, count read, own stop's
+        time)`` each: the budget pages since the read added, another job's stop kept,
+        this one's written unless lifted since) in one transaction; the rows as stored."""
 
 
 @dataclass
@@ -179,6 +191,13 @@ class _Owner:
     # owner's stored state too (``state.failure.stopped``, a run's): the processes of
     # the run that share the owner's row learn it from there.
     refused: str = ""
+    # When this process recorded the refusal itself (0: none, or one read from the
+    # row): a stop ``scrapy unblock`` lifted after it is not written back.
+    refused_at: float = 0.0
+    # The budget day and count as last read from or merged into the shared row: the
+    # pages since are this process's, added to the row's (OwnerRows.merge_owners).
+    read_day: str = ""
+    read_used: int = 0
 
 
 @dataclass(slots=True)
@@ -234,7 +253,7 @@ class Frontier:
         count: Callable[[str, int], None] = lambda key, n: None,
         hosts: SharedRows | None = None,
         address_of: Callable[[str], str | None] | None = None,
-        owners: SharedRows | None = None,
+        owners: OwnerRows | None = None,
         shared_servers: bool = False,
     ) -> None:
         self.queue = queue
@@ -324,7 +343,9 @@ class Frontier:
         if owner is None:
             state = self._stored(self.owner_store, name)
             # A stop its shared row holds (another process of the run saw the refusal).
-            owner = self._owners[name] = _Owner(state, refused=state.failure.stopped or "")
+            owner = self._owners[name] = _Owner(state, refused=state.failure.stopped or "",
+                                                read_day=state.budget_day,
+                                                read_used=state.budget_used)
         return owner
 
     def _new(self, origin: str, state: OriginState) -> _Origin:
@@ -762,6 +783,7 @@ class Frontier:
             uncharge_budget(rec.state, self.clock())
             if rec.owner is not None:
                 uncharge_budget(rec.owner.state, self.clock())
+                self._owners_dirty.add(rec.owner.state.origin)  # the row's count too
             if self.queue.unmark_in_flight(row_id):
                 if origin in self.stopped:  # stopped meanwhile: dropped as its queue was
                     self.queue.delete(row_id)
@@ -1178,18 +1200,23 @@ class Frontier:
         if owner is None or owner.refused:
             return
         owner.refused = f"{reason} from {origin}"
+        owner.refused_at = self.clock()
         # Part of the owner's stored state: written with its row at the next checkpoint
         # (the embedded backend; a run's, reset for another run), so a resumed job or
         # another process of the run stops the owner's hosts without asking them again.
         owner.state.failure.stopped = owner.refused
         self._owners_dirty.add(owner.state.origin)
+        self._stop_owners_hosts(owner)
+
+    def _stop_owners_hosts(self, owner: _Owner) -> None:
+        """Every origin of the refused owner this process knows is stopped."""
         others = [o for o, r in self._origins.items()
                   if r.owner is owner and o not in self.stopped]
         if others:
-            logger.warning("%(origin)s refused the crawler (%(reason)s): every host of its "
+            logger.warning("The crawler was refused (%(reason)s): every host of its "
                            "owner %(owner)s stops for this run (%(n)d origins)",
-                           {"origin": origin, "reason": reason,
-                            "owner": owner.state.origin, "n": len(others)})
+                           {"reason": owner.refused, "owner": owner.state.origin,
+                            "n": len(others)})
         for other in others:
             self.stop(other, OWNER_REFUSED)
 
@@ -1257,11 +1284,22 @@ class Frontier:
         self.host_store.renew(renew, now, ttl)
 
     def _save_owners(self, now: float) -> None:
-        """The owners' budget counts go to their shared rows (once a checkpoint)."""
+        """The owners' budget counts and stops go to their shared rows (once a
+        checkpoint), merged with what other jobs of the run wrote there
+        (:meth:`OwnerRows.merge_owners`): this process then counts from the rows' sum,
+        and a stop another job stored stops its hosts of the owner here too."""
         if self.owner_store is None or not self._owners_dirty:
             return
-        self.owner_store.write([self._owners[name].state for name in self._owners_dirty], now)
+        owners = [self._owners[name] for name in self._owners_dirty]
         self._owners_dirty = set()
+        rows = self.owner_store.merge_owners(
+            [(o.state, o.read_day, o.read_used, o.refused_at) for o in owners], now)
+        for owner, row in zip(owners, rows, strict=True):
+            owner.state.budget_day, owner.state.budget_used = row.budget_day, row.budget_used
+            owner.read_day, owner.read_used = row.budget_day, row.budget_used
+            if row.failure.stopped and not owner.refused:
+                owner.refused = owner.state.failure.stopped = row.failure.stopped
+                self._stop_owners_hosts(owner)
 
     def close(self, finished: bool) -> None:
         """Store everything; a finished crawl has no request left in flight."""

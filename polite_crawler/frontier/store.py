@@ -237,6 +237,15 @@ ORIGIN_TABLE = "polite_origin"
 HOST_TABLE = "polite_host"
 # Owner rows: the daily budget of a registrable domain, shared by its hosts.
 OWNER_TABLE = "polite_owner"
+# When ``scrapy unblock`` last lifted an owner's stop (lift_owner_stop): a stop a job
+# recorded before it is not written back (OriginStore.merge_owners).
+OWNER_LIFT_TABLE = "polite_owner_lift"
+_LIFT_SCHEMA = (f"CREATE TABLE IF NOT EXISTS {OWNER_LIFT_TABLE} "
+                "(owner TEXT PRIMARY KEY, lifted REAL NOT NULL)")
+# One owner as a job holds it, for OriginStore.merge_owners: its state (the budget
+# count and stop), the budget day and count it last read from or wrote to the row,
+# and when the job recorded its own stop (0: none, or one it read from the row).
+OwnerDraft = tuple[OriginState, str, int, float]
 
 _ORIGIN_SCHEMA = """
 CREATE TABLE IF NOT EXISTS polite_origin (
@@ -287,6 +296,7 @@ class OriginStore:
         # the row still carries it, nobody else has written it since, and the state
         # this process holds in memory is the stored one (see :meth:`try_lease`).
         self._written: dict[str, float] = {}
+        self._lifts_ready = False  # OWNER_LIFT_TABLE created (merge_owners)
 
     def close(self) -> None:
         self.conn.close()
@@ -431,6 +441,59 @@ class OriginStore:
         for state in states:
             self._written[state.origin] = now
 
+    def merge_owners(self, drafts: list[OwnerDraft], now: float) -> list[OriginState]:
+        """Store owners' rows merged with what they hold, in one transaction that
+        reads and writes them (BEGIN IMMEDIATE: no other job writes in between); the
+        rows as stored, in the drafts' order.
+
+        Jobs of a run share an owner's row, each with its own copy: a whole copy
+        written would lose another job's stop and count. So the budget count gets
+        this job's pages since its last read (its count less the one it read, or all
+        of it when its day is newer), added to the row's count of the same day; a
+        row of an older day starts the day from them, one of a newer day keeps its
+        own. The row's stop (this run's) stays; this job's own stop is written when
+        the row has none, unless ``scrapy unblock`` lifted the owner's stop after
+        the job recorded it (the operator's word is the later one). Another run's
+        stop is reset as :meth:`load` resets it."""
+        if not drafts:
+            return []
+        conn = self.conn
+        if not self._lifts_ready:
+            conn.execute(_LIFT_SCHEMA)
+            self._lifts_ready = True
+        merged: list[OriginState] = []
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            for mine, day, used, stopped_at in drafts:
+                name = mine.origin
+                found = self._read(name)
+                if found is None:
+                    row = OriginState(name)
+                else:
+                    row = found[0]
+                    if found[1] != self.run_id:
+                        row.reset_run()
+                new = mine.budget_used - used if mine.budget_day == day else mine.budget_used
+                if row.budget_day == mine.budget_day:
+                    row.budget_used = max(0, row.budget_used + new)
+                elif row.budget_day < mine.budget_day:
+                    row.budget_day, row.budget_used = mine.budget_day, max(0, new)
+                if row.failure.stopped is None and mine.failure.stopped and stopped_at:
+                    lift = conn.execute(
+                        f"SELECT lifted FROM {OWNER_LIFT_TABLE} WHERE owner=?", (name,),
+                    ).fetchone()
+                    if lift is None or stopped_at > lift[0]:
+                        row.failure.stopped = mine.failure.stopped
+                conn.execute(_SAVE_SQL.format(table=self.table), self._saved(row, now))
+                merged.append(row)
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        for row in merged:
+            self._written[row.origin] = now
+        return merged
+
     def give_back(self, states: list[OriginState], now: float) -> None:
         """Store the states and end this process's leases of them, in one transaction
         (:meth:`release` for many)."""
@@ -468,15 +531,21 @@ def lift_owner_stop(path: Path | str, owner: str, now: float) -> dict[str, str]:
     the block (``scrapy unblock``), so a resumed job or another job of the run asks the
     owner's hosts it has not stopped itself again. The row's other state (its budget
     count, its lease) stays; ``updated`` moves, so a process's copy of the row is read
-    again. Returns run id -> the stop lifted ("<reason> from <origin>"), empty when
-    the row keeps none."""
+    again. The lift's time is kept (OWNER_LIFT_TABLE), row or stop or none: a stop a
+    running job recorded before it and writes later is not written back
+    (:meth:`OriginStore.merge_owners`). Returns run id -> the stop lifted ("<reason>
+    from <origin>"), empty when the row keeps none."""
     conn = connect(path)
     try:
         if conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?",
                         (OWNER_TABLE,)).fetchone() is None:
             return {}  # a state directory no crawl with owner rows has written
+        conn.execute(_LIFT_SCHEMA)
         conn.execute("BEGIN IMMEDIATE")
         try:
+            conn.execute(
+                f"INSERT INTO {OWNER_LIFT_TABLE} (owner, lifted) VALUES (?, ?) ON CONFLICT"
+                "(owner) DO UPDATE SET lifted=max(lifted, excluded.lifted)", (owner, now))
             row = conn.execute(f"SELECT state, run_id FROM {OWNER_TABLE} WHERE origin=?",
                                (owner,)).fetchone()
             state = OriginState.from_json(row[0]) if row is not None else None
