@@ -280,3 +280,34 @@ def test_a_request_handed_out_ahead_waits_for_its_time_and_no_longer() -> None:
     assert wait_before_send(T0 + 0.2, T0 + 0.3) == 0.0  # late: sent at once, never negative
     assert wait_before_send(T0 + 1e-6, T0) > 0  # a microsecond early is still early
     assert wait_before_send(0.0, T0) == 0.0  # not handed out ahead: no time carried
+
+
+def test_a_state_that_observed_no_response_holds_no_list_and_no_dict() -> None:
+    # A host's and an owner's rows are states that never observe a response: one of
+    # each a site, so what a fresh state holds is memory a site.
+    import tracemalloc
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        states = [OriginState(f"h{i:05d}.example") for i in range(2000)]
+        each = (tracemalloc.get_traced_memory()[0] - before) / len(states)
+    finally:
+        tracemalloc.stop()
+    s = states[0]
+    assert s.baseline_samples is None and s.window is None
+    assert not hasattr(s, "__dict__")
+    assert each < 400  # 510 bytes with an instance dict and two empty lists
+
+
+def test_the_baseline_samples_are_let_go_once_the_baseline_is_read() -> None:
+    s, p = OriginState("http://a"), RestParams(baseline_n=3, window_n=4)
+    for d in (0.01, 0.02):
+        observe_latency(s, d, p)
+    assert s.baseline is None and s.baseline_samples == [0.01, 0.02]
+    back = OriginState.from_json(s.to_json())  # a row stored mid-measure reads back
+    assert back.baseline_samples == [0.01, 0.02] and back.window == [0.01, 0.02]
+    observe_latency(s, 0.03, p)
+    assert s.baseline == 0.02 and s.baseline_samples is None
+    assert json.loads(s.to_json()).get("baseline_samples") is None
+    s.reset_run()
+    assert s.baseline is None and s.window is None

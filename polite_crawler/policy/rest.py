@@ -97,9 +97,13 @@ def floor_params(params: RestParams) -> tuple[RestParams, list[str]]:
     return replace(params, **changes), sorted(changes)
 
 
-@dataclass
+@dataclass(slots=True)
 class OriginState:
-    """Timing state of one origin (``scheme://host[:port]``), persisted by the frontier."""
+    """Timing state of one origin (``scheme://host[:port]``), persisted by the frontier.
+
+    A host's and an owner's rows are states too (their rest's end, their budget count),
+    one of each a site: no instance dict, and the latency watch's lists made only when
+    a response is observed (a host's or an owner's never is)."""
 
     origin: str
     next_allowed: float = 0.0  # wall clock: no request may start before it
@@ -112,10 +116,11 @@ class OriginState:
     # holds the latest ones; the factor doubles when the window's median exceeds twice
     # the baseline ("you are the load") by more than the minimum rise, and halves
     # (down to 1) when a full window's median is back near the baseline; either way
-    # the window starts again (see observe_latency).
+    # the window starts again (see observe_latency). None: no sample (yet, or any more
+    # once the baseline is read).
     baseline: float | None = None
-    baseline_samples: list[float] = field(default_factory=list)
-    window: list[float] = field(default_factory=list)
+    baseline_samples: list[float] | None = None
+    window: list[float] | None = None
     latency_factor: float = 1.0
     failure: FailureState = field(default_factory=FailureState)
     # Daily budget, counted per UTC day.
@@ -131,8 +136,9 @@ class OriginState:
         read back as their defaults by :meth:`from_json`). A host's row holds its rest's
         end, an owner's its budget count: little else to write at each checkpoint."""
         data: dict[str, Any] = {"origin": self.origin}
-        for name, value in vars(self).items():
-            if name in _STATE_DEFAULTS and value != _STATE_DEFAULTS[name]:
+        for name, default in _STATE_DEFAULTS.items():
+            value = getattr(self, name)
+            if value != default:
                 data[name] = value  # shallow: json copies the lists itself
         failure = {k: v for k, v in vars(self.failure).items() if v != _FAILURE_DEFAULTS[k]}
         if failure:
@@ -154,15 +160,16 @@ class OriginState:
     def reset_run(self) -> None:
         """Forget what holds only for one run (the factors, the streak, the stop)."""
         self.baseline = None
-        self.baseline_samples = []
-        self.window = []
+        self.baseline_samples = None
+        self.window = None
         self.latency_factor = 1.0
         self.failure = FailureState(wait_until=self.failure.wait_until)
 
 
 # What a new state holds, field by field (to_json leaves these out).
 _STATE_DEFAULTS: dict[str, Any] = {
-    k: v for k, v in vars(OriginState("")).items() if k not in ("origin", "failure")}
+    f.name: getattr(OriginState(""), f.name) for f in fields(OriginState)
+    if f.name not in ("origin", "failure")}
 _FAILURE_DEFAULTS: dict[str, Any] = dict(vars(FailureState()))
 _dumps = json.JSONEncoder(separators=(",", ":")).encode
 
@@ -235,16 +242,23 @@ def observe_latency(state: OriginState, duration: float, params: RestParams) -> 
     ([0, 0, -1], 1.0)
     """
     if state.baseline is None:
-        state.baseline_samples.append(duration)
-        if len(state.baseline_samples) >= params.baseline_n:
-            state.baseline = statistics.median(state.baseline_samples)
-    state.window.append(duration)
-    if len(state.window) > params.window_n:
-        del state.window[: len(state.window) - params.window_n]
+        samples = state.baseline_samples
+        if samples is None:
+            samples = state.baseline_samples = []
+        samples.append(duration)
+        if len(samples) >= params.baseline_n:
+            state.baseline = statistics.median(samples)
+            state.baseline_samples = None  # read: the baseline holds from now on
+    window = state.window
+    if window is None:
+        window = state.window = []
+    window.append(duration)
+    if len(window) > params.window_n:
+        del window[: len(window) - params.window_n]
     baseline = state.baseline
-    if baseline is None or len(state.window) < params.window_n:
+    if baseline is None or len(window) < params.window_n:
         return 0
-    median = statistics.median(state.window)
+    median = statistics.median(window)
     if _above(median, baseline, params.latency_trigger, params.latency_min_rise):
         state.latency_factor *= 2.0
         state.window = []  # re-measure at the slower rate before slowing again
