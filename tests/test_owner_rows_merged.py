@@ -182,3 +182,30 @@ def test_a_page_put_back_after_a_write_is_taken_off_the_rows_count(tmp_path: Pat
     one[0].f.checkpoint()
     assert _row(tmp_path)[2] == 1
     _close(one, two)
+
+
+def test_a_job_learns_another_jobs_stop_without_writing_the_owner(tmp_path: Path) -> None:
+    """Job 2 queued a page of the owner's host but sent none since its last write: its
+    checkpoint reads the stop job 1 stored, and the page is never sent."""
+    clock = Clock(T0)
+    one = with_owner_rows(tmp_path, clock, "job1", RUN)
+    two = with_owner_rows(tmp_path, clock, "job2", RUN)
+    two[0].push("http://cdn.example.org/1")
+    two[0].push("http://other.org/1")
+    two[0].f.checkpoint()
+    one[0].push(f"{WWW}/a")
+    one[0].f.stop(WWW, "403")
+    clock.t += 5.0
+    one[0].f.checkpoint()
+    clock.t += 5.0
+    two[0].f.checkpoint()
+    assert two[0].f.stopped.get("http://cdn.example.org") == OWNER_REFUSED
+    sent = []
+    for _ in range(20):
+        d = two[0].f.pop()
+        if d is not None:
+            sent.append(d.origin)
+            two[0].f.release(d.origin, d.token)
+        clock.t += 0.5
+    assert sent == ["http://other.org"]
+    _close(one, two)

@@ -102,6 +102,10 @@ LATE = 0.5
 DONE_GRACE = 300.0
 # The stop of an origin whose owner (another of its hosts) refused the crawler.
 OWNER_REFUSED = "owner_refused"
+# Owner rows written this long before a checkpoint's look at their stops are looked
+# at again by the next: a job's write is stamped when it begins and may wait for
+# another job's transaction (store.paths.connect waits 30 s) before it lands.
+OWNER_STOPS_MARGIN = 60.0
 
 
 class OwnerRows(SharedRows, Protocol):
@@ -114,6 +118,9 @@ class OwnerRows(SharedRows, Protocol):
         """Store the owners' rows merged (``(state, day read, count read, own stop's
         time)`` each: the budget pages since the read added, another job's stop kept,
         this one's written unless lifted since) in one transaction; the rows as stored."""
+
+    def owner_stops(self, since: float) -> list[tuple[str, str]]:
+        """``(owner, stop)`` of the run's rows written after ``since`` that keep a stop."""
 
 
 @dataclass
@@ -290,6 +297,8 @@ class Frontier:
         self.owner_store = owners
         self._owners: dict[str, _Owner] = {}
         self._owners_dirty: set[str] = set()
+        # When the owner rows' stops were last read (a row met later is read whole).
+        self._owner_stops_read = clock()
         self.config = config
         self.clock = clock
         self.rng = rng or random.Random()
@@ -1288,7 +1297,17 @@ class Frontier:
         checkpoint), merged with what other jobs of the run wrote there
         (:meth:`OwnerRows.merge_owners`): this process then counts from the rows' sum,
         and a stop another job stored stops its hosts of the owner here too."""
-        if self.owner_store is None or not self._owners_dirty:
+        if self.owner_store is None:
+            return
+        # Stops other jobs stored since the last look (a margin for a write stamped
+        # before it and committed after; adopting one again changes nothing).
+        since, self._owner_stops_read = self._owner_stops_read - OWNER_STOPS_MARGIN, now
+        for name, stop in self.owner_store.owner_stops(since):
+            known = self._owners.get(name)
+            if known is not None and not known.refused:
+                known.refused = known.state.failure.stopped = stop
+                self._stop_owners_hosts(known)
+        if not self._owners_dirty:
             return
         owners = [self._owners[name] for name in self._owners_dirty]
         self._owners_dirty = set()

@@ -296,7 +296,7 @@ class OriginStore:
         # the row still carries it, nobody else has written it since, and the state
         # this process holds in memory is the stored one (see :meth:`try_lease`).
         self._written: dict[str, float] = {}
-        self._lifts_ready = False  # OWNER_LIFT_TABLE created (merge_owners)
+        self._lifts_ready = False  # OWNER_LIFT_TABLE and the owner rows' index made
 
     def close(self) -> None:
         self.conn.close()
@@ -458,9 +458,7 @@ class OriginStore:
         if not drafts:
             return []
         conn = self.conn
-        if not self._lifts_ready:
-            conn.execute(_LIFT_SCHEMA)
-            self._lifts_ready = True
+        self._owner_tables()
         merged: list[OriginState] = []
         conn.execute("BEGIN IMMEDIATE")
         try:
@@ -493,6 +491,31 @@ class OriginStore:
         for row in merged:
             self._written[row.origin] = now
         return merged
+
+    def _owner_tables(self) -> None:
+        """The lifts' table, and the owner rows indexed by their last write (what
+        :meth:`owner_stops` reads at each checkpoint), once a store."""
+        if not self._lifts_ready:
+            self.conn.execute(_LIFT_SCHEMA)
+            self.conn.execute(f"CREATE INDEX IF NOT EXISTS {self.table}_updated "
+                              f"ON {self.table} (updated)")
+            self._lifts_ready = True
+
+    def owner_stops(self, since: float) -> list[tuple[str, str]]:
+        """``(owner, stop)`` of this run's owner rows written after ``since`` that keep
+        a stop (another job of the run stored it): what a job that wrote none of them
+        learns at its checkpoint. One read; the stop's text is matched before its row
+        is parsed."""
+        self._owner_tables()
+        found = self.conn.execute(
+            f"SELECT origin, state FROM {self.table} WHERE updated > ? AND run_id = ? "
+            "AND instr(state, '\"stopped\"') > 0", (since, self.run_id)).fetchall()
+        stops = []
+        for name, text in found:
+            stop = OriginState.from_json(text).failure.stopped
+            if stop:
+                stops.append((str(name), stop))
+        return stops
 
     def give_back(self, states: list[OriginState], now: float) -> None:
         """Store the states and end this process's leases of them, in one transaction
