@@ -227,6 +227,10 @@ POLITE_DEFAULTS: dict[str, Any] = {
     # unmeasured. With these, collections took 2.7 CPU-s of a small-site crawl's ~60
     # where Python's took 8.3 (bench.realweb --workload polite), peak RSS +2 %.
     "POLITE_GC_THRESHOLDS": "20000,10,50",
+    # Seconds after which a crawl without a full collection makes one (extensions.
+    # collector): with the thresholds above a crawl almost never makes one, and cyclic
+    # garbage would wait for its end, growing with its length; 0: never timed.
+    "POLITE_GC_FULL_INTERVAL": 30.0,
     # --- Prometheus metrics (docs/METRICS.md; the [metrics] extra) ---------------------
     # TCP port of the worker's /metrics (OpenMetrics text, served from the reactor);
     # empty: no endpoint. 0: any free port (tests).
