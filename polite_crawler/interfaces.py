@@ -450,6 +450,21 @@ class SharedRows(OriginLeases, Protocol):
         """Store the states and end this process's leases of them, in one transaction."""
 
 
+class OwnerRows(SharedRows, Protocol):
+    """The owner rows jobs of one state directory share (the embedded backend's
+    ``polite_owner``: :class:`polite_crawler.frontier.store.OriginStore`), written
+    merged with what other jobs wrote there."""
+
+    def merge_owners(self, drafts: list[tuple[OriginState, str, int, float]],
+                     now: float) -> list[OriginState]:
+        """Store the owners' rows merged (``(state, day read, count read, own stop's
+        time)`` each: the budget pages since the read added, another job's stop kept,
+        this one's written unless lifted since) in one transaction; the rows as stored."""
+
+    def owner_stops(self, since: float) -> list[tuple[str, str]]:
+        """``(owner, stop)`` of the run's rows written after ``since`` that keep a stop."""
+
+
 class RobotsStore(Protocol):
     """Where :class:`~polite_crawler.store.robots.RobotsBook` keeps its entries."""
 

@@ -46,10 +46,10 @@ import random
 from collections import Counter
 from dataclasses import dataclass, field
 from operator import itemgetter
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from polite_crawler.interfaces import Lease, LeaseAnswer, OriginLeases, SharedRows
+from polite_crawler.interfaces import Lease, LeaseAnswer, OriginLeases, OwnerRows, SharedRows
 from polite_crawler.policy.blocks import is_refusal
 from polite_crawler.policy.network import Network, is_test_host
 from polite_crawler.policy.owners import budget_spent, owner_of
@@ -106,21 +106,6 @@ OWNER_REFUSED = "owner_refused"
 # at again by the next: a job's write is stamped when it begins and may wait for
 # another job's transaction (store.paths.connect waits 30 s) before it lands.
 OWNER_STOPS_MARGIN = 60.0
-
-
-class OwnerRows(SharedRows, Protocol):
-    """The owner rows jobs of one state directory share (the embedded backend's
-    ``polite_owner``: :class:`polite_crawler.frontier.store.OriginStore`), written
-    merged with what other jobs wrote there."""
-
-    def merge_owners(self, drafts: list[tuple[OriginState, str, int, float]],
-                     now: float) -> list[OriginState]:
-        """Store the owners' rows merged (``(state, day read, count read, own stop's
-        time)`` each: the budget pages since the read added, another job's stop kept,
-        this one's written unless lifted since) in one transaction; the rows as stored."""
-
-    def owner_stops(self, since: float) -> list[tuple[str, str]]:
-        """``(owner, stop)`` of the run's rows written after ``since`` that keep a stop."""
 
 
 @dataclass
