@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import weakref
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -11,6 +12,7 @@ from scrapy.exceptions import NotConfigured
 from scrapy.utils.test import get_crawler
 
 from polite_crawler.extensions.collector import CollectorTuning, thresholds_of
+from tests.clock import Clock
 from tests.crawl import project_settings_dict
 
 if TYPE_CHECKING:
@@ -68,3 +70,57 @@ def test_empty_leaves_python_s_collector_alone(tmp_path: Path) -> None:
 def test_a_bad_value_fails_the_crawl_at_build_time(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="POLITE_GC_THRESHOLDS"):
         _tuning(tmp_path, POLITE_GC_THRESHOLDS="lots")
+
+
+class _Cycle:
+    def __init__(self) -> None:
+        self.me = self
+
+
+def _make_cycle() -> weakref.ref[_Cycle]:
+    return weakref.ref(_Cycle())  # unreachable at once, freed only by a collection
+
+
+def test_a_full_collection_comes_once_the_interval_passed_without_one(tmp_path: Path) -> None:
+    crawler, _ = _tuning(tmp_path, POLITE_GC_THRESHOLDS="1000000,1000,1000",
+                         POLITE_GC_FULL_INTERVAL=30.0)
+    clock = Clock()
+    tuning = CollectorTuning(crawler, clock=clock)
+    tuning.engine_started()
+    try:
+        cycle = _make_cycle()
+        clock.t += 29.9
+        assert not tuning.collect_if_due()
+        assert cycle() is not None  # no collection before the interval
+        clock.t += 0.1
+        assert tuning.collect_if_due()
+        assert cycle() is None  # the full collection freed it
+        assert not tuning.collect_if_due()  # the interval starts again
+        # A full collection the thresholds made also starts it again.
+        clock.t += 25
+        gc.collect()
+        clock.t += 25
+        assert not tuning.collect_if_due()
+        clock.t += 5
+        assert tuning.collect_if_due()
+    finally:
+        tuning.spider_closed()
+    assert crawler.stats.get_value("polite/gc/timed") == 2
+    assert not tuning.collect_if_due()  # closed: nothing more
+
+
+def test_an_interval_of_zero_never_collects_by_time(tmp_path: Path) -> None:
+    crawler, _ = _tuning(tmp_path, POLITE_GC_THRESHOLDS="1000000,1000,1000",
+                         POLITE_GC_FULL_INTERVAL=0)
+    clock = Clock()
+    tuning = CollectorTuning(crawler, clock=clock)
+    tuning.engine_started()
+    try:
+        cycle = _make_cycle()
+        clock.t += 3600
+        assert not tuning.collect_if_due()
+        assert cycle() is not None
+    finally:
+        tuning.spider_closed()
+    with pytest.raises(ValueError, match="POLITE_GC_FULL_INTERVAL"):
+        _tuning(tmp_path, POLITE_GC_FULL_INTERVAL=-1)
