@@ -81,12 +81,18 @@ def _make_cycle() -> weakref.ref[_Cycle]:
     return weakref.ref(_Cycle())  # unreachable at once, freed only by a collection
 
 
-def test_a_full_collection_comes_once_the_interval_passed_without_one(tmp_path: Path) -> None:
+def _timed(tmp_path: Path, interval: float) -> tuple[Any, CollectorTuning, Clock]:
+    """A started collector on an injected clock, thresholds no test run reaches."""
     crawler, _ = _tuning(tmp_path, POLITE_GC_THRESHOLDS="1000000,1000,1000",
-                         POLITE_GC_FULL_INTERVAL=30.0)
+                         POLITE_GC_FULL_INTERVAL=interval)
     clock = Clock()
     tuning = CollectorTuning(crawler, clock=clock)
     tuning.engine_started()
+    return crawler, tuning, clock
+
+
+def test_a_full_collection_comes_once_the_interval_passed_without_one(tmp_path: Path) -> None:
+    crawler, tuning, clock = _timed(tmp_path, 30.0)
     try:
         cycle = _make_cycle()
         clock.t += 29.9
@@ -110,11 +116,7 @@ def test_a_full_collection_comes_once_the_interval_passed_without_one(tmp_path: 
 
 
 def test_an_interval_of_zero_never_collects_by_time(tmp_path: Path) -> None:
-    crawler, _ = _tuning(tmp_path, POLITE_GC_THRESHOLDS="1000000,1000,1000",
-                         POLITE_GC_FULL_INTERVAL=0)
-    clock = Clock()
-    tuning = CollectorTuning(crawler, clock=clock)
-    tuning.engine_started()
+    _, tuning, clock = _timed(tmp_path, 0)
     try:
         cycle = _make_cycle()
         clock.t += 3600
