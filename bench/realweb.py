@@ -1,4 +1,4 @@
-"""Real-web cost (issue 14): the crawler against Debian's nginx serving real sites.
+"""Real-web cost: the crawler against Debian's nginx serving real sites.
 
 nginx (``/usr/sbin/nginx``; ``bash scripts/system-deps.sh bench`` installs it) is
 started by the bench on loopback with its own configuration, pid file and logs in a
@@ -31,7 +31,7 @@ Workloads (``--workload``, default all):
               Also the crawl's ``polite/frontier/latency_doubled`` and its pages/s
               in the first and the last minute.
 ``discovery`` listed URLs per CPU-second from parsed sitemaps into the durable
-              frontier (target >= 100,000: issue 25): N = 200 sites of 2,000 small pages, budget
+              frontier (target >= 100,000): N = 200 sites of 2,000 small pages, budget
               10, rest 1 s, crawled twice: sitemaps listing all 2,000 pages, and
               sitemaps listing only the 10 the budget fetches (the same requests both
               times, checked): extra URLs listed / extra CPU seconds.

@@ -1,4 +1,4 @@
-"""What the robots.txt cache and the opt-out list cost in Redis (issue 17).
+"""What the robots.txt cache and the opt-out list cost in Redis.
 
 Two workers, each with its own state directory (as if on two machines), crawl ``--hosts``
 loopback sites of ``--pages`` pages (rest 0.1 s) through one redis-server on loopback;

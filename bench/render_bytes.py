@@ -9,7 +9,8 @@ each in its own process:
 2. ``rendered``: the crawler renders each page (``meta["polite_render"]``);
 3. ``unblocked``: Playwright with one default context, nothing blocked, each page
    opened, loaded to network idle and closed (cache shared across pages);
-4. ``fresh``: the same with a fresh default context for every page (seed 003's case).
+4. ``fresh``: the same with a fresh default context for every page (a renderer that
+   opens a context per page).
 
 Bytes are the body bytes on the wire from the server's own log (gzip when the
 client asks for it), per page; robots.txt and the crawler's /sitemap.xml probe

@@ -1,4 +1,4 @@
-"""Where a rest's overrun goes, from a kept small-site run (issue 25, timers).
+"""Where a rest's overrun goes, from a kept small-site run (the rest's timers).
 
     .venv/bin/python -m bench.realweb --workload polite --skip-stock --keep DIR
     .venv/bin/python -m bench.rest_split DIR [--by-second]

@@ -1,4 +1,4 @@
-"""What a spider-middleware layer costs a response (issue 25: "no per-response trip
+"""What a spider-middleware layer costs a response (the aim: "no per-response trip
 through middleware layers that have nothing to do").
 
 ``python -m bench.spider_chain [--n N]`` runs Scrapy's own

@@ -1,6 +1,6 @@
 """Faceted navigation against a catalogue: what the query-variant cap costs and saves.
 
-Two test-web sites (:mod:`demo.web.traps`): :class:`FacetSite` (seed 000's
+Two test-web sites (:mod:`demo.web.traps`): :class:`FacetSite` (a shop's
 five filters of six options, every listing linking every two-filter combination) at
 ``--products`` 8 and 60, and :class:`CatalogueSite` (60 ``/item?id=N`` pages, genuinely
 distinct). Each is crawled once with the query-variant cap off (POLITE_MAX_QUERY_VARIANTS

@@ -1,4 +1,4 @@
-"""A crawl that refuses to start says so like a command-line tool (issue 18).
+"""A crawl that refuses to start says so like a command-line tool.
 
 Each case runs ``scrapy crawl`` as the operator does (a subprocess in the
 project directory): one line on stderr, no traceback, no start-up log, exit 2.
@@ -113,7 +113,7 @@ def test_every_command_has_help(name):
 
 
 def test_a_recrawl_on_a_used_jobdir_is_one_line(tmp_path):
-    """Issue 15: -a recrawl=all on a JOBDIR whose crawl finished would do nothing."""
+    """-a recrawl=all on a JOBDIR whose crawl finished would do nothing."""
     import sqlite3
 
     job = tmp_path / "job"

@@ -1,4 +1,4 @@
-"""``scrapy forget``: what it deletes, its list, its undo, and bad input (issue 18)."""
+"""``scrapy forget``: what it deletes, its list, its undo, and bad input."""
 
 from __future__ import annotations
 

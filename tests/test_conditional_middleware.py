@@ -162,7 +162,7 @@ async def test_no_store_keeps_no_copy(env: Env) -> None:
     with pytest.raises(IgnoreRequest):
         await _ask(env)
     assert env.crawler.stats.get_value("polite/conditional/dropped/not_due") == 1  # type: ignore[union-attr]
-    env.clock.t = T0 + 61  # due: its validators still save the body (issue 16)
+    env.clock.t = T0 + 61  # due: its validators still save the body
     request, answer = await _ask(env)
     assert answer is None and request.headers[b"If-None-Match"] == b'"a"'
     # The 304 is the visit (recorded); there is no copy to hand on, so nothing is.
@@ -190,7 +190,7 @@ async def test_sitemap_lastmod(env: Env) -> None:
 
 @pytest_twisted.ensureDeferred
 async def test_recrawl_all_revisits_what_is_not_due_never_what_is_fresh(env: Env) -> None:
-    """Issue 16: recrawl=all overrides the revisit interval, not the site's max-age."""
+    """recrawl=all overrides the revisit interval, not the site's max-age."""
     await env.store({"ETag": '"a"', "Cache-Control": "max-age=600"})
     await env.store({"ETag": '"b"'}, url=URL + "2")
     env.clock.t = T0 + 10
@@ -242,7 +242,7 @@ async def test_304_without_copy_retries_once_unconditionally(env: Env) -> None:
 
 @pytest_twisted.ensureDeferred
 async def test_a_sitemap_is_revalidated_and_its_304_is_the_stored_file(env: Env) -> None:
-    """Issue 16: a sitemap keeps its validators; on a 304 the spider reads the stored file
+    """A sitemap keeps its validators; on a 304 the spider reads the stored file
     (as it came: still gzip-encoded, for the size cap to decode), and no trap memory or
     query cap ever applies to it."""
     import gzip

@@ -117,7 +117,7 @@ async def test_unsafe_job_id_stops_the_crawl_before_any_request(
 async def test_recrawl_on_a_jobdir_that_crawled_before_is_refused_before_any_request(
     web_factory, tmp_path: Path
 ) -> None:
-    """Issue 15: ``-s JOBDIR=X -a recrawl=all`` on a used X would resume the old queue and
+    """``-s JOBDIR=X -a recrawl=all`` on a used X would resume the old queue and
     filter every start URL as seen, silently. It is refused at start, saying what to do;
     a new JOBDIR recrawls (conditionally)."""
     from polite_crawler.extensions.jobdir import RecrawlOnUsedJobDir

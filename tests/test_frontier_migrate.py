@@ -1,4 +1,4 @@
-"""A job's frontier database in canonical form 2 (issue 15): queue and seen set, on a real file."""
+"""A job's frontier database in canonical form 2: queue and seen set, on a real file."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator
     from pathlib import Path
 
-# Requests as the crawler queued them before issue 15 (URLs in canonical form 1).
+# Requests as the crawler queued them before canonical form 2 (URLs in canonical form 1).
 V1_QUEUE = [
     # (origin column, priority, URL, method, body)
     ("http://example.org", 0, "http://example.org/show?article300=", "GET", b""),

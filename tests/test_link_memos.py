@@ -1,4 +1,4 @@
-"""What the per-link work keeps in memory answers as the rules read afresh (issue 25).
+"""What the per-link work keeps in memory answers as the rules read afresh.
 
 A page's links are mostly the site's navigation, the same on every page: the URL rules
 keep their reading of a URL (:class:`polite_crawler.frontier.admission.UrlRules`), the

@@ -1,4 +1,4 @@
-"""The per-page log records are built only when DEBUG is logged (issue 14)."""
+"""The per-page log records are built only when DEBUG is logged."""
 
 from __future__ import annotations
 

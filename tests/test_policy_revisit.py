@@ -89,7 +89,7 @@ def test_decisions() -> None:
     assert decide(full, T + 10) is Decision.FRESH
     assert decide(full, T + 60) is Decision.NOT_DUE
     assert decide(full, T + 100) is Decision.CONDITIONAL
-    # recrawl=all overrides the interval, never the site's floor or its sitemap (issue 16).
+    # recrawl=all overrides the interval, never the site's floor or its sitemap.
     assert decide(full, T + 60, force=True) is Decision.CONDITIONAL
     assert decide(full, T + 10, force=True) is Decision.FRESH
     assert decide(full, T + 60, lastmod=T - 1, force=True) is Decision.LASTMOD

@@ -402,8 +402,8 @@ def test_issue15_content_signal_belongs_to_its_whole_group() -> None:
 def test_issue24_a_value_names_us_when_one_of_its_items_cut_at_a_non_token_character_does(
         name: str) -> None:
     # Failed before the fix for the lists and for "PoliteCrawler2" ... "PoliteCrawler*"
-    # (issue 15 read them as other bots' names; Google's parser cuts the value at its
-    # first non-token character, crawler-commons splits the list).
+    # (the earlier reading took them as other bots' names; Google's parser cuts the value
+    # at its first non-token character, crawler-commons splits the list).
     text = f"User-agent: {name}\nDisallow: /\n\nUser-agent: *\nAllow: /\n"
     rules = RobotsRules.parse(text, TOKEN)
     assert rules.matched == "token"
@@ -436,7 +436,7 @@ def test_issue24_groups_naming_us_in_a_list_are_merged_and_the_star_group_stays_
 
 
 def test_issue24_names_with_digits_name_their_leading_letters() -> None:
-    # As in Google's parser: "MJ12bot" names "MJ" (issue 15 kept it whole).
+    # As in Google's parser: "MJ12bot" names "MJ" (the earlier reading kept it whole).
     assert agent_tokens("MJ12bot") == ("mj",)
     assert agent_tokens("Iron33/1.0.2") == ("iron",)
     assert not RobotsRules.parse("User-agent: MJ12bot\nDisallow: /\n", "MJ").allowed(BASE + "/")

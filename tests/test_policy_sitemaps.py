@@ -261,7 +261,7 @@ def test_garbage_never_raises(body: bytes) -> None:
 
 
 # ---------------------------------------------------------------------------
-# Issue 15: encodings and files cut before their end (each failed before the fix)
+# Encodings and files cut before their end (each failed before the fix)
 
 HAWAII = "http://www.example.com/catalog?item=12&amp;desc=vacation_hawaii"
 HAWAII_CANON = "http://www.example.com/catalog?desc=vacation_hawaii&item=12"

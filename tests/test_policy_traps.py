@@ -157,7 +157,7 @@ def test_html_text() -> None:
 
 
 def test_query_variants_stop_listings_and_let_a_catalogue_through() -> None:
-    """Issue 15: past the cap, a path's yield decides whether new query strings are fetched."""
+    """Past the cap, a path's yield decides whether new query strings are fetched."""
     from polite_crawler.policy.traps import QueryLimits, QueryVariants, query_path
 
     q = QueryVariants(QueryLimits(max_variants=5, min_share=0.5, min_novelty=0.2))
@@ -183,7 +183,7 @@ def test_trap_memory_of_paths_expires() -> None:
     assert mem.path_remembered("http://e.org/shop?c=7", 111.0) is None
 
 
-# --- issue 24: session tokens in paths ----------------------------------------------
+# --- session tokens in paths -------------------------------------------------------
 
 TOKENS = ["3f9c0a17be42d865", "77ab01c9e3d2f456", "c0ffee12ab34cd56", "9e8d7c6b5a4f3e2d"]
 

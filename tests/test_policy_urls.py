@@ -214,7 +214,7 @@ def test_fast_path_agrees_with_general_path(scheme: str, host: str, port: str, t
     assert fast == urls._canonicalize_slow(url, url, scheme, strip)
 
 
-# --- issue 15: the canonical form is the URL requested, equivalent to the link -----------
+# --- the canonical form is the URL requested, equivalent to the link --------------------
 
 ISSUE_15 = [
     # A bare name stays bare; an empty value stays empty; servers tell them apart.
@@ -242,7 +242,7 @@ ISSUE_15 = [
 ]
 
 
-# Held before issue 15 too; kept beside the cases above as guards.
+# Held before canonical form 2 too; kept beside the cases above as guards.
 ISSUE_15_GUARDS = [
     ("http://example.org/s?a=1&b=", "http://example.org/s?a=1&b="),
     ("http://example.org/a%3bb?x=%2a%3d%26", "http://example.org/a%3Bb?x=%2A%3D%26"),

@@ -487,7 +487,7 @@ def test_challenge_in_a_compressed_body() -> None:
     assert plain.action is Action.OK
 
 
-# --- issue 15: failures that are a property of the answer ------------------------------
+# --- failures that are a property of the answer ---------------------------------------
 
 
 def test_issue15_unusable_answers_are_given_up_but_count_as_failures() -> None:

@@ -1,4 +1,4 @@
-"""Issue 16: a recrawl sends nothing the site's own headers say is unnecessary.
+"""A recrawl sends nothing the site's own headers say is unnecessary.
 
 A first crawl of :class:`demo.web.recrawl.RecrawlSite`, then ``-a recrawl=all``
 with a fresh JOBDIR over the same state directory, the site unchanged. Asserted from the

@@ -37,7 +37,7 @@ pytestmark = pytest.mark.slow
 
 ROBOTS = "/robots.txt"
 # With no Sitemap line in robots.txt the site spider reads /sitemap.xml first
-# (seed 003: sitemaps first); it is a request like any other, after robots.txt.
+# (sitemaps first); it is a request like any other, after robots.txt.
 SITEMAP = "/sitemap.xml"
 CONTENT = ("/", "/a", "/secret")
 BREAKER = POLITE_DEFAULTS["POLITE_BREAKER_FAILURES"]
@@ -323,7 +323,7 @@ async def test_bom_crlf_garbage_utf16_and_token_group(
 async def test_a_group_whose_agent_list_names_us_stops_everything(
     web_factory: type[TestWeb], tmp_path: Path
 ) -> None:
-    # Issue 24: before the fix the list was read as another bot's name and the whole
+    # Before the fix the list was read as another bot's name and the whole
     # site was crawled under "*".
     answers = {
         "127.0.0.67": text("User-agent: PoliteCrawler, OtherBot\nDisallow: /\n\n"

@@ -1,4 +1,4 @@
-"""Issue 24: a session-id trap costs a recrawl at most a handful of requests.
+"""A session-id trap costs a recrawl at most a handful of requests.
 
 A site that mints a new session token in every link's path (``/s/<16 hex>/page-N``) is
 crawled twice with one state directory (each crawl its own JOBDIR, the second a

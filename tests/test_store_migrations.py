@@ -1,4 +1,4 @@
-"""Migration 2 of the page store (canonical form 2, issue 15) on SQLite and a real PostgreSQL."""
+"""Migration 2 of the page store (canonical form 2) on SQLite and a real PostgreSQL."""
 
 from __future__ import annotations
 
@@ -183,7 +183,7 @@ def test_respellings(stored: str, forms: list[str]) -> None:
 # --- a real crawl after the upgrade ------------------------------------------------------
 
 HOST = "127.0.8.15"
-# Links whose canonical form changed with issue 15, and how form 1 stored them.
+# Links whose canonical form changed with canonical form 2, and how form 1 stored them.
 QUERY_LINKS = {
     "/q?article300": "/q?article300=",
     "/q?r=http://x.example/&b": "/q?b=&r=http%3A%2F%2Fx.example%2F",
@@ -218,7 +218,7 @@ def _query_site(n: int = 3) -> Any:
 
 
 def _to_form_1(tmp_path: Any, base: str) -> None:
-    """Make the crawl's page store look as the crawler before issue 15 left it."""
+    """Make the crawl's page store look as the crawler before canonical form 2 left it."""
     import sqlite3
 
     conn = sqlite3.connect(tmp_path / "polite.sqlite3")

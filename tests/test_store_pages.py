@@ -256,7 +256,7 @@ def test_idle_store_commits_at_once_and_shares_the_file(tmp_path: Any) -> None:
 
 
 def test_fetch_records_of_urls_that_are_not_pages(store_uri: str) -> None:
-    """Issue 16: a sitemap or an alias keeps its own validators, freshness and copy."""
+    """A sitemap or an alias keeps its own validators, freshness and copy."""
     from polite_crawler.store.pages import FetchRecord
 
     bounds = Bounds(default=1000.0, minimum=100.0, maximum=10_000.0)

@@ -50,7 +50,7 @@ def test_book_is_durable_and_forgets_what_expired(tmp_path: Any) -> None:
 
 
 def test_book_keeps_session_token_templates(tmp_path: Any) -> None:
-    # Issue 24: the template outlives the crawl that learnt it, for every token.
+    # The template outlives the crawl that learnt it, for every token.
     path = tmp_path / "polite-traps.sqlite3"
     book = TrapBook(path, ttl=100.0)
     assert book.remember_template(f"{E}/s/{{id}}/", "session_token", 1000.0).result() == 1

@@ -1,4 +1,4 @@
-"""Issue 15, faceted navigation: listings that differ only in their filters stop early,
+"""Faceted navigation: listings that differ only in their filters stop early,
 a catalogue whose query pages are genuinely distinct is crawled whole."""
 
 from __future__ import annotations

@@ -365,7 +365,7 @@ async def test_issue24_challenge_markers_after_the_first_4_kib_stop_the_origin(
     assert [e.path for e in web.entries(host)] == ["/robots.txt", "/", "/sm.xml"]
 
 
-# --- issue 15: a failure that is a property of the answer -------------------------------
+# --- a failure that is a property of the answer ----------------------------------------
 
 _FAT_HEAD = b"HTTP/1.1 200 OK\r\n" + b"".join(
     b"X-Filler-%d: %s\r\n" % (i, b"y" * 100) for i in range(800)) + b"Content-Length: 2\r\n\r\nok"

@@ -87,7 +87,7 @@ class Input:
         return self.bytes(max_len).decode("utf-8", "replace")
 
 
-# --- addresses (issue 10) ------------------------------------------------------------
+# --- addresses ---------------------------------------------------------------------
 
 
 @target("addresses", "polite_crawler.policy.addresses")
@@ -108,7 +108,7 @@ def addresses(data: bytes) -> None:
     assert reason is None or reason.startswith("dns-")
 
 
-# --- URL canonical form (issue 6) ---------------------------------------------------------
+# --- URL canonical form ------------------------------------------------------------------
 
 _URL_PARTS = ("http://", "https://", "HTTP://", "//", "%", "%2e", "..", "/./", "?", "&", "=",
               "#", ";jsessionid=", "utm_source=", "@", ":80", ":443", "[", "]", "\\", " ",
@@ -133,7 +133,7 @@ def urls(data: bytes) -> None:
     assert origin_of(canon).startswith(canon.split("://", 1)[0]), canon
 
 
-# --- robots.txt (issue 4) -------------------------------------------------------------------
+# --- robots.txt ----------------------------------------------------------------------------
 
 _ROBOTS_LINES = ("User-agent: *\n", "User-agent: PoliteCrawler\n", "Disallow: /\n",
                  "Allow: /a\n", "Disallow: /a*b$\n", "Crawl-delay: 5\n", "Crawl-delay: 1e999\n",
@@ -164,7 +164,7 @@ def robots(data: bytes) -> None:
     rules.signals(f"http://e.org/{path}")
 
 
-# --- sitemaps and feeds (issue 6; XML safety issue 10) ----------------------------------------
+# --- sitemaps and feeds, and XML safety ----------------------------------------------------
 
 _XML_PIECES = (b'<?xml version="1.0"?>', b"<urlset>", b"</urlset>", b"<url><loc>",
                b"</loc></url>", b"http://example.org/dir/a", b"http://other.example/b",
@@ -195,7 +195,7 @@ def sitemaps(data: bytes) -> None:
     assert b"root:" not in repr(result).encode()  # nothing of /etc/passwd came in
 
 
-# --- charsets and mislabelled text (issue 10) ---------------------------------------------------
+# --- charsets and mislabelled text ------------------------------------------------------------
 
 _CHARSETS = ("utf-8", "UTF8", "latin-1", "iso-8859-1", "windows-1252", "utf-16", "utf-16-le",
              "utf-32", "shift_jis", "iso-2022-jp", "gb18030", "koi8-r", "x-no-such-charset",
@@ -241,7 +241,7 @@ def links(data: bytes) -> None:
     assert got.canonical is None or got.canonical.startswith(("http://", "https://"))
 
 
-# --- content codings (issue 5) ----------------------------------------------------------------
+# --- content codings -------------------------------------------------------------------------
 
 
 @target("codings", "polite_crawler.policy.codings")
@@ -262,7 +262,7 @@ def codings(data: bytes) -> None:
         assert isinstance(left, list) and isinstance(cut, bool)
 
 
-# --- response verdicts: Retry-After, challenge pages (issue 5) --------------------------------
+# --- response verdicts: Retry-After, challenge pages -----------------------------------------
 
 
 @target("retry_after", "polite_crawler.policy.verdicts")
@@ -297,7 +297,7 @@ def challenges(data: bytes) -> None:
     assert verdict.wait is None or (math.isfinite(verdict.wait) and verdict.wait >= 0)
 
 
-# --- Cache-Control and revisit intervals (issue 7) ----------------------------------------------
+# --- Cache-Control and revisit intervals -------------------------------------------------------
 
 
 @target("cache_control", "polite_crawler.policy.revisit")
