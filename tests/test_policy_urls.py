@@ -216,7 +216,7 @@ def test_fast_path_agrees_with_general_path(scheme: str, host: str, port: str, t
 
 # --- the canonical form is the URL requested, equivalent to the link --------------------
 
-ISSUE_15 = [
+FORM_2 = [
     # A bare name stays bare; an empty value stays empty; servers tell them apart.
     ("http://example.org/s?a=1&b", "http://example.org/s?a=1&b"),
     ("http://example.org/s?b&a=1", "http://example.org/s?a=1&b"),
@@ -243,7 +243,7 @@ ISSUE_15 = [
 
 
 # Held before canonical form 2 too; kept beside the cases above as guards.
-ISSUE_15_GUARDS = [
+FORM_2_GUARDS = [
     ("http://example.org/s?a=1&b=", "http://example.org/s?a=1&b="),
     ("http://example.org/a%3bb?x=%2a%3d%26", "http://example.org/a%3Bb?x=%2A%3D%26"),
     ("http://example.org/%7e%41?%7e=%5f", "http://example.org/~A?~=_"),
@@ -253,7 +253,7 @@ ISSUE_15_GUARDS = [
 ]
 
 
-@pytest.mark.parametrize(("url", "expected"), ISSUE_15 + ISSUE_15_GUARDS)
+@pytest.mark.parametrize(("url", "expected"), FORM_2 + FORM_2_GUARDS)
 def test_issue_15_canonical_form_is_equivalent_to_the_link(url: str, expected: str) -> None:
     assert canonicalize(url) == expected
     assert canonicalize(expected) == expected
