@@ -447,6 +447,30 @@ def test_an_origin_whose_take_a_restart_lost_waits_the_restart_plus_the_timeout(
     assert b.frontier.pop() is not None
 
 
+def test_the_restart_bound_takes_the_latest_start_redis_whole_seconds_allow(redis_server):
+    """Redis keeps its start time and its clock in whole seconds, so the uptime it reports
+    runs up to a second ahead of the real one: a restart at 100.9 reads uptime 1 at 101.1.
+    Taken as exact, the restart would be put 0.8 s early and the lost take's request could
+    still be open when the next owner sends (the CI failure: 5.95 s after the stop, not the
+    6 s of restart + timeout + rest). The bound starts from now - uptime + 1."""
+    from polite_crawler.frontier.redis_shared import Taken
+    from polite_crawler.policy.rest import OriginState
+    from tests.clock import Clock
+    from tests.test_redis_lease import ORIGIN, REST, TIMEOUT, worker
+
+    clock = Clock(1_000_000.0)
+    b = worker(redis_server.url, "B", clock)
+    saved = OriginState(ORIGIN)
+    saved.next_allowed = clock() - 30.0  # a state from before the restart
+    up = 1.0  # read at 1,000,000.0: the restart was between 999,998.0 and 999,999.0 + 1
+    b._adopt(Taken(ORIGIN, saved.to_json(), b.queue.run_id, 0, 1, "", "", 0.0,
+                   redis_up=up), clock())
+    state = b.frontier.state(ORIGIN)
+    latest_start = clock() - up + 1.0
+    assert state.next_allowed >= latest_start + TIMEOUT + REST
+    assert state.next_allowed == pytest.approx(latest_start + TIMEOUT + REST)
+
+
 # --- A worker starting while Redis restarts ---------------------------------------------
 
 

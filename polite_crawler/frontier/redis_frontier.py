@@ -1051,7 +1051,10 @@ class RedisFrontier:
                                                  "at": state.next_allowed - now})
         elif t.state:
             state.next_allowed += self.clock_skew if state.next_allowed > now else 0.0
-        started = now - t.redis_up
+        # Redis keeps its start and its clock in whole seconds, so the uptime it reports
+        # is off by up to one: the restart was at most a second after now - uptime + 1.
+        # The bound takes that latest start (the lost take's request could end as late).
+        started = now - t.redis_up + 1.0
         if t.state and t.redis_up < self.restart_window and 0 < saved < started:
             # Redis restarted moments ago and this state is from before: the log may have
             # lost its last second, this origin's last take and state with it, while the
