@@ -464,6 +464,9 @@ class OwnerRows(SharedRows, Protocol):
     def owner_stops(self, since: float) -> list[tuple[str, str]]:
         """``(owner, stop)`` of the run's rows written after ``since`` that keep a stop."""
 
+    def owner_lifts(self, since: float) -> list[tuple[str, float]]:
+        """``(owner, when)`` of the owners' stops ``scrapy unblock`` lifted after ``since``."""
+
 
 class RobotsStore(Protocol):
     """Where :class:`~polite_crawler.store.robots.RobotsBook` keeps its entries."""

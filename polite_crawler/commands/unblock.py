@@ -12,7 +12,8 @@ registrable domain stops its every host for the run, docs/ARCHITECTURE.md "Owner
 one machine the owner's stored row keeps it for the run (``polite_owner``), on a cluster
 the owner's group for each crawl (docs/CLUSTER.md "Owners"); a host of the owner that a
 job has not stopped itself is asked again (by a resumed job, another job of the run, the
-worker that takes it).
+worker that takes it); a running job on one machine that stopped the owner's hosts asks
+them again from its next checkpoint (the lift's time is kept: ``polite_owner_lift``).
 ``scrapy explain URL`` shows a block, when it ends and why. ``--list`` prints them all.
 """
 

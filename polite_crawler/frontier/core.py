@@ -186,6 +186,9 @@ class _Owner:
     # When this process recorded the refusal itself (0: none, or one read from the
     # row): a stop ``scrapy unblock`` lifted after it is not written back.
     refused_at: float = 0.0
+    # When this process took the stop on (its own refusal, or one read from the shared
+    # store): a lift later than it ends the stop here (Frontier.lift_owner_stop).
+    stopped_at: float = 0.0
     # The budget day and count as last read from or merged into the shared row: the
     # pages since are this process's, added to the row's (OwnerRows.merge_owners).
     read_day: str = ""
@@ -340,6 +343,8 @@ class Frontier:
             owner = self._owners[name] = _Owner(state, refused=state.failure.stopped or "",
                                                 read_day=state.budget_day,
                                                 read_used=state.budget_used)
+            if owner.refused:
+                owner.stopped_at = self.clock()
         return owner
 
     def _new(self, origin: str, state: OriginState) -> _Origin:
@@ -1194,7 +1199,7 @@ class Frontier:
         if owner is None or owner.refused:
             return
         owner.refused = f"{reason} from {origin}"
-        owner.refused_at = self.clock()
+        owner.refused_at = owner.stopped_at = self.clock()
         # Part of the owner's stored state: written with its row at the next checkpoint
         # (the embedded backend; a run's, reset for another run), so a resumed job or
         # another process of the run stops the owner's hosts without asking them again.
@@ -1213,6 +1218,35 @@ class Frontier:
                             "n": len(others)})
         for other in others:
             self.stop(other, OWNER_REFUSED)
+
+    def lift_owner_stop(self, name: str, lifted: float) -> list[str]:
+        """The operator lifted the owner's stop at ``lifted`` (``scrapy unblock`` of one
+        of its origins; the shared store says so: a lift on the embedded backend, the
+        owner's group without its stop on a cluster). A stop this process took on
+        before then ends: the origins it stopped for the owner (``owner_refused``) are
+        asked again, those found later are admitted. The refusing origin's own stop
+        stays for this run, as any origin's stop does. A stop taken on after ``lifted``
+        (a refusal since) stands. Returns the origins no longer stopped."""
+        owner = self._owners.get(name)
+        if owner is None or not owner.refused or owner.stopped_at > lifted:
+            return []
+        was = owner.refused
+        owner.refused, owner.refused_at, owner.stopped_at = "", 0.0, 0.0
+        owner.state.failure.stopped = None
+        freed = [o for o, why in self.stopped.items()
+                 if why == OWNER_REFUSED and owner_of(host_of_origin(o)) == name]
+        for origin in freed:
+            del self.stopped[origin]
+            rec = self._origins.get(origin)
+            if rec is not None and rec.state.failure.stopped == OWNER_REFUSED:
+                rec.state.failure.stopped = None  # its row no longer says stopped
+                if self.origin_rows is not None:
+                    self._dirty.add(origin)
+        self.count("polite/owner/stop_lifted", 1)
+        logger.warning("The stop of owner %(owner)s (%(stop)s) was lifted (scrapy "
+                       "unblock): %(n)d of its origins are asked again",
+                       {"owner": name, "stop": was, "n": len(freed)})
+        return freed
 
     def _drop_all(self, origin: str, rec: _Origin, reason: str) -> int:
         self.release_held(origin)  # nothing more of the origin: what was held goes too
@@ -1287,10 +1321,13 @@ class Frontier:
         # Stops other jobs stored since the last look (a margin for a write stamped
         # before it and committed after; adopting one again changes nothing).
         since, self._owner_stops_read = self._owner_stops_read - OWNER_STOPS_MARGIN, now
+        for name, lifted in self.owner_store.owner_lifts(since):
+            self.lift_owner_stop(name, lifted)  # a stop from before an unblock ends
         for name, stop in self.owner_store.owner_stops(since):
             known = self._owners.get(name)
             if known is not None and not known.refused:
                 known.refused = known.state.failure.stopped = stop
+                known.stopped_at = now
                 self._stop_owners_hosts(known)
         if not self._owners_dirty:
             return
@@ -1303,6 +1340,7 @@ class Frontier:
             owner.read_day, owner.read_used = row.budget_day, row.budget_used
             if row.failure.stopped and not owner.refused:
                 owner.refused = owner.state.failure.stopped = row.failure.stopped
+                owner.stopped_at = now
                 self._stop_owners_hosts(owner)
 
     def close(self, finished: bool) -> None:

@@ -32,12 +32,15 @@ from typing import TYPE_CHECKING
 
 from polite_crawler.frontier.migrate import migrate_frontier
 from polite_crawler.interfaces import Lease, LeaseAnswer
+from polite_crawler.policy.owners import owner_of
 from polite_crawler.policy.rest import OriginState
+from polite_crawler.policy.urls import host_of_origin
 from polite_crawler.records import Row
 from polite_crawler.store.jobfiles import owner_alive
 from polite_crawler.store.paths import connect
 
 if TYPE_CHECKING:
+    import sqlite3
     from collections.abc import Iterator
 
 QUEUED, IN_FLIGHT = 0, 1
@@ -238,10 +241,17 @@ HOST_TABLE = "polite_host"
 # Owner rows: the daily budget of a registrable domain, shared by its hosts.
 OWNER_TABLE = "polite_owner"
 # When ``scrapy unblock`` last lifted an owner's stop (lift_owner_stop): a stop a job
-# recorded before it is not written back (OriginStore.merge_owners).
+# recorded before it is not written back (OriginStore.merge_owners), and a running job
+# that holds one ends it at its next checkpoint (OriginStore.owner_lifts).
 OWNER_LIFT_TABLE = "polite_owner_lift"
 _LIFT_SCHEMA = (f"CREATE TABLE IF NOT EXISTS {OWNER_LIFT_TABLE} "
                 "(owner TEXT PRIMARY KEY, lifted REAL NOT NULL)")
+# Seconds a lift is kept. A running job takes a lift on at its next checkpoint (every
+# few seconds; it reads the lifts since its last read, less OWNER_STOPS_MARGIN), after
+# which the row is needed by nobody; a week covers a job stalled that long (a suspended
+# machine). An older lift is deleted when the next is written (lift_owner_stop); a job
+# stalled longer writes its stop back, the safe side: the owner stays stopped for it.
+OWNER_LIFT_KEPT = 7 * 86_400.0
 # One owner as a job holds it, for OriginStore.merge_owners: its state (the budget
 # count and stop), the budget day and count it last read from or wrote to the row,
 # and when the job recorded its own stop (0: none, or one it read from the row).
@@ -517,6 +527,17 @@ class OriginStore:
                 stops.append((str(name), stop))
         return stops
 
+    def owner_lifts(self, since: float) -> list[tuple[str, float]]:
+        """``(owner, when)`` of the owners' stops ``scrapy unblock`` lifted after
+        ``since`` (:func:`lift_owner_stop`): a job that holds one of them stopped from
+        before then ends it (its hosts are asked again). One read of a table of one
+        row an unblocked owner, bounded by :data:`OWNER_LIFT_KEPT`."""
+        self._owner_tables()
+        found = self.conn.execute(
+            f"SELECT owner, lifted FROM {OWNER_LIFT_TABLE} WHERE lifted > ?", (since,),
+        ).fetchall()
+        return [(str(name), float(at)) for name, at in found]
+
     def give_back(self, states: list[OriginState], now: float) -> None:
         """Store the states and end this process's leases of them, in one transaction
         (:meth:`release` for many)."""
@@ -556,8 +577,10 @@ def lift_owner_stop(path: Path | str, owner: str, now: float) -> dict[str, str]:
     count, its lease) stays; ``updated`` moves, so a process's copy of the row is read
     again. The lift's time is kept (OWNER_LIFT_TABLE), row or stop or none: a stop a
     running job recorded before it and writes later is not written back
-    (:meth:`OriginStore.merge_owners`). Returns run id -> the stop lifted ("<reason>
-    from <origin>"), empty when the row keeps none."""
+    (:meth:`OriginStore.merge_owners`), and a running job holding the owner's stop
+    from before it ends it at its next checkpoint (:meth:`OriginStore.owner_lifts`);
+    lifts older than :data:`OWNER_LIFT_KEPT` are deleted. Returns run id -> the stop
+    lifted ("<reason> from <origin>"), empty when the row keeps none."""
     conn = connect(path)
     try:
         if conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?",
@@ -569,6 +592,8 @@ def lift_owner_stop(path: Path | str, owner: str, now: float) -> dict[str, str]:
             conn.execute(
                 f"INSERT INTO {OWNER_LIFT_TABLE} (owner, lifted) VALUES (?, ?) ON CONFLICT"
                 "(owner) DO UPDATE SET lifted=max(lifted, excluded.lifted)", (owner, now))
+            conn.execute(f"DELETE FROM {OWNER_LIFT_TABLE} WHERE lifted < ?",
+                         (now - OWNER_LIFT_KEPT,))
             row = conn.execute(f"SELECT state, run_id FROM {OWNER_TABLE} WHERE origin=?",
                                (owner,)).fetchone()
             state = OriginState.from_json(row[0]) if row is not None else None
@@ -586,3 +611,54 @@ def lift_owner_stop(path: Path | str, owner: str, now: float) -> dict[str, str]:
         return {str(row[1]): stop}
     finally:
         conn.close()
+
+
+def forget_owner(path: Path | str, origin: str) -> tuple[str, int, list[str]]:
+    """What the state DB keeps of the origin's owner (its registrable domain), deleted
+    when the origin was its last site kept (``scrapy forget``): the owner's row
+    (OWNER_TABLE: the run's budget count and stop) and its lift (OWNER_LIFT_TABLE).
+    Another origin of the owner's hosts with a row in ORIGIN_TABLE that is not on the
+    opt-out list keeps them: its crawl goes on counting the owner's budget, and a stop
+    its refusal set. Returns the owner, the rows deleted, and the origins that keep
+    them (empty when deleted), in one transaction."""
+    owner = owner_of(host_of_origin(origin))
+    conn = connect(path)
+    try:
+        tables = {str(r[0]) for r in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type='table'")}
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            kept = _owners_sites(conn, tables, owner, origin)
+            deleted = 0
+            if not kept:
+                for table, key in ((OWNER_TABLE, "origin"), (OWNER_LIFT_TABLE, "owner")):
+                    if table in tables:
+                        deleted += conn.execute(f"DELETE FROM {table} WHERE {key}=?",
+                                                (owner,)).rowcount
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        return owner, deleted, kept
+    finally:
+        conn.close()
+
+
+def _owners_sites(conn: sqlite3.Connection, tables: set[str], owner: str,
+                  origin: str) -> list[str]:
+    """The origins of the owner's hosts, ``origin`` aside, whose state the crawl keeps
+    (an ORIGIN_TABLE row) and that are not opted out. The rows whose host is the owner
+    or ends in ``.owner`` are read (an index range would need the host reversed: this
+    runs once a ``forget``), then each is judged by :func:`owner_of`."""
+    if ORIGIN_TABLE not in tables:
+        return []
+    name = owner.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    found = conn.execute(
+        f"SELECT origin FROM {ORIGIN_TABLE} WHERE origin LIKE ? ESCAPE '\\' OR origin "
+        "LIKE ? ESCAPE '\\' OR origin LIKE ? ESCAPE '\\' OR origin LIKE ? ESCAPE '\\'",
+        (f"%://{name}", f"%://{name}:%", f"%.{name}", f"%.{name}:%")).fetchall()
+    opted: set[str] = set()
+    if "polite_optout" in tables:
+        opted = {str(r[0]) for r in conn.execute("SELECT origin FROM polite_optout")}
+    return sorted(o for (o,) in found if o != origin and o not in opted
+                  and owner_of(host_of_origin(o)) == owner)
