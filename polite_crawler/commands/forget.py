@@ -10,7 +10,9 @@ a job may still fetch the origin and store what it fetched. Once every live job 
 acknowledged, ``forget`` deletes what the crawl holds of the origin:
 its pages (with their texts and fingerprints) in the page store (SQLite or
 PostgreSQL), aliases to and from it, near-duplicate links pointing at its pages,
-its robots.txt copy, and its queued URLs in every job frontier it can find:
+its robots.txt copy, its remembered refusal, what the state directory keeps of its
+owner (the registrable domain's row and the time its stop was lifted) when no other
+site of the owner is kept, and its queued URLs in every job frontier it can find:
 
 * the frontier file each job registered when it opened (``polite_optout_jobs``:
   JOBDIR/polite_frontier.sqlite3, or the temporary one in the state directory);
@@ -295,6 +297,8 @@ class Command(ScrapyCommand):
             if state is not None else 0
         removed["frontiers"] = optout.clear_frontiers(origin, acked, opts.jobdir)
         removed["block"] = _forget_block(settings, chosen, state, origin)
+        if not chosen.cluster and state is not None:
+            removed["owner"] = _forget_owner(state, origin)
         optout.record_removed(origin, removed)
         data["removed"] = removed
         return data, _forget_text(data), 1 if late else 0
@@ -341,6 +345,22 @@ def _forget_block(settings: Any, chosen: Backend, state: Path | None, origin: st
                            "same command again") from exc
     finally:
         store.close()
+
+
+def _forget_owner(state: Path, origin: str) -> dict[str, Any]:
+    """What the state directory keeps of the origin's owner (its registrable domain: the
+    run's budget count and stop, the time its stop was lifted), deleted when the origin
+    was its last site kept (:func:`polite_crawler.frontier.store.forget_owner`); the
+    owner's other sites keep it otherwise."""
+    from polite_crawler.frontier.store import forget_owner
+    from polite_crawler.store.paths import ORIGINS_DB
+
+    try:
+        owner, deleted, kept = forget_owner(state / ORIGINS_DB, origin)
+    except sqlite3.Error as exc:
+        raise CommandError(f"the owner's rows could not be written ({exc}); run the same "
+                           "command again") from exc
+    return {"owner": owner, "rows_deleted": deleted, "kept_by": kept}
 
 
 def _labels(chosen: Backend) -> dict[str, Any]:
@@ -399,6 +419,15 @@ def _forget_text(data: dict[str, Any]) -> str:
     lines.append(f"  robots.txt cache: {removed['robots_txt']} copy deleted")
     lines.append(f"  trap memory: {removed.get('trap_memory', 0)} judged URLs deleted")
     lines.append(f"  remembered refusal: {removed.get('block', 0)} deleted")
+    owner = removed.get("owner")
+    if owner is not None and owner["kept_by"]:
+        kept = owner["kept_by"]
+        lines.append(f"  owner {owner['owner']}: its budget count and stop kept for its "
+                     f"{len(kept)} other sites ({', '.join(kept[:3])}"
+                     + (", ..." if len(kept) > 3 else "") + ")")
+    elif owner is not None:
+        lines.append(f"  owner {owner['owner']}: {owner['rows_deleted']} rows deleted (its "
+                     "budget count and stop, its stop's lift; no other site of it is kept)")
     frontiers = removed["frontiers"]
     if not frontiers:
         lines.append("  job frontiers: none found")
