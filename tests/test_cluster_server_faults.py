@@ -16,6 +16,7 @@ outlived it grants nobody more than it held for a while).
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING
 
 import pytest
@@ -172,5 +173,46 @@ def test_a_place_refused_in_the_restart_window_is_asked_for_until_granted(
         w.apply(execute(w.shared, plan, w.ttl))
         clock.t += 0.5
     w.restart_window = 0.0  # the window is over
+    sent = run([w], clock, clock.t + 20)
+    assert [s.origin for s in sent] == ["http://127.0.9.1:8000"] * 2
+
+
+def test_the_servers_restart_window_counts_redis_whole_second_uptime(
+        redis_url: str) -> None:
+    """Redis keeps its start and its clock in whole seconds: an uptime read as u may be
+    up to a second long, Redis up only u - 1 seconds. A server's hash that outlived a
+    restart grants nobody more while that least uptime is inside the window: an
+    uptime read half a second past the window is still guarded, one and a half past
+    is not."""
+    clock = Clock(T0)
+    w = worker(redis_url, clock, "w0", limit=1, address_of=lambda name: SERVER)
+    r = w.shared.r
+    r.hset(server_key(SERVER), mapping={"lim": 1, "r": 1})  # a start long ago
+    w.restart_window = 1e9  # guarded while the origin is taken and its rows claimed
+    for p in range(2):
+        offer(w, f"http://127.0.9.1:8000/{p}")
+    w.run_batch()
+    w.run_batch()
+    clock.t += DISPATCH_MARGIN
+
+    def uptime() -> int:
+        return int(r.info("server")["uptime_in_seconds"])
+
+    while uptime() < 1:  # Redis's first second: it has been up at least no time
+        time.sleep(0.05)
+    for _ in range(5):  # a batch the uptime's tick did not cross
+        assert w.frontier.pop() is None  # no place yet: asked for in the next batch
+        up = uptime()
+        w.restart_window = up - 0.5
+        plan = w.plan()
+        assert [(c.address, c.want, c.held) for c in plan.servers] == [(SERVER, 1, 0)]
+        w.apply(execute(w.shared, plan, w.ttl))
+        if uptime() == up:
+            break
+        clock.t += 0.5
+    else:
+        raise AssertionError("the uptime ticked in every batch")
+    assert w.frontier.pop() is None  # refused: Redis may have started 0.5 s inside
+    w.restart_window = uptime() - 1.5  # Redis started at least 0.5 s before the window
     sent = run([w], clock, clock.t + 20)
     assert [s.origin for s in sent] == ["http://127.0.9.1:8000"] * 2

@@ -399,23 +399,32 @@ def test_redis_unreachable_longer_than_the_lease_no_dispatch_nothing_lost(
 # --- A take the restart lost (injected clocks, a real redis-server restarted) -------------
 
 
+def first_page_done(a: Any, clock: Any, *paths: str) -> None:
+    """Worker ``a`` queues ``paths`` of the lease tests' origin, takes it, and fetches
+    the first in 0.1 s (injected clock)."""
+    from tests.test_redis_lease import ORIGIN, push
+
+    push(a, *paths)
+    a.run_batch()
+    a.run_batch()
+    d = a.frontier.pop()
+    assert d is not None and d.row is not None
+    a.frontier.settle(ORIGIN, d.token, start=clock(), end=clock() + 0.1)
+    a.frontier.done(d.row.id)
+
+
 def test_an_origin_whose_take_a_restart_lost_waits_the_restart_plus_the_timeout(
         redis_server):
     """A worker took an origin from the free set and has a request out when Redis dies;
     the log it replays lost that take (the origin is free again, its state from before).
     Whoever takes it next waits until the restart + the exchange timeout + the rest."""
+    from polite_crawler.frontier.redis_frontier import execute
     from tests.clock import Clock
-    from tests.test_redis_lease import ORIGIN, REST, TIMEOUT, push, worker
+    from tests.test_redis_lease import ORIGIN, REST, TIMEOUT, worker
 
     ca = Clock(time.time() - 30.0)  # A's work is from before the restart
     a = worker(redis_server.url, "A", ca)
-    push(a, "/1", "/2", "/3")
-    a.run_batch()
-    a.run_batch()
-    d = a.frontier.pop()
-    assert d is not None and d.row is not None
-    a.frontier.settle(ORIGIN, d.token, start=ca(), end=ca() + 0.1)
-    a.frontier.done(d.row.id)
+    first_page_done(a, ca, "/1", "/2", "/3")
     a.run_batch()  # this state is what the log keeps
     ca.t += 0.2 + REST
     assert a.frontier.pop() is not None  # /2 goes out: A's request is on the wire
@@ -428,14 +437,17 @@ def test_an_origin_whose_take_a_restart_lost_waits_the_restart_plus_the_timeout(
     r.sadd(a.shared.free_key, ORIGIN)
     before = time.time()  # Redis starts after this
     redis_server.restart()
-    # The take reads Redis's uptime, a real duration: B's clock is real time when it
-    # takes, or a slow machine's second between restart and take would shift the bound.
+    # The take reads Redis's uptime, a real duration: B's clock is real time as its
+    # batch ends (as a worker's clock reads when the batch's outcome is applied), or a
+    # slow machine's time between the plan and the take would shift the bound.
     cb = Clock(time.time())
     b = worker(redis_server.url, "B", cb)
-    b.run_batch()
-    b._sampled = 0.0
-    cb.t = time.time()
-    b.run_batch()
+    for _ in range(2):
+        plan = b.plan()
+        out = execute(b.shared, plan, b.ttl)
+        cb.t = max(cb.t, time.time())
+        b.apply(out)
+        b._sampled = 0.0
     taken = cb.t
     assert b.owned() == [ORIGIN]
     for t in (taken + 1.0, before + TIMEOUT + REST - 0.05):
@@ -464,11 +476,59 @@ def test_the_restart_bound_takes_the_latest_start_redis_whole_seconds_allow(redi
     saved.next_allowed = clock() - 30.0  # a state from before the restart
     up = 1.0  # read at 1,000,000.0: the restart was between 999,998.0 and 999,999.0 + 1
     b._adopt(Taken(ORIGIN, saved.to_json(), b.queue.run_id, 0, 1, "", "", 0.0,
-                   redis_up=up), clock())
+                   redis_up=up), clock(), clock())
     state = b.frontier.state(ORIGIN)
     latest_start = clock() - up + 1.0
     assert state.next_allowed >= latest_start + TIMEOUT + REST
     assert state.next_allowed == pytest.approx(latest_start + TIMEOUT + REST)
+
+
+def test_the_restart_window_holds_while_the_whole_second_uptime_may_be_inside_it(
+        redis_server):
+    """An uptime read as the window's length may be up to a second long: Redis may
+    have started less than the window ago, and the restart's bound holds (a window
+    shorter than the exchange timeout and the rest: a short lease)."""
+    from polite_crawler.frontier.redis_shared import Taken
+    from polite_crawler.policy.rest import OriginState
+    from tests.clock import Clock
+    from tests.test_redis_lease import ORIGIN, REST, TIMEOUT, worker
+
+    clock = Clock(1_000_000.0)
+    b = worker(redis_server.url, "B", clock)
+    b.restart_window = 2.0
+    saved = OriginState(ORIGIN)
+    saved.next_allowed = clock() - 30.0  # a state from before the restart
+    up = b.restart_window  # Redis started between 3 s and 1 s ago
+    b._adopt(Taken(ORIGIN, saved.to_json(), b.queue.run_id, 0, 1, "", "", 0.0,
+                   redis_up=up), clock(), clock())
+    assert b.frontier.state(ORIGIN).next_allowed == pytest.approx(
+        clock() - up + 1.0 + TIMEOUT + REST)
+
+
+def test_the_restart_bound_counts_from_the_uptimes_reading_not_the_plan(redis_server):
+    """The take reads Redis's uptime in the batch, after the plan's time by the batch's
+    round trips (on a busy machine, a while). Counted from the plan's time, the restart
+    was put that much early, and a request the restart's lost take had out could still
+    be open when the next owner sends. The bound counts from the batch's end."""
+    from polite_crawler.frontier.redis_frontier import execute
+    from tests.clock import Clock
+    from tests.test_redis_lease import ORIGIN, REST, TIMEOUT, worker
+
+    clock = Clock(1_000_000.0)
+    a = worker(redis_server.url, "A", clock)
+    first_page_done(a, clock, "/1", "/2")
+    a.run_batch(closing=True)  # given back, its state written: from before the restart
+    assert a.owned() == []
+    clock.t += 30.0
+    b = worker(redis_server.url, "B", clock)
+    plan = b.plan()
+    clock.t += 0.5  # the batch's round trips before its take reads the uptime
+    out = execute(b.shared, plan, b.ttl)
+    b.apply(out)
+    [t] = out.taken
+    assert t.origin == ORIGIN and t.redis_up < b.restart_window  # a fresh redis-server
+    latest_start = clock() - t.redis_up + 1.0
+    assert b.frontier.state(ORIGIN).next_allowed >= latest_start + TIMEOUT + REST
 
 
 # --- A worker starting while Redis restarts ---------------------------------------------

@@ -938,8 +938,13 @@ class RedisFrontier:
                 self.frontier.set_queued(origin, len(own.buffer) + own.remote)
         for res in out.results:
             self._apply_result(res, plan.now, still)
-        for t in out.taken:
-            self._adopt(t, plan.now)
+        if out.taken:
+            # The takes read Redis's uptime after the plan's time, by the batch's round
+            # trips (on a busy machine, a while): the restart is counted from now, no
+            # earlier than that reading.
+            read = max(plan.now, self.clock())
+            for t in out.taken:
+                self._adopt(t, plan.now, read)
         if not out.kept:
             self._srv_reassert = True  # places granted in what Redis lost: asserted again
         self._apply_grants(out)
@@ -1029,7 +1034,9 @@ class RedisFrontier:
                      "%(new)s", {"old": old, "new": self.shared.worker})
         self.shared.register(self.clock(), self.ttl)
 
-    def _adopt(self, t: Taken, now: float) -> None:
+    def _adopt(self, t: Taken, now: float, read: float) -> None:
+        """Take an origin's state as the take found it (``now``: the batch's time;
+        ``read``: a time no earlier than the take's reading of Redis's uptime)."""
         state = OriginState.from_json(t.state) if t.state else OriginState(t.origin)
         state.origin = t.origin
         saved = state.next_allowed
@@ -1052,10 +1059,13 @@ class RedisFrontier:
         elif t.state:
             state.next_allowed += self.clock_skew if state.next_allowed > now else 0.0
         # Redis keeps its start and its clock in whole seconds, so the uptime it reports
-        # is off by up to one: the restart was at most a second after now - uptime + 1.
-        # The bound takes that latest start (the lost take's request could end as late).
-        started = now - t.redis_up + 1.0
-        if t.state and t.redis_up < self.restart_window and 0 < saved < started:
+        # is off by up to one either way: the restart was before read - uptime + 1. The
+        # bound takes that latest start (the lost take's request could end as late), and
+        # the window holds while it is less than the window ago (Redis may have been up
+        # only uptime - 1 seconds).
+        started = read - t.redis_up + 1.0
+        up_least = max(read - started, 0.0)
+        if t.state and up_least < self.restart_window and 0 < saved < started:
             # Redis restarted moments ago and this state is from before: the log may have
             # lost its last second, this origin's last take and state with it, while the
             # worker that took it had a request out. That request ended by the restart

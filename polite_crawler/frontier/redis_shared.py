@@ -463,7 +463,8 @@ if new > kept then
     redis.call('HSET', K, 'p', start)
   end
   if r < 0 or math.abs(r - start) > 2 then redis.call('HSET', K, 'r', start) end
-  if up < window and p >= 0 and math.abs(p - start) <= 2 then new = kept end
+  -- (Its start and clock in whole seconds: Redis may have been up only up - 1 seconds.)
+  if math.max(up - 1, 0) < window and p >= 0 and math.abs(p - start) <= 2 then new = kept end
 end
 new = math.max(new, hold)
 if new ~= had then
