@@ -128,6 +128,39 @@ class Command(ScrapyCommand):
             fail("unblock", str(exc))
 
 
+# KEYS: an origin's hash; ARGV: the owner's stop reason. Its ``stop:<crawl>`` fields
+# that stop it for its owner's refusal, deleted; returns how many.
+_UNSTOP_FOR_OWNER = """
+local n = 0
+for _, k in ipairs(redis.call('HKEYS', KEYS[1])) do
+  if string.sub(k, 1, 5) == 'stop:' and redis.call('HGET', KEYS[1], k) == ARGV[1] then
+    redis.call('HDEL', KEYS[1], k)
+    n = n + 1
+  end
+end
+return n
+"""
+
+
+def _unstop_owners_origins(groups: Any, origin: str) -> int:
+    """On a cluster, the crawls' stops of the owner's origins for its refusal
+    (``stop:<crawl>`` = ``owner_refused``, which refuse their rows), deleted with the
+    owner's stop: an origin no worker holds is asked again when a page finds it. The
+    keys are found by one SCAN over the origins' hashes (an operator's command, not the
+    crawl's path); the refusing origin's own stop stays. Returns how many."""
+    from polite_crawler.frontier.core import OWNER_REFUSED
+    from polite_crawler.store.redis_keys import origin_key, origin_of_key
+
+    owner = owner_of(host_of_origin(origin))
+    glob = "".join(f"\\{c}" if c in "*?[]\\" else c for c in owner)
+    n = 0
+    for key in groups.scan_iter(match=origin_key(f"*{glob}*"), count=1000):
+        other = origin_of_key(key)
+        if other and owner_of(host_of_origin(other)) == owner:
+            n += int(groups.eval(_UNSTOP_FOR_OWNER, 1, key, OWNER_REFUSED))
+    return n
+
+
 def _lift_owner_stops(groups: Any, owners: Path | None, origin: str,
                       now: float) -> dict[str, str]:
     """The stops the origin's owner keeps, deleted: crawl (a cluster's) or run (one
@@ -136,8 +169,14 @@ def _lift_owner_stops(groups: Any, owners: Path | None, origin: str,
     backend's owner rows (the owner's row keeps its run's)."""
     if groups is not None:
         from polite_crawler.frontier.redis_shared import lift_owner_stops
+        from polite_crawler.store.redis_keys import lifts_key
 
-        return lift_owner_stops(groups, origin)
+        lifted = lift_owner_stops(groups, origin)
+        if _unstop_owners_origins(groups, origin) or lifted:
+            # After the stops are gone: a worker that sees the count move reads its
+            # stopped owners' groups and ends the stops no longer there.
+            groups.incr(lifts_key())
+        return lifted
     if owners is None:
         return {}
     from polite_crawler.frontier.store import lift_owner_stop

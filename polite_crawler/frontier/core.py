@@ -1219,6 +1219,13 @@ class Frontier:
         for other in others:
             self.stop(other, OWNER_REFUSED)
 
+    def refused_owners(self, before: float) -> list[str]:
+        """The owners this process holds stopped for a refusal, the stop taken on no
+        later than ``before``: those a lift seen after then may end (on a cluster, the
+        owners whose group to read for its stop: :meth:`lift_owner_stop`)."""
+        return [name for name, o in self._owners.items()
+                if o.refused and o.stopped_at <= before]
+
     def lift_owner_stop(self, name: str, lifted: float) -> list[str]:
         """The operator lifted the owner's stop at ``lifted`` (``scrapy unblock`` of one
         of its origins; the shared store says so: a lift on the embedded backend, the

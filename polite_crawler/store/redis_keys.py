@@ -160,6 +160,13 @@ def blocks_key(prefix: str = PREFIX) -> str:
     return f"{prefix}:blocks"
 
 
+def lifts_key(prefix: str = PREFIX) -> str:
+    """``P:lifts``: a counter ``scrapy unblock`` adds one to after it deleted owners'
+    stops (``s:<crawl>`` of a group): a worker reads it in each batch, and only when it
+    moved reads the groups of the owners it holds stopped (a lift ends their stop)."""
+    return f"{prefix}:lifts"
+
+
 def origin_of_key(key: bytes | str) -> str:
     """The origin a per-origin key names (its hash tag), or '' for another key."""
     text = key.decode("utf-8", "replace") if isinstance(key, bytes) else key
