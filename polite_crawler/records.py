@@ -175,6 +175,10 @@ class OwnerRecord:
     owner: str
     counts: tuple[tuple[str, int], ...]  # (UTC day, pages) per stored count
     holder: str | None = None  # on a cluster: the worker holding the owner's group
+    # (run, or a cluster's crawl; "<reason> from <origin>"): a refusal from one of its
+    # hosts stopped them all in that run.
+    stops: tuple[tuple[str, str], ...] = ()
+    lifted: float | None = None  # when ``scrapy unblock`` last lifted its stop (one machine)
 
     def used_on(self, day: str) -> int:
         """Pages counted against the owner's budget on ``day``."""

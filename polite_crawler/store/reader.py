@@ -155,12 +155,17 @@ class EmbeddedReader(_PagesOf):
     def owner_state(self, owner: str) -> OwnerRecord | None:
         if self.conn is None or not self._has("polite_owner"):
             return None
-        row = self.conn.execute("SELECT state FROM polite_owner WHERE origin=?",
+        row = self.conn.execute("SELECT state, run_id FROM polite_owner WHERE origin=?",
                                 (owner,)).fetchone()
-        if row is None:
+        lift = self.conn.execute("SELECT lifted FROM polite_owner_lift WHERE owner=?",
+                                 (owner,)).fetchone() if self._has("polite_owner_lift") else None
+        if row is None and lift is None:
             return None
-        st = OriginState.from_json(row[0])
-        return OwnerRecord(owner, ((st.budget_day, st.budget_used),) if st.budget_day else ())
+        st = OriginState.from_json(row[0]) if row is not None else OriginState(owner)
+        stop = st.failure.stopped
+        return OwnerRecord(owner, ((st.budget_day, st.budget_used),) if st.budget_day else (),
+                           stops=((str(row[1]), stop),) if row is not None and stop else (),
+                           lifted=float(lift[0]) if lift is not None else None)
 
     def server_state(self, address: str) -> ServerRecord | None:
         return None  # a running crawl's memory only
@@ -277,7 +282,8 @@ class ClusterReader(_PagesOf):
             if k.startswith("b:"):
                 day, _sp, used = v.partition(" ")
                 counts.append((day, int(used or 0)))
-        return OwnerRecord(owner, tuple(sorted(counts)), fields.get("owner") or None)
+        stops = tuple(sorted((k[2:], v) for k, v in fields.items() if k.startswith("s:")))
+        return OwnerRecord(owner, tuple(sorted(counts)), fields.get("owner") or None, stops)
 
     def server_state(self, address: str) -> ServerRecord | None:
         from polite_crawler.store.redis_keys import server_key
