@@ -29,7 +29,8 @@ import socket
 import threading
 import time
 from collections import Counter
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -48,9 +49,6 @@ from polite_crawler.frontier.redis_shared import origin_key
 from tests.pg import pg_server, pg_uri  # noqa: F401  (fixtures)
 from tests.redis_server import redis_production, redis_server  # noqa: F401  (fixtures)
 from tests.test_redis_frontier import HOSTS, REST, content, start, wait_for, worker_cmd
-
-if TYPE_CHECKING:
-    from pathlib import Path
 
 # ruff: noqa: F811
 
@@ -216,6 +214,12 @@ FROZEN_PAGES = 10
 SLOW = dict.fromkeys(("/p2", "/p5", "/p8"), 2.7)  # longer than the lease
 
 
+def stopped(pid: int) -> bool:
+    """Whether the process is stopped (SIGSTOP delivered): its state in /proc is T."""
+    stat = Path(f"/proc/{pid}/stat").read_text(encoding="ascii")
+    return stat[stat.rindex(")") + 2] == "T"
+
+
 def taken_over(log: str, old: str) -> set[str]:
     """Origins the log says were taken over from worker ``old``."""
     return set(re.findall(r"(http://\S+) taken over from " + re.escape(old), log))
@@ -251,8 +255,11 @@ def test_a_frozen_worker_sends_nothing_for_the_sites_it_lost_and_rejoins(
                        for h, p, at in list(arrived))
 
         wait_for(slow_one_of_a)  # a slow answer of a site only a served is under way
-        t0 = time.time()
         os.kill(a.pid, signal.SIGSTOP)
+        wait_for(lambda: stopped(a.pid))
+        # Taken once a is stopped: a request a sent before, with this test's thread
+        # descheduled between reading the time and the signal, is not one after it.
+        t0 = time.time()
         time.sleep(TTL + EXCHANGE + 1.0)  # past its lease and the exchange timeout
         t1 = time.time()
         os.kill(a.pid, signal.SIGCONT)
@@ -369,8 +376,10 @@ def test_redis_unreachable_longer_than_the_lease_no_dispatch_nothing_lost(
         wait_for((tmp_path / "access-b.jsonl").exists)  # both under way
         # Each site's first page (the hub) done and its rows claimed a batch ahead.
         wait_for(lambda: len(content(web.entries())) >= 4 * len(HOSTS))
-        t0 = time.time()
         proxy.flowing.clear()
+        # Taken after the partition began: a batch that got through while this test's
+        # thread was descheduled before it would renew the lease past t0 + TTL.
+        t0 = time.time()
         time.sleep(OUTAGE)
         t1 = time.time()
         proxy.flowing.set()

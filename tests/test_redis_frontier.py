@@ -12,10 +12,11 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -26,6 +27,9 @@ from tests.redis_server import (  # noqa: F401  (fixtures)
     redis_server_session,
     redis_url,
 )
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 # The fixtures above, by name (ruff: F811).
 # ruff: noqa: F811
@@ -121,6 +125,19 @@ def test_two_workers_share_the_hosts_one_politeness(web_factory, tmp_path, redis
 
 def slow_site(n: int, host: str, delay: float) -> Site:
     """A chain of pages each answered after ``delay``: a worker has requests in flight."""
+    return timed_site(n, host, lambda: delay)
+
+
+def held_site(n: int, host: str, joined: threading.Event) -> Site:
+    """A chain of pages answered after 0.3 s until ``joined`` is set, then at once: a
+    worker alone crawls it slowly (its rest grows with the answers) while a second one
+    starts, so the crawl cannot end before the second takes a share, however slow the
+    machine is to start a process."""
+    return timed_site(n, host, lambda: 0.0 if joined.is_set() else 0.3)
+
+
+def timed_site(n: int, host: str, delay: Callable[[], float]) -> Site:
+    """A chain of pages each answered after ``delay()`` seconds (read as it is asked)."""
     plain = chain_site(n, host)
     routes: dict[str, Any] = {}
     for path, body in plain.routes.items():
@@ -129,10 +146,19 @@ def slow_site(n: int, host: str, delay: float) -> Site:
             continue
 
         def answer(req: Req, body: Any = body) -> Resp:
-            return Resp(200, body, delay=delay)
+            return Resp(200, body, delay=delay())
 
         routes[path] = answer
     return Site(routes)
+
+
+def joins(tmp: Path, name: str, joined: threading.Event) -> None:
+    """Wait until worker ``name`` served a host, then let the held sites answer at once."""
+    deadline = time.time() + 120
+    while not served(tmp, name):
+        assert time.time() < deadline, f"worker {name} never took a share of the hosts"
+        time.sleep(0.05)
+    joined.set()
 
 
 def wait_for(cond: Any, timeout: float = 60.0) -> None:
@@ -140,6 +166,14 @@ def wait_for(cond: Any, timeout: float = 60.0) -> None:
     while not cond():
         assert time.time() < deadline, "timed out"
         time.sleep(0.05)
+
+
+def stop_all(*procs: Any) -> None:
+    """Kill by its PID a worker a failed test left running."""
+    for p in procs:
+        if p is not None and p.poll() is None:
+            p.kill()
+            p.wait()
 
 
 def log_lines(tmp: Path, name: str) -> int:
@@ -172,20 +206,22 @@ def test_sigkill_of_a_worker_its_origins_taken_over_nothing_lost(
 
 @pytest.mark.slow
 def test_a_worker_joining_mid_crawl_takes_a_share(web_factory, tmp_path, redis_url, pg_uri):
-    web = web_factory({h: chain_site(PAGES + 8, h) for h in HOSTS})
+    joined = threading.Event()
+    web = web_factory({h: held_site(PAGES + 8, h, joined) for h in HOSTS})
     a = start(worker_cmd(web, tmp_path, "a", redis_url, pg_uri))
+    b = None
     try:
-        deadline = time.time() + 60
-        while len(content(web.entries())) < 2 * len(HOSTS) and time.time() < deadline:
-            time.sleep(0.05)
+        wait_for(lambda: len(content(web.entries())) >= 2 * len(HOSTS))
         b = start(worker_cmd(web, tmp_path, "b", redis_url, pg_uri))
+        joins(tmp_path, "b", joined)  # the joining worker served hosts
         assert b.wait(timeout=180) == 0
-    finally:
         assert a.wait(timeout=180) == 0
+    finally:
+        joined.set()
+        stop_all(a, b)
     fetched = assert_clean(web)
     assert len(fetched) == len(HOSTS) * (PAGES + 8)
     assert max(fetched.values()) == 1
-    assert served(tmp_path, "b"), "the joining worker served hosts"
 
 
 @pytest.mark.slow

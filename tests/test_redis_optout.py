@@ -7,14 +7,17 @@ request of the forgotten origin leaves after ``forget`` returns.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
+import threading
 import time
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from demo.web.server import Req, Resp, Site
 from polite_crawler.store.redis_optout import RedisOptOutList
 from polite_crawler.store.redis_robots import RedisRobotsStore, robots_key
 from polite_crawler.store.robots import RobotsBook
@@ -217,10 +220,29 @@ def worker(web: Any, tmp: Path, name: str, redis: str, store: str) -> list[str]:
     return cmd
 
 
+def held_site(n: int, delay: float, held: float, forgotten: threading.Event) -> Site:
+    """wide_site whose pages answer after ``held`` seconds until ``forgotten`` is set,
+    then after ``delay``: neither site is crawled to its end before the second worker
+    has started and ``forget`` returned, however slow the machine is to start them."""
+    routes: dict[str, Any] = {}
+    for path, route in wide_site(n, delay).routes.items():
+        if not isinstance(route, Resp) or path == "/robots.txt":
+            routes[path] = route
+            continue
+
+        def answer(req: Req, resp: Resp = route) -> Resp:
+            return resp if forgotten.is_set() else dataclasses.replace(resp, delay=held)
+
+        routes[path] = answer
+    return Site(routes)
+
+
 @pytest.mark.slow
 def test_forget_reaches_both_workers_before_it_returns(
         web_factory, tmp_path, redis_url, redis_server_session, pg_uri):
-    web = web_factory({GONE: wide_site(PAGES, 0.15), KEPT: wide_site(2 * PAGES, 0.05)})
+    forgotten = threading.Event()
+    web = web_factory({GONE: held_site(PAGES, 0.15, 0.3, forgotten),
+                       KEPT: held_site(2 * PAGES, 0.05, 0.1, forgotten)})
     gone = f"http://{GONE}:{web.port}"
     workers = [subprocess.Popen(worker(web, tmp_path, "a", redis_url, pg_uri), cwd=ROOT,
                                 env=env())]
@@ -241,6 +263,7 @@ def test_forget_reaches_both_workers_before_it_returns(
         done = scrapy("forget", gone, "--reason", "owner asked", "--json",
                       "-s", f"POLITE_FRONTIER={redis_url}", "-s", f"POLITE_STORE={pg_uri}")
         returned = time.time()
+        forgotten.set()
         assert done.returncode == 0, done.stderr
         data = json.loads(done.stdout)
         assert len(data["acknowledged"]) == 2, data
@@ -251,6 +274,7 @@ def test_forget_reaches_both_workers_before_it_returns(
         codes = [w.wait(120) for w in workers]
         assert codes == [0, 0]
     finally:
+        forgotten.set()
         for w in workers:
             if w.poll() is None:
                 w.kill()

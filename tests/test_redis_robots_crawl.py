@@ -8,7 +8,7 @@ each host's robots.txt asked for exactly once.
 
 from __future__ import annotations
 
-import time
+import threading
 from collections import Counter
 
 import pytest
@@ -22,10 +22,12 @@ from tests.test_redis_frontier import (
     HOSTS,
     PAGES,
     assert_clean,
-    chain_site,
     content,
-    served,
+    held_site,
+    joins,
     start,
+    stop_all,
+    wait_for,
     worker_cmd,
 )
 
@@ -34,22 +36,24 @@ from tests.test_redis_frontier import (
 
 @pytest.mark.slow
 def test_two_machines_fetch_each_robots_txt_once(web_factory, tmp_path, redis_url, pg_uri):
-    web = web_factory({h: chain_site(PAGES + 8, h) for h in HOSTS})
+    joined = threading.Event()
+    web = web_factory({h: held_site(PAGES + 8, h, joined) for h in HOSTS})
     a = start(worker_cmd(web, tmp_path, "a", redis_url, pg_uri,
                          POLITE_STATE_DIR=str(tmp_path / "machine-a")))
+    b = None
     try:
-        deadline = time.time() + 60
-        while len(content(web.entries())) < 2 * len(HOSTS) and time.time() < deadline:
-            time.sleep(0.05)
+        wait_for(lambda: len(content(web.entries())) >= 2 * len(HOSTS))
         assert len(web.entries(path="/robots.txt")) == len(HOSTS)
         b = start(worker_cmd(web, tmp_path, "b", redis_url, pg_uri,
                              POLITE_STATE_DIR=str(tmp_path / "machine-b")))
+        joins(tmp_path, "b", joined)  # the second machine took hosts over
         assert b.wait(timeout=180) == 0
-    finally:
         assert a.wait(timeout=180) == 0
+    finally:
+        joined.set()
+        stop_all(a, b)
     fetched = assert_clean(web)
     assert len(fetched) == len(HOSTS) * (PAGES + 8)
-    assert served(tmp_path, "b"), "the second machine took hosts over"
     robots = Counter(e.host for e in web.entries(path="/robots.txt"))
     assert robots == dict.fromkeys(HOSTS, 1)
     # Neither machine kept a robots.txt cache of its own.
