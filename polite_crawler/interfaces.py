@@ -193,6 +193,12 @@ class FrontierView(Protocol):
         """The origins this crawl stopped, with why (``refused:...``, a 403's reason)."""
 
     @property
+    def stops_made(self) -> int:
+        """How many stops this process made (a stop lifted and made again counts
+        again): ``stopped`` changed when it moved (its size may not have: an owner's
+        stop lifted takes origins out of it)."""
+
+    @property
     def queue(self) -> URLQueue:
         """The crawl's queue store (its JOBDIR file, or the Redis queue)."""
 

@@ -297,6 +297,7 @@ class Frontier:
         self._seq = itertools.count()
         self._tokens = itertools.count(1)
         self.stopped: dict[str, str] = dict(queue.stopped())
+        self.stops_made = 0  # stop() calls that stopped an origin (FrontierView.stops_made)
         self.pending = 0  # queued rows plus transient objects, over origins not stopped
         self._settled_rows: dict[int, float] = {}  # row id -> settle time, until done
         # Row id -> the host whose lease waits for the spider to be done with that row:
@@ -1173,6 +1174,7 @@ class Frontier:
         if origin in self.stopped:
             return
         self.stopped[origin] = reason
+        self.stops_made += 1
         self.queue.stop(origin, reason)
         rec = self._get(origin)
         rec.state.failure.stopped = rec.state.failure.stopped or reason
