@@ -139,6 +139,11 @@ def test_a_running_job_asks_the_owners_hosts_after_scrapy_unblock(
     assert sorted(_sent(job, clock)) == [f"{CDN}/2", "http://new.example.org/1"]
     job.f.checkpoint()
     assert _owner_row(tmp_path) is None  # nothing written back
+    # What report and explain read of the site: its row no longer says stopped.
+    rows = OriginStore(tmp_path / ORIGINS_DB, process_owner(), RUN)
+    assert rows.load(CDN)[0].failure.stopped is None
+    assert rows.load(WWW)[0].failure.stopped == "403"
+    rows.close()
     _close(job)
 
 
