@@ -106,19 +106,25 @@ def assert_clean(web: Any) -> Counter[tuple[str, str]]:
 
 @pytest.mark.slow
 def test_two_workers_share_the_hosts_one_politeness(web_factory, tmp_path, redis_url, pg_uri):
-    web = web_factory({h: chain_site(PAGES, h) for h in HOSTS})
-    workers = [start(worker_cmd(web, tmp_path, "a", redis_url, pg_uri))]
-    # Not the same instant: two processes creating the state directory's SQLite files
-    # together can find them locked (store.paths.connect switching to WAL).
-    wait_for((tmp_path / "access-a.jsonl").exists)
-    workers.append(start(worker_cmd(web, tmp_path, "b", redis_url, pg_uri)))
-    codes = [w.wait(timeout=180) for w in workers]
+    joined = threading.Event()
+    web = web_factory({h: held_site(PAGES, h, joined) for h in HOSTS})
+    a = start(worker_cmd(web, tmp_path, "a", redis_url, pg_uri))
+    b = None
+    try:
+        # Not the same instant: two processes creating the state directory's SQLite
+        # files together can find them locked (store.paths.connect switching to WAL).
+        wait_for((tmp_path / "access-a.jsonl").exists)
+        b = start(worker_cmd(web, tmp_path, "b", redis_url, pg_uri))
+        joins(tmp_path, "b", joined)  # both workers serve hosts
+        codes = [a.wait(timeout=180), b.wait(timeout=180)]
+    finally:
+        joined.set()
+        stop_all(a, b)
     assert codes == [0, 0]
     fetched = assert_clean(web)
     assert len(fetched) == len(HOSTS) * PAGES
     assert max(fetched.values()) == 1
-    a, b = served(tmp_path, "a"), served(tmp_path, "b")
-    assert a and b, "both workers served hosts"
+    assert served(tmp_path, "a"), "both workers served hosts"
     # robots.txt fetched once per origin for the whole crawl.
     assert len(web.entries(path="/robots.txt")) == len(HOSTS)
 
