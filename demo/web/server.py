@@ -74,7 +74,11 @@ class LogEntry:
     status: int
     bytes_sent: int  # body bytes on the wire
     started: float  # time.time() when the request head had arrived
-    finished: float  # time.time() when the response was fully sent (or dropped)
+    # time.time() as the response's last bytes were handed to the socket (or when it was
+    # dropped): the earliest the client could have it all. Stamped after the send, a
+    # server thread waiting for the GIL or a CPU stamped it late, up to tens of ms on a
+    # busy machine, and a polite client's rest read short.
+    finished: float
     headers: dict[str, str]
 
     @property
@@ -120,6 +124,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _serve(self) -> None:
         started = time.time()
+        self.last_bytes_at: float | None = None
         web = self.server.web
         host, port = self.server.server_address[:2]
         headers = {k.lower(): v for k, v in self.headers.items()}
@@ -129,9 +134,10 @@ class _Handler(BaseHTTPRequestHandler):
         except Exception as exc:  # a scenario bug must show, not hang the client
             resp = Resp(500, f"handler error: {exc!r}".encode())
         status, sent = self._send(req, resp)
+        finished = self.last_bytes_at if self.last_bytes_at is not None else time.time()
         web._record(
             LogEntry(str(host), int(port), self.command, self.path, status, sent, started,
-                     time.time(), headers)
+                     finished, headers)
         )
 
     def _send(self, req: Req, resp: Resp) -> tuple[int, int]:
@@ -177,11 +183,13 @@ class _Handler(BaseHTTPRequestHandler):
                 self.send_header("Transfer-Encoding", "chunked")
             else:
                 self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        sent = 0
         if req.method == "HEAD" or status in (204, 304):
+            self.last_bytes_at = time.time()
+            self.end_headers()
             self.wfile.flush()
             return status, 0
+        self.end_headers()
+        sent = 0
         try:
             if chunked:
                 chunks = body_iter if body_iter is not None else iter([body])
@@ -193,8 +201,10 @@ class _Handler(BaseHTTPRequestHandler):
                     self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
                     self.wfile.flush()
                     sent += len(chunk)
+                self.last_bytes_at = time.time()
                 self.wfile.write(b"0\r\n\r\n")
             else:
+                self.last_bytes_at = time.time()
                 self.wfile.write(body)
                 sent = len(body)
             self.wfile.flush()
