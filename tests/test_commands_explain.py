@@ -332,7 +332,8 @@ def test_explain_names_the_bound_from_the_host_and_owner_rows(tmp_path):
     assert nr["may_start_now"] is False
     assert d["server"]["address"] == SHARED
     assert d["owner"] == {"domain": "h.test", "budget": {"used_today": 7, "limit": 10000},
-                          "budget_spent": False, "concurrency": 2, "worker": None}
+                          "budget_spent": False, "concurrency": 2, "worker": None,
+                          "stops": {}, "stop_lifted": None}
     # The origin's own rest is longer: it decides.
     d = scrapy_json("explain", "http://h.test:8080/a", *args)
     assert d["next_request"]["bound"] == "origin_rest"

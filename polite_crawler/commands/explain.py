@@ -427,7 +427,11 @@ def bounds_state(settings: BaseSettings, origin: str, reader: StateReader,
     spent = limit > 0 and used >= limit
     owner_out = {"domain": owner, "budget": {"used_today": used, "limit": limit},
                  "budget_spent": spent, "concurrency": cap,
-                 "worker": counts.holder if counts is not None else None}
+                 "worker": counts.holder if counts is not None else None,
+                 # A refusal from one of its hosts stops them all for that run or crawl,
+                 # until it ends or ``scrapy unblock`` lifts it (when, on one machine).
+                 "stops": dict(counts.stops) if counts is not None else {},
+                 "stop_lifted": counts.lifted if counts is not None else None}
     return {
         "host": host_out,
         "server": server,
@@ -852,6 +856,12 @@ def bounds_lines(d: dict[str, Any]) -> list[str]:
     lines.append(f"  at most {ow['concurrency']} requests at once across its hosts "
                  "(POLITE_OWNER_CONCURRENCY)"
                  + (f"; its hosts are held by worker {ow['worker']}" if ow["worker"] else ""))
+    for run, stop in sorted(ow["stops"].items()):
+        lines.append(f"  stopped in {run}: {stop} (a refusal from one of its hosts stops "
+                     "them all for the run; scrapy unblock lifts it)")
+    if ow["stop_lifted"] is not None:
+        lines.append(f"  its stop last lifted {when(ow['stop_lifted'])} (scrapy unblock): "
+                     "a stop from before it ends, a refusal since stops it again")
     start = "now" if nr["at"] is None or nr["bound"] == NONE else when(nr["at"])
     lines.append(f"next request: {nr['bound']}: {nr['why']}"
                  + ("" if nr["bound"] in (NONE, HOST_BUSY) else f"; may start {start}"))
