@@ -177,9 +177,12 @@ class BlockMemory:
 
     def _record_stops(self) -> None:
         stopped = self._stops()
-        if not stopped or len(stopped) == self._stops_seen:
+        # The frontier's count of stops made, not the stops' number: a lifted owner's
+        # stop takes origins out, and a refusal after it may leave the number as it was.
+        made = self._frontier.stops_made if self._frontier is not None else 0
+        if not stopped or made == self._stops_seen:
             return
-        self._stops_seen = len(stopped)
+        self._stops_seen = made
         now = self.clock()
         for origin, reason in list(stopped.items()):
             if not is_refusal(reason) or origin in self._restored:
