@@ -32,7 +32,7 @@ from polite_crawler.policy.urls import URLError, canonicalize, origin_of
 from polite_crawler.spiders.site import SiteSpider
 from polite_crawler.store.traps import trap_book
 from tests.crawl import run_crawl
-from tests.frontier_fixtures import open_scheduler, site_crawler
+from tests.frontier_fixtures import open_scheduler, site_crawler, without_open_collection
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -183,7 +183,7 @@ def test_generated_cases_through_both_paths_are_equal(
 
     cases = [(f"{origin}/{'/'.join(segments)}{query}", depth)
              for origin, segments, query, depth in found]
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, without_open_collection():
         by_request = _through_requests(Path(tmp) / "request", cases)
         by_bulk = _through_bulk(Path(tmp) / "bulk", cases)
     assert by_bulk == by_request

@@ -39,7 +39,7 @@ from polite_crawler.policy.traps import (
     url_trap,
 )
 from polite_crawler.policy.urls import URLError, canonicalize
-from tests.frontier_fixtures import open_scheduler, site_crawler
+from tests.frontier_fixtures import open_scheduler, site_crawler, without_open_collection
 
 YIELD = YieldLimits(window=30, min_share=0.1, min_novelty=0.2)
 
@@ -209,7 +209,7 @@ def test_seen_urls_kept_answer_as_the_seen_set(kept: int, ops: list[tuple[str, A
     # seen (rel=canonical): the same counts, stats and rows as asking the seen set.
     saved = seen_module.SEEN_URLS_KEPT
     seen_module.SEEN_URLS_KEPT = kept  # a small memory: forgotten all at once often
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, without_open_collection():
         jobs = [_Job(Path(tmp) / "kept", True), _Job(Path(tmp) / "asked", False)]
         try:
             for op, arg in ops:
