@@ -15,6 +15,7 @@ import sys
 import threading
 import time
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 import pytest
 import pytest_twisted
@@ -104,16 +105,23 @@ async def test_a_busy_crawler_does_not_double_the_rest(web_factory, tmp_path) ->
     result = await run_crawl(BusySpider, _settings(tmp_path), urls=urls)
     stats = result.stats
     assert stats.get("item_scraped_count") == len(urls)
-    # The server's answers stayed flat (a few ms at most) ...
-    answers = [e.finished - e.started for h in hosts for e in _pages(web, h)]
-    assert max(answers) < 0.04
+    # The server's answers stayed flat (a few ms: the median, a busy test machine may
+    # keep one of its threads from the CPU now and then) ...
+    answers = sorted(e.finished - e.started for h in hosts for e in _pages(web, h))
+    assert answers[len(answers) // 2] < 0.01, answers
     # ... while the crawler was busy: four hosts' pages, 50 ms of CPU each, so a
     # request waited behind other hosts' pages for up to 150 ms before its answer was
-    # read. The watch did not take that for the server's slowness.
+    # read. The watch did not take that for the server's slowness: no doubling, and every
+    # rest the crawler set (its access log) stayed the base rest, not the wait it read.
+    # (The gaps the server saw add the reactor's lateness, a second or more on a busy
+    # machine: not what the rule sets.)
     assert stats.get("polite/frontier/latency_doubled", 0) == 0
-    for h in hosts:
-        gaps = [b.started - a.finished for a, b in itertools.pairwise(_pages(web, h))]
-        assert max(gaps) < 1.0, (h, max(gaps))
+    lines = [r for r in read_access_log(next(tmp_path.glob("access-*.jsonl")))
+             if r.get("status") == 200 and not r.get("robots")]
+    assert len(lines) == len(urls)
+    assert max(r["rest"] for r in lines) < 2 * 0.05, sorted(r["rest"] for r in lines)
+    print(f"\nthe longest exchange as the crawler read it: "
+          f"{max(r['duration'] for r in lines):.3f} s")
 
 
 @linux_only
@@ -191,9 +199,11 @@ class SlowAboveTheGate:
     byte arrived."""
 
     LAG = 0.4
+    ends: dict[str, float] = {}  # path -> when the reactor was free again (epoch s)
 
     def process_response(self, request: Any, response: Any) -> Any:
         burn(self.LAG)
+        SlowAboveTheGate.ends[urlsplit(response.url).path] = time.time()
         return response
 
 
@@ -213,5 +223,13 @@ async def test_the_rest_runs_from_the_last_byte_not_from_a_late_gate(web_factory
     gaps = [b.started - a.finished for a, b in itertools.pairwise(entries)]
     # Never less than the rest from the server's end ...
     assert min(gaps) >= rest, gaps
-    # ... and not the rest counted from the gate, LAG later (which gave rest + LAG).
-    assert max(gaps) < rest + SlowAboveTheGate.LAG * 0.75, gaps
+    # ... and not the rest counted from the gate, which sees the answer only when the
+    # middleware lets the reactor go: that put every request a whole rest after it. Run
+    # from the last byte, the next request goes out once the rest has run and the reactor
+    # is free, a rest after the free reactor less the middleware's own time (LAG of CPU, at
+    # least LAG of wall time). Read against the reactor's free time, not as a gap from the
+    # server's end: on a busy machine the middleware's 0.4 s of CPU take a second or more.
+    free = SlowAboveTheGate.ends
+    late = [b.started - (free[a.path] + rest) for a, b in itertools.pairwise(entries)]
+    assert max(late) < 0, (late, gaps)
+    print(f"\nrests from the server's end: {[round(g, 3) for g in gaps]}")

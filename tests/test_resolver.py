@@ -310,11 +310,12 @@ async def test_resolver_installed_for_the_crawl_and_restored() -> None:
 
 @pytest_twisted.ensureDeferred
 async def test_head_timeout(web_factory) -> None:
-    web = web_factory({START: Site({"/slow-head": Resp(200, page("late"), delay=2.0)})})
+    web = web_factory({START: Site({"/slow-head": Resp(200, page("late"), delay=10.0)})})
     handler = _handler({"POLITE_HEADERS_TIMEOUT": 0.3, "POLITE_EXCHANGE_TIMEOUT": 5.0},
                        start=web.url(START))
     exc, took = await _fails(handler, web.url(START, "/slow-head"), HeadersTimeoutError)
-    assert took < 1.5
+    # Cut by the 0.3 s limit, not by the head at 10 s (the margin is a busy machine's).
+    assert took < 5.0
     assert isinstance(exc, TimeoutError)
     verdict = classify_exception(exc)
     assert verdict.action is Action.RETRY_LATER and verdict.failure
@@ -328,7 +329,7 @@ async def test_dribbling_body_cut_by_exchange_timeout(web_factory) -> None:
     handler = _handler({"POLITE_HEADERS_TIMEOUT": 0.5, "POLITE_EXCHANGE_TIMEOUT": 1.0,
                         "DOWNLOAD_TIMEOUT": 180}, start=web.url(START))
     exc, took = await _fails(handler, web.url(START, "/dribble"), ExchangeTimeoutError)
-    assert 0.9 < took < 2.0  # the site's 10 s dribble could not stretch the 1 s limit
+    assert 0.9 < took < 5.0  # the site's 10 s dribble could not stretch the 1 s limit
     assert classify_exception(exc).reason == "error:timeout"
 
 
@@ -351,7 +352,7 @@ async def test_connect_timeout() -> None:
     finally:
         for sock in [*fillers, listener]:
             sock.close()
-    assert 0.4 < took < 2.0
+    assert 0.4 < took < 5.0  # the 0.5 s limit, not the kernel's SYN retries (minutes)
     assert classify_exception(exc).reason == "error:timeout"
 
 
