@@ -107,8 +107,13 @@ def test_kill_9_and_restart_keeps_every_rest_and_fetches_nothing_twice(web_facto
     assert len(twice) <= len(HOSTS)
     assert (HOSTS[0], "/p6") in twice
     for host, path in twice:
+        # The one in flight: the last request its host had before the kill (read from the
+        # order of the server's log, not from how long before the kill it came, which a
+        # busy machine stretches).
+        before = [e for e in entries if e.host == host and e.started < killed_at]
+        assert max(before, key=lambda e: e.started).path == path, (host, path)
         first_fetch = min(e.started for e in entries if e.host == host and e.path == path)
-        assert killed_at - first_fetch < 2 * REST + 0.5
+        print(f"\n{host}{path} first asked {killed_at - first_fetch:.2f} s before the kill")
     # robots.txt is not fetched again after the restart: the cache is durable.
     assert len(web.entries(path="/robots.txt")) <= len(HOSTS)
 
