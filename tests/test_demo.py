@@ -311,7 +311,7 @@ def test_demo_reports_a_failed_crawl_and_stops_the_web(tmp_path: Path) -> None:
 def test_demo_runs_end_to_end_on_a_small_web(tmp_path: Path) -> None:
     out = tmp_path / "out"
     code, text = run_demo(out, port=0, scale=SMALL, quiet=True, timeout=60,
-                          extra={"CLOSESPIDER_TIMEOUT": 20})
+                          extra={"CLOSESPIDER_TIMEOUT": 6})
     assert code == 0, text
     for host in DEMO_HOSTS:
         assert host.address in text
