@@ -106,6 +106,7 @@ class RedisQueue:
         self.templates: dict[int, bytes] = {}  # new templates, for the next batch
         self.known: dict[int, bytes] = {}  # every template this worker has seen
         self.stops: dict[str, str] = {}
+        self.unstops: set[str] = set()  # origins whose stop ended (an owner's stop lifted)
         self.drops: list[str] = []
         self.done_out: dict[str, list[tuple[bytes, bytes]]] = {}
         self._fresh: dict[bytes, int] = {}  # fingerprints admitted, waiting for their push
@@ -299,6 +300,14 @@ class RedisQueue:
 
     def stop(self, origin: str, reason: str) -> None:
         self.stops[origin] = reason
+        self.unstops.discard(origin)
+        self.touched.add(origin)
+
+    def unstop(self, origin: str) -> None:
+        """The origin's stop for the crawl ends (its owner's stop was lifted): its
+        ``stop:<crawl>`` goes with the next batch, before the batch's pushes."""
+        self.stops.pop(origin, None)
+        self.unstops.add(origin)
         self.touched.add(origin)
 
     def stopped(self) -> dict[str, str]:
@@ -376,6 +385,11 @@ class Plan:
     robots: bool = False  # read the robots.txt entries of the origins taken
     push_claims: dict[str, int] = field(default_factory=dict)  # owned origin -> rows
     servers: list[ServerCall] = field(default_factory=list)  # server places to ask for
+    unstops: list[str] = field(default_factory=list)  # origins whose stop ended
+    # Owners held stopped whose group is read for its stop (the lifts' count moved to
+    # ``lifts``; checked when the plan was made).
+    owner_checks: list[str] = field(default_factory=list)
+    lifts: int = -1
 
 
 @dataclass
@@ -394,6 +408,8 @@ class Outcome:
     nudged: list[str] = field(default_factory=list)  # owned origins others queued rows for
     grants: list[ServerGrant] = field(default_factory=list)  # the servers' answers
     server_nudged: list[str] = field(default_factory=list)  # servers others wait for
+    lifts: int = 0  # the lifts' count as read (RedisShared.lifts)
+    owner_stops_kept: list[bool] = field(default_factory=list)  # per plan.owner_checks
 
 
 def execute(shared: RedisShared, plan: Plan, ttl: float) -> Outcome:
@@ -401,7 +417,7 @@ def execute(shared: RedisShared, plan: Plan, ttl: float) -> Outcome:
     renewed, pushed, results, active, workers = shared.batch(
         now=plan.now, ttl=ttl, pushes=plan.pushes, seen=plan.seen, templates=plan.templates,
         stops=plan.stops, drops=plan.drops, owned=plan.syncs, push_claims=plan.push_claims,
-        servers=plan.servers)
+        servers=plan.servers, unstops=plan.unstops, owner_checks=plan.owner_checks)
     grants, server_nudged = shared.grants, shared.server_nudged
     wanted = {tid for r in results for raw in r.rows
               if (tid := row_template(raw)) is not None and tid not in plan.known}
@@ -435,7 +451,8 @@ def execute(shared: RedisShared, plan: Plan, ttl: float) -> Outcome:
 
         robots = load_many(shared.r, [t.origin for t in taken], shared.p)
     return Outcome(plan, renewed, pushed, results, taken, active, workers, still, templates,
-                   robots, shared.kept, shared.nudged, grants, server_nudged)
+                   robots, shared.kept, shared.nudged, grants, server_nudged, shared.lifts,
+                   shared.owner_stops_kept)
 
 
 class RedisFrontier:
@@ -516,6 +533,11 @@ class RedisFrontier:
         self._srv_swept = 0.0
         shared.server_grace = exchange_timeout + clock_skew
         self.walk_all = False  # visit every owned origin (the reference, in tests)
+        # ``scrapy unblock``'s lifts of owners' stops (lifts_key): the count as last read,
+        # and as last acted on (-1: none read yet). When they differ, the next batch
+        # reads the groups of the owners this worker holds stopped (apply: _lift_owners).
+        self._lifts_read = -1
+        self._lifts_done = -1
 
     def count(self, key: str, n: int) -> None:
         self.frontier.count(key, n)
@@ -730,9 +752,12 @@ class RedisFrontier:
         sample = now - self._sampled >= max(self.ttl / 3, self.interval)
         if sample:
             self._sampled = now
+        unstops, q.unstops = sorted(q.unstops), set()
+        checks = f.refused_owners(now) if self._lifts_read != self._lifts_done else []
         return Plan(now, pushes, pushed_n, seen, templates, stops, drops, syncs, room, want,
                     set(q.own), sample, frozenset(q.known), self._robots_remote(), push_claims,
-                    [] if closing else self._server_calls(now))
+                    [] if closing else self._server_calls(now), unstops, checks,
+                    self._lifts_read)
 
     def _server_calls(self, now: float) -> list[ServerCall]:
         """The servers whose places this batch asks for: those the core asked about
@@ -860,6 +885,7 @@ class RedisFrontier:
         for origin, reason in plan.stops.items():
             q.stops.setdefault(origin, reason)
         q.drops.extend(plan.drops)
+        q.unstops.update(o for o in plan.unstops if o not in q.stops)
         # Its server calls are made again: the origins of a server that waited for a
         # place wait out of the heap until one comes, and places it gave back stopped
         # counting here as it was planned, so Redis must be told, or it counts them
@@ -948,10 +974,28 @@ class RedisFrontier:
         if not out.kept:
             self._srv_reassert = True  # places granted in what Redis lost: asserted again
         self._apply_grants(out)
+        self._lift_owners(out)
         if out.robots:
             book = self.frontier.robots_book()
             if book is not None:
                 book.preload(out.robots, trust=max(2 * self.interval, 1.0))
+
+    def _lift_owners(self, out: Outcome) -> None:
+        """The owners' stops ``scrapy unblock`` lifted: an owner checked whose group no
+        longer holds its stop for the crawl (``s:<crawl>``) ends its stop here, as taken
+        on before the plan (a refusal since stands); the origins stopped for it are
+        unstopped in Redis too. The lifts' count read in every batch: only when it moved
+        are the groups read (the next batch)."""
+        plan = out.plan
+        for name, kept in zip(plan.owner_checks, out.owner_stops_kept, strict=True):
+            if not kept:
+                for origin in self.frontier.lift_owner_stop(name, plan.now):
+                    self.queue.unstop(origin)
+        if plan.lifts >= 0 and self._lifts_read == plan.lifts:
+            self._lifts_done = plan.lifts  # checked since the count last moved
+        if self._lifts_done < 0:
+            self._lifts_done = out.lifts  # the first read: no stop taken on before it
+        self._lifts_read = out.lifts
 
     def _apply_result(self, res: SyncResult, now: float, still: set[str]) -> None:
         """One owned origin's answer from the batch: rows claimed, the origin lost or
@@ -1081,7 +1125,11 @@ class RedisFrontier:
             # The host's rest as the group's last owner left it: it holds this origin too.
             skew = self.clock_skew if t.host_until > now else 0.0
             state.next_allowed = max(state.next_allowed, min(t.host_until, 1e18) + skew)
-        if t.stop:
+        lifted = t.stop == OWNER_REFUSED and not t.owner_stop
+        if lifted:
+            # Stopped for its owner, whose stop ``scrapy unblock`` lifted since: asked again.
+            self.queue.unstop(t.origin)
+        elif t.stop:
             self.frontier.stopped[t.origin] = t.stop
         own = self.queue.own.setdefault(t.origin, _Own())
         own.remote = t.queued

@@ -67,6 +67,7 @@ from polite_crawler.store.redis_keys import (
     claimed_key,
     free_key,
     group_key,
+    lifts_key,
     mark_key,
     nudge_key,
     origin_key,
@@ -637,6 +638,10 @@ class RedisShared:
         self.grants: list[ServerGrant] = []
         self.server_grace = 0.0
         self.server_window = 0.0
+        # The count of ``scrapy unblock``'s owner-stop lifts (lifts_key) as the last
+        # batch read it, and whether each owner the batch checked still has its stop.
+        self.lifts = 0
+        self.owner_stops_kept: list[bool] = []
 
     # --- keys ------------------------------------------------------------------
     def okey(self, origin: str) -> str:
@@ -719,11 +724,17 @@ class RedisShared:
         owned: list[OriginSync],
         push_claims: dict[str, int] | None = None,
         servers: list[ServerCall] | None = None,
+        unstops: list[str] | None = None,
+        owner_checks: list[str] | None = None,
     ) -> tuple[bool, dict[str, tuple[int, int]], list[SyncResult], int, int]:
         """Write what the worker queued and did, renew its lease, claim rows.
 
         ``push_claims``: owned origin -> rows its push may claim at once. ``servers``:
         the server addresses whose places to ask for (their answers: ``self.grants``).
+        ``unstops``: origins whose stop for the crawl ends (their owner's stop was
+        lifted: before the pushes, which a stop refuses). ``owner_checks``: owners whose
+        group to read for the crawl's stop (``self.owner_stops_kept``, in order; the
+        lifts' count ``lifts_key`` is read in every batch: ``self.lifts``).
         Returns (lease renewed, origin -> (added, duplicates) of the pushes, the owned
         origins' results (status 4: rows claimed with the push), active origins, live
         workers).
@@ -745,6 +756,9 @@ class RedisShared:
                             f"{reason} from {origin}")
         for origin in drops:
             pipe.delete(self.qkey(origin))
+        unstops = unstops or []
+        for origin in unstops:
+            pipe.hdel(self.okey(origin), f"stop:{self.crawl}")
         push_order = []
         for origin, rows in pushes.items():
             n = push_claims.get(origin, 0)
@@ -790,8 +804,13 @@ class RedisShared:
                                repr(self.server_grace), repr(self.server_window), self.p,
                                str(c.held), "1" if c.probing else "0",
                                repr(c.no_probe)], client=pipe)
+        # After the stops written above: a refusal's own stop is in its group by now.
+        pipe.get(lifts_key(self.p))
+        owner_checks = owner_checks or []
+        for name in owner_checks:
+            pipe.hexists(group_key(name, self.p), self.owner_stop_field)
         out = pipe.execute()
-        i = len(templates) + 2 * len(stops) + refusals + len(drops)
+        i = len(templates) + 2 * len(stops) + refusals + len(drops) + len(unstops)
         pushed: dict[str, tuple[int, int]] = {}
         unowned: list[str] = []
         nudges: dict[str, list[str]] = {}
@@ -841,7 +860,10 @@ class RedisShared:
         self.server_nudged = [o[len(SERVER_NUDGE):] for o in nudged
                               if o.startswith(SERVER_NUDGE)]
         self.grants = []
-        for c, res in zip(servers, out[i + 6:], strict=True):
+        served = i + 6 + len(servers)
+        self.lifts = int(out[served] or 0)
+        self.owner_stops_kept = [bool(x) for x in out[served + 1:]]
+        for c, res in zip(servers, out[i + 6:served], strict=True):
             grant = ServerGrant(c.address, int(res[0]), int(res[1]), float(res[2]),
                                 float(res[3]), int(res[4]), float(res[5]),
                                 [bytes(w).decode() for w in res[6:]])
