@@ -32,6 +32,7 @@ import pytest
 import pytest_twisted
 from scrapy import signals
 from scrapy.exceptions import DontCloseSpider
+from scrapy.utils.defer import deferred_from_coro
 from twisted.internet.threads import deferToThread
 
 from tests.crawl import run_crawl
@@ -211,6 +212,10 @@ class HoldForScrape:
             def answered(final: Any) -> None:
                 self.asking = False
                 self.done = final is True
+                if self.done:  # closed now, not at the engine's next idle check (5 s on)
+                    assert self.crawler.engine is not None
+                    deferred_from_coro(
+                        self.crawler.engine.close_spider_async(reason="finished"))
 
             d.addBoth(answered)
         raise DontCloseSpider
