@@ -514,6 +514,53 @@ def test_the_restart_window_holds_while_the_whole_second_uptime_may_be_inside_it
         clock() - up + 1.0 + TIMEOUT + REST)
 
 
+def test_the_restart_bound_holds_a_rest_longer_than_the_lease_after_any_window(
+        redis_server):
+    """A host whose rest (its Crawl-delay, say 120 s) is longer than the lease: a take
+    70 s after Redis started, past the lease plus the exchange timeout, still waits the
+    whole rest after the restart plus the timeout. A window on the uptime ended the
+    guard there, and the request the restart's lost take had out could be followed
+    50 s short of its rest."""
+    from polite_crawler.frontier.redis_shared import Taken
+    from polite_crawler.policy.rest import OriginState
+    from tests.clock import Clock
+    from tests.test_redis_lease import ORIGIN, TIMEOUT, TTL, worker
+
+    clock = Clock(1_000_000.0)
+    b = worker(redis_server.url, "B", clock)
+    saved = OriginState(ORIGIN)
+    saved.next_allowed = clock() - 75.0  # written before the restart
+    saved.last_rest = 120.0
+    up = 70.0
+    assert up > TTL + TIMEOUT  # past the window the guard had
+    b._adopt(Taken(ORIGIN, saved.to_json(), b.queue.run_id, 0, 1, "", "", 0.0,
+                   redis_up=up), clock(), clock())
+    latest_start = clock() - up + 1.0
+    assert b.frontier.state(ORIGIN).next_allowed == pytest.approx(
+        latest_start + TIMEOUT + 120.0)
+
+
+def test_a_state_from_long_before_a_long_running_redis_is_not_held_back(redis_server):
+    """A Redis up for a day: the restart's bound is far behind and changes nothing."""
+    from polite_crawler.frontier.redis_shared import Taken
+    from polite_crawler.policy.rest import OriginState
+    from tests.clock import Clock
+    from tests.test_redis_lease import ORIGIN, worker
+
+    clock = Clock(1_000_000.0)
+    b = worker(redis_server.url, "B", clock)
+    saved = OriginState(ORIGIN)
+    saved.next_allowed = clock() - 90_000.0
+    saved.last_rest = 120.0
+    counted: Counter[str] = Counter()
+    b.frontier.count = lambda key, n: counted.update({key: n})
+    b._adopt(Taken(ORIGIN, saved.to_json(), b.queue.run_id, 0, 1, "", "", 0.0,
+                   redis_up=86_400.0), clock(), clock())
+    assert b.frontier.state(ORIGIN).next_allowed <= clock()
+    assert counted["polite/redis/origin_taken"] == 1
+    assert counted["polite/redis/origin_taken_after_restart"] == 0
+
+
 def test_the_restart_bound_counts_from_the_uptimes_reading_not_the_plan(redis_server):
     """The take reads Redis's uptime in the batch, after the plan's time by the batch's
     round trips (on a busy machine, a while). Counted from the plan's time, the restart

@@ -1104,18 +1104,20 @@ class RedisFrontier:
             state.next_allowed += self.clock_skew if state.next_allowed > now else 0.0
         # Redis keeps its start and its clock in whole seconds, so the uptime it reports
         # is off by up to one either way: the restart was before read - uptime + 1. The
-        # bound takes that latest start (the lost take's request could end as late), and
-        # the window holds while it is less than the window ago (Redis may have been up
-        # only uptime - 1 seconds).
+        # bound takes that latest start (the lost take's request could end as late).
         started = read - t.redis_up + 1.0
         up_least = max(read - started, 0.0)
-        if t.state and up_least < self.restart_window and 0 < saved < started:
-            # Redis restarted moments ago and this state is from before: the log may have
+        rest = max(params.base(False), state.last_rest)
+        if (t.state and 0 < saved < started and self.restart_window > 0
+                and up_least < self.restart_window + rest):
+            # Redis started moments ago and this state is from before: the log may have
             # lost its last second, this origin's last take and state with it, while the
             # worker that took it had a request out. That request ended by the restart
-            # plus the timeout. (A state written since the start is not from before.)
+            # plus the timeout, and the whole rest follows it. The window (the lease + the
+            # timeout) is this origin's rest longer: a rest longer than the lease (a long
+            # Crawl-delay, a Retry-After) still binds after the lease's window ends. (A
+            # state written since the start is not from before.)
             bound = started + self.exchange_timeout + self.clock_skew
-            rest = max(params.base(False), state.last_rest)
             state.next_allowed = max(state.next_allowed, bound + rest)
             self.count("polite/redis/origin_taken_after_restart", 1)
         self.count("polite/redis/origin_taken", 1)
