@@ -158,9 +158,13 @@ def test_a_fresh_startproject_with_the_add_on(tmp_path: Path, web_factory: Any) 
                                      'ADDONS = {"polite_crawler.addon.PoliteAddon": 0}'))
     (project / "acme" / "spiders" / "pages.py").write_text(STARTPROJECT_SPIDER)
     out = tmp_path / "items.jsonl"
+    # A shorter rest on the command line (loopback may), still above the template's
+    # DOWNLOAD_DELAY = 1, and no jitter: the default 3 s and up to as much again made
+    # the six requests' crawl 15 to 30 s.
     done = subprocess.run(
         [sys.executable, "-m", "scrapy", "crawl", "pages", "-a", f"start={web.url(A, '/')}",
-         "-s", "POLITE_PROGRESS_INTERVAL=0", "-O", str(out)],
+         "-s", "POLITE_PROGRESS_INTERVAL=0", "-s", "POLITE_REST_PAGE=1.1",
+         "-s", "POLITE_JITTER=0", "-O", str(out)],
         cwd=project, env=env, capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     log = done.stderr
