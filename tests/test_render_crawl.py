@@ -187,7 +187,10 @@ async def test_rendered_page_stores_the_rendered_text_and_the_site_serves_only_w
         mine = [e for e in entries if e.path in (f"/story/{n}", f"/api/story/{n}.json")]
         wire = max(e.finished for e in mine) - min(e.started for e in mine)
         line = pages[f"/story/{n}"]
-        assert max(REST, 5 * wire) - 0.05 <= line["rest"] <= max(REST, 5 * wire) + 0.5
+        # The crawler's stamps of the render's ends lag the server's by a few ms, 20 ms
+        # with a core kept busy (0.1 s of rest): up to 0.2 s of wire allowed, far under
+        # the browser's own work that a rest from the whole exchange would add.
+        assert max(REST, 5 * wire) - 0.05 <= line["rest"] <= max(REST, 5 * wire) + 1.0
         assert line["rest"] < 5 * line["duration"]
     assert stats["polite/render/cache_hit"] == 2
     assert stats["polite/render/memory_max_bytes"] > 0
