@@ -151,6 +151,10 @@ class URLQueue(Protocol):
     def stopped(self) -> dict[str, str]:
         """The origins this crawl stopped, with why (read when the crawl resumes)."""
 
+    def unstop(self, origin: str) -> None:
+        """The origin's stop ends (its owner's stop was lifted): forgotten, so a
+        resumed crawl does not take it on again."""
+
 
 class FrontierDriver(Protocol):
     """How the frontier scheduler opens, runs and closes its backend

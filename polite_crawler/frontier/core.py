@@ -79,7 +79,7 @@ from polite_crawler.policy.servers import (
 from polite_crawler.policy.urls import host_of_origin
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    from collections.abc import Callable, Iterator, Mapping
 
     from polite_crawler.interfaces import URLQueue
     from polite_crawler.policy.verdicts import FailureState
@@ -454,9 +454,13 @@ class Frontier:
             heapq.heappop(heap)
         return None
 
-    def restore(self) -> int:
-        """After a restart: rows in flight go back to the queue; every origin waits its rest."""
+    def restore(self, stopped_at: Mapping[str, float] | None = None) -> int:
+        """After a restart: rows in flight go back to the queue; every origin waits its
+        rest; a saved stop for an owner whose stop was lifted since is not taken on
+        again (``stopped_at``: when the queue recorded its stops, the embedded backend's
+        :meth:`QueueStore.stopped_times`; :meth:`_drop_lifted_owner_stops`)."""
         requeued = self.queue.requeue_in_flight()
+        self._drop_lifted_owner_stops(stopped_at or {})
         self.queue.commit()
         for origin, n in self.queue.counts():
             if origin in self.stopped:
@@ -472,6 +476,58 @@ class Frontier:
             self._reheap(origin, rec, rec.state.eligible_at())
         self.queue.commit()
         return requeued
+
+    def _drop_lifted_owner_stops(self, stopped_at: Mapping[str, float]) -> None:
+        """The saved stops for an owner's refusal (``owner_refused``) a restarted job
+        takes on again are those whose owner's stop still stands: its row keeps a stop
+        for this run (a lift clears the row, so a stop there is later than any lift),
+        or this queue saved a refusal by one of the owner's origins after the owner's
+        last lift (``scrapy unblock``; with no lift kept, any refusal). Otherwise the
+        operator lifted it since, or the rows no longer hold it for this run (the
+        owner forgotten, a stop another job stored and another run's job replaced):
+        its origins are asked again, forgotten by the queue, in one line an owner and
+        ``polite/owner/restored_stop_dropped`` an origin. The refusing origin's own stop
+        stays for the run, as a running job that takes the lift on keeps it."""
+        if self.owner_store is None:
+            return
+        held: dict[str, list[str]] = {}
+        refused: dict[str, list[float]] = {}
+        for origin, why in self.stopped.items():
+            if why == OWNER_REFUSED:
+                held.setdefault(owner_of(host_of_origin(origin)), []).append(origin)
+            elif is_refusal(why):
+                refused.setdefault(owner_of(host_of_origin(origin)), []).append(
+                    stopped_at.get(origin, 0.0))
+        if not held:
+            return
+        lifts = dict(self.owner_store.owner_lifts(0.0))
+        for name, origins in held.items():
+            lift = lifts.get(name)
+            if (any(lift is None or at > lift for at in refused.get(name, ()))
+                    or self._owner(host_of_origin(origins[0])).refused):
+                continue  # the owner's stop stands
+            lifted = lift is not None and any(stopped_at.get(o, 0.0) < lift for o in origins)
+            for origin in origins:
+                self._get(origin)  # its row read, to be written without the stop
+                self._unstop_for_owner(origin)
+            self.count("polite/owner/restored_stop_dropped", len(origins))
+            logger.warning(
+                "The saved stop of %(n)d origins for owner %(owner)s's refusal is not "
+                "taken on again (%(why)s): they are asked again",
+                {"n": len(origins), "owner": name,
+                 "why": "scrapy unblock lifted it since" if lifted
+                 else "the owner's row no longer keeps it for this run"})
+
+    def _unstop_for_owner(self, origin: str) -> None:
+        """The origin's stop for its owner's refusal ends: not stopped here, in its
+        row or in the queue (a restart does not take it on again)."""
+        del self.stopped[origin]
+        self.queue.unstop(origin)
+        rec = self._origins.get(origin)
+        if rec is not None and rec.state.failure.stopped == OWNER_REFUSED:
+            rec.state.failure.stopped = None  # its row no longer says stopped
+            if self.origin_rows is not None:
+                self._dirty.add(origin)
 
     # --- enqueue -------------------------------------------------------------
     def admit(self, origin: str) -> str | None:
@@ -1245,12 +1301,7 @@ class Frontier:
         freed = [o for o, why in self.stopped.items()
                  if why == OWNER_REFUSED and owner_of(host_of_origin(o)) == name]
         for origin in freed:
-            del self.stopped[origin]
-            rec = self._origins.get(origin)
-            if rec is not None and rec.state.failure.stopped == OWNER_REFUSED:
-                rec.state.failure.stopped = None  # its row no longer says stopped
-                if self.origin_rows is not None:
-                    self._dirty.add(origin)
+            self._unstop_for_owner(origin)
         self.count("polite/owner/stop_lifted", 1)
         logger.warning("The stop of owner %(owner)s (%(stop)s) was lifted (scrapy "
                        "unblock): %(n)d of its origins are asked again",

@@ -69,7 +69,7 @@ class EmbeddedDriver:
 
     def open(self, spider: Spider) -> Frontier:
         s = self.scheduler
-        queue = QueueStore(self._queue_path())
+        queue = QueueStore(self._queue_path(), clock=s.clock)
         owner = process_owner()
         path = origins_db_path(s.crawler.settings)
         origins = OriginStore(path, owner, queue.run_id)
@@ -80,7 +80,7 @@ class EmbeddedDriver:
             robots=lambda: s.ctx.robots, count=s.hooks.count, hosts=hosts,
             address_of=s.addresses.address, owners=owners,
         )
-        requeued = f.restore()
+        requeued = f.restore(queue.stopped_times())
         if f.pending:
             logger.info(
                 "Resuming crawl: %(n)d requests queued (%(r)d marked in flight), "

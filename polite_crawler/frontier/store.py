@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 import socket
+import time
 import uuid
 from functools import lru_cache
 from itertools import chain
@@ -41,7 +42,7 @@ from polite_crawler.store.paths import connect
 
 if TYPE_CHECKING:
     import sqlite3
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterator
 
 QUEUED, IN_FLIGHT = 0, 1
 # Fingerprints inserted per statement (SQLite allows 32,766 parameters).
@@ -69,6 +70,8 @@ CREATE TABLE IF NOT EXISTS frontier_queue (
 CREATE INDEX IF NOT EXISTS frontier_queue_next ON frontier_queue (origin, state, prio DESC, id);
 CREATE TABLE IF NOT EXISTS frontier_seen (fp BLOB PRIMARY KEY) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS frontier_stopped (origin TEXT PRIMARY KEY, reason TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS frontier_stop_time (origin TEXT PRIMARY KEY, at REAL NOT NULL)
+    WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS frontier_template (id INTEGER PRIMARY KEY, data BLOB NOT NULL UNIQUE);
 """
 
@@ -78,8 +81,9 @@ class QueueStore:
 
     deferred = False  # a pushed row is queued at once (polite_crawler.interfaces.URLQueue)
 
-    def __init__(self, path: Path | str) -> None:
+    def __init__(self, path: Path | str, *, clock: Callable[[], float] = time.time) -> None:
         self.path = Path(path)
+        self.clock = clock  # the wall clock a stop's time is read from (stopped_times)
         self.conn = connect(self.path)
         # Bigger pages of cache than the default keep a million-row queue's index warm.
         self.conn.execute("PRAGMA cache_size=-16000")
@@ -227,12 +231,33 @@ class QueueStore:
         return found is not None
 
     # --- stopped origins ---------------------------------------------------
+    # A stop's time is kept in a table of its own (frontier_stop_time), not a column of
+    # frontier_stopped: a JOBDIR from before opens as it is (its stops have no time:
+    # read as 0, before any lift), and code that writes frontier_stopped's two columns
+    # (frontier.migrate, store.jobfiles) is left as it is.
     def stop(self, origin: str, reason: str) -> None:
         self._begin()
         self.conn.execute("INSERT OR REPLACE INTO frontier_stopped VALUES (?, ?)", (origin, reason))
+        self.conn.execute("INSERT OR REPLACE INTO frontier_stop_time VALUES (?, ?)",
+                          (origin, self.clock()))
+
+    def unstop(self, origin: str) -> None:
+        """The origin's stop ends (its owner's stop was lifted): a restart no longer
+        takes it on."""
+        self._begin()
+        self.conn.execute("DELETE FROM frontier_stopped WHERE origin=?", (origin,))
+        self.conn.execute("DELETE FROM frontier_stop_time WHERE origin=?", (origin,))
 
     def stopped(self) -> dict[str, str]:
         return dict(self.conn.execute("SELECT origin, reason FROM frontier_stopped"))
+
+    def stopped_times(self) -> dict[str, float]:
+        """When each stop was recorded (the wall clock, seconds): what a restarted job
+        weighs a lift of the stopped origin's owner against (Frontier.restore). A stop
+        saved before times were kept has none (0)."""
+        return {str(origin): float(at) for origin, at in self.conn.execute(
+            "SELECT s.origin, coalesce(t.at, 0) FROM frontier_stopped s "
+            "LEFT JOIN frontier_stop_time t ON t.origin = s.origin")}
 
 
 ORIGIN_TABLE = "polite_origin"
