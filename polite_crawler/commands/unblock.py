@@ -12,8 +12,10 @@ registrable domain stops its every host for the run, docs/ARCHITECTURE.md "Owner
 one machine the owner's stored row keeps it for the run (``polite_owner``), on a cluster
 the owner's group for each crawl (docs/CLUSTER.md "Owners"); a host of the owner that a
 job has not stopped itself is asked again (by a resumed job, another job of the run, the
-worker that takes it); a running job on one machine that stopped the owner's hosts asks
-them again from its next checkpoint (the lift's time is kept: ``polite_owner_lift``).
+worker that takes it); a running job that stopped the owner's hosts asks them again
+from its next checkpoint (one machine: the lift's time is kept, ``polite_owner_lift``)
+or its next batches (a cluster: ``P:lifts`` counts the lifts), and a job restarted on
+its JOBDIR does not take the lifted stops on again from its saved queue.
 ``scrapy explain URL`` shows a block, when it ends and why. ``--list`` prints them all.
 """
 
