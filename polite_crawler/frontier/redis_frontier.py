@@ -984,13 +984,13 @@ class RedisFrontier:
         """The owners' stops ``scrapy unblock`` lifted: an owner checked whose group no
         longer holds its stop for the crawl (``s:<crawl>``) ends its stop here, as taken
         on before the plan (a refusal since stands); the origins stopped for it are
-        unstopped in Redis too. The lifts' count read in every batch: only when it moved
-        are the groups read (the next batch)."""
+        unstopped in Redis too (the core's lift unstops them in this queue). The lifts'
+        count read in every batch: only when it moved are the groups read (the next
+        batch)."""
         plan = out.plan
         for name, kept in zip(plan.owner_checks, out.owner_stops_kept, strict=True):
             if not kept:
-                for origin in self.frontier.lift_owner_stop(name, plan.now):
-                    self.queue.unstop(origin)
+                self.frontier.lift_owner_stop(name, plan.now)
         if plan.lifts >= 0 and self._lifts_read == plan.lifts:
             self._lifts_done = plan.lifts  # checked since the count last moved
         if self._lifts_done < 0:
